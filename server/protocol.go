@@ -1,0 +1,277 @@
+package server
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// This file is the single source of the arbor/* protocol: method names, params and results.
+// extensions/vscode/src/protocol.ts and extensions/nvim/lua/arbor/protocol.lua mirror it, and
+// TestProtocolMirrors checks that the method names agree.
+
+// Requests, client → daemon.
+const (
+	MethodSessionCreate  = "arbor/session.create"
+	MethodSessions       = "arbor/sessions"
+	MethodSessionGet     = "arbor/session.get"
+	MethodSessionAttach  = "arbor/session.attach"
+	MethodSessionDetach  = "arbor/session.detach"
+	MethodSessionLog     = "arbor/session.log"
+	MethodSessionSend    = "arbor/session.send"
+	MethodSessionStop    = "arbor/session.stop"
+	MethodSessionFork    = "arbor/session.fork"
+	MethodSessionDiff    = "arbor/session.diff"
+	MethodSessionFileAt  = "arbor/session.fileAt"
+	MethodSessionAccept  = "arbor/session.accept"
+	MethodSessionMerge   = "arbor/session.merge"
+	MethodSessionDiscard = "arbor/session.discard"
+	MethodDaemonStatus   = "arbor/daemon.status"
+	MethodDaemonStop     = "arbor/daemon.stop"
+)
+
+// Notifications, daemon → client.
+const (
+	NotifyEvent        = "arbor/event"
+	NotifySessionTree  = "arbor/sessionTree"
+	NotifyFellBehind   = "arbor/fellBehind"
+	NotifyShowDocument = "arbor/showDocument"
+)
+
+// Session states as they appear on the wire.
+const (
+	StateAdmitted = "admitted"
+	StateRunning  = "running"
+	StateIdle     = "idle"
+	StateInactive = "inactive"
+	StateStopped  = "stopped"
+	StateFailed   = "failed"
+)
+
+// Usage is accounting for one session (own) or a subtree (total).
+type Usage struct {
+	ModelCalls         int64   `json:"modelCalls"`
+	InputTokens        int64   `json:"inputTokens"`
+	OutputTokens       int64   `json:"outputTokens"`
+	CostUSD            float64 `json:"costUSD"`
+	KernelExecs        int64   `json:"kernelExecs"`
+	Messages           int64   `json:"messages"`
+	HumanInterventions int64   `json:"humanInterventions"`
+	Retries            int64   `json:"retries"`
+	HarnessEdits       int64   `json:"harnessEdits"`
+}
+
+// Session describes one session. Usage is the session's own; Total adds every descendant.
+type Session struct {
+	ID         string    `json:"id"`
+	Parent     string    `json:"parent,omitempty"`
+	Name       string    `json:"name,omitempty"`
+	Task       string    `json:"task"`
+	State      string    `json:"state"`
+	Error      string    `json:"error,omitempty"`
+	Model      string    `json:"model"`
+	Branch     string    `json:"branch"`
+	Worktree   string    `json:"worktree"`
+	BaseCommit string    `json:"baseCommit"`
+	Workspace  string    `json:"workspace"`
+	Created    time.Time `json:"created"`
+	LastSeq    uint64    `json:"lastSeq"`
+	Usage      Usage     `json:"usage"`
+	Total      Usage     `json:"total"`
+	Children   []string  `json:"children,omitempty"`
+}
+
+// Selection is editor context attached to a task: the text a user selected.
+type Selection struct {
+	URI       string `json:"uri"`
+	StartLine int    `json:"startLine"` // 0-based, as in LSP
+	EndLine   int    `json:"endLine"`
+	Text      string `json:"text"`
+}
+
+// SessionCreateParams starts a root session (or a child, with Parent) in the repository
+// containing Dir.
+type SessionCreateParams struct {
+	Task      string     `json:"task"`
+	Dir       string     `json:"dir"`
+	Parent    string     `json:"parent,omitempty"`
+	Name      string     `json:"name,omitempty"`
+	Model     string     `json:"model,omitempty"`
+	Selection *Selection `json:"selection,omitempty"`
+}
+
+// SessionRef names one session by id (a unique prefix is accepted).
+type SessionRef struct {
+	ID string `json:"id"`
+}
+
+// SessionsParams filters the session list; Dir limits it to one repository.
+type SessionsParams struct {
+	Dir string `json:"dir,omitempty"`
+}
+
+// SessionsResult lists sessions, parents before children.
+type SessionsResult struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// AttachParams subscribes the connection to a session's events: first every event with
+// seq >= SinceSeq, then live ones, as arbor/event notifications.
+type AttachParams struct {
+	ID       string `json:"id"`
+	SinceSeq uint64 `json:"sinceSeq"`
+}
+
+// AttachResult is the session at the moment of attaching.
+type AttachResult struct {
+	Session Session `json:"session"`
+}
+
+// LogParams reads a session's events without subscribing.
+type LogParams struct {
+	ID       string `json:"id"`
+	SinceSeq uint64 `json:"sinceSeq"`
+	Limit    int    `json:"limit,omitempty"`
+}
+
+// LogResult holds events in seq order.
+type LogResult struct {
+	Events []Event `json:"events"`
+}
+
+// Event is one event-log record of a session; also the arbor/event notification.
+type Event struct {
+	Session string          `json:"session"`
+	Seq     uint64          `json:"seq"`
+	TS      time.Time       `json:"ts"`
+	Type    string          `json:"type"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// SendParams delivers a user message to a session. Mode is "auto", "steer" or "follow_up".
+type SendParams struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+	Mode string `json:"mode,omitempty"`
+}
+
+// SendResult says whether the message reached a running turn or waits in the queue.
+type SendResult struct {
+	Status string `json:"status"` // "delivered" or "queued"
+}
+
+// ForkParams forks a session at an event seq (0 = its latest checkpoint).
+type ForkParams struct {
+	ID    string `json:"id"`
+	AtSeq uint64 `json:"atSeq,omitempty"`
+	Name  string `json:"name,omitempty"`
+}
+
+// DiffParams asks for a session's diff against its merge-base, or of one turn.
+type DiffParams struct {
+	ID   string `json:"id"`
+	Turn int    `json:"turn,omitempty"`
+}
+
+// FileDiff is one file of a diff.
+type FileDiff struct {
+	Path      string `json:"path"`
+	OldPath   string `json:"oldPath,omitempty"`
+	Status    string `json:"status"` // added, modified, deleted, renamed
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
+	Binary    bool   `json:"binary,omitempty"`
+	Hunks     []Hunk `json:"hunks,omitempty"`
+}
+
+// Hunk is one hunk; Lines start with ' ', '+' or '-'.
+type Hunk struct {
+	OldStart int      `json:"oldStart"`
+	OldLines int      `json:"oldLines"`
+	NewStart int      `json:"newStart"`
+	NewLines int      `json:"newLines"`
+	Header   string   `json:"header,omitempty"`
+	Lines    []string `json:"lines"`
+}
+
+// DiffResult is a session's change: structured files and the unified patch text.
+type DiffResult struct {
+	Base  string     `json:"base"`
+	Head  string     `json:"head"`
+	Files []FileDiff `json:"files"`
+	Patch string     `json:"patch"`
+}
+
+// FileAtParams asks for a file's content on one side of a session's diff.
+type FileAtParams struct {
+	ID   string `json:"id"`
+	Path string `json:"path"`
+	Side string `json:"side"` // "base" or "head"
+}
+
+// FileAtResult carries file content; Missing is set when the file does not exist on that side.
+type FileAtResult struct {
+	Content string `json:"content"`
+	Missing bool   `json:"missing,omitempty"`
+}
+
+// AcceptParams brings a session's change onto the user's current branch.
+type AcceptParams struct {
+	ID    string   `json:"id"`
+	Files []string `json:"files,omitempty"`
+	Hunks []string `json:"hunks,omitempty"` // "path#index", index into DiffResult file hunks
+	Mode  string   `json:"mode,omitempty"`  // "squash" (default) or "merge"
+}
+
+// AcceptResult names the commit made on the user's branch.
+type AcceptResult struct {
+	Commit string   `json:"commit"`
+	Files  []string `json:"files"`
+}
+
+// DiscardParams removes a session's worktree; Force also drops unmerged work.
+type DiscardParams struct {
+	ID    string `json:"id"`
+	Force bool   `json:"force,omitempty"`
+}
+
+// DaemonStatus describes the running daemon.
+type DaemonStatus struct {
+	PID        int       `json:"pid"`
+	Version    string    `json:"version"`
+	Socket     string    `json:"socket"`
+	Started    time.Time `json:"started"`
+	Sessions   int       `json:"sessions"`
+	Live       int       `json:"live"`
+	Clients    int       `json:"clients"`
+	Workspaces []string  `json:"workspaces"`
+}
+
+// SessionTreeParams is the arbor/sessionTree notification: the full list on attach, then
+// single sessions as they change.
+type SessionTreeParams struct {
+	Full     bool      `json:"full"`
+	Sessions []Session `json:"sessions"`
+}
+
+// FellBehindParams tells a client its queue overflowed; it reattaches with sinceSeq.
+type FellBehindParams struct {
+	Session string `json:"session"`
+	LastSeq uint64 `json:"lastSeq"`
+}
+
+// ShowDocumentParams asks a client without window/showDocument to open a file.
+type ShowDocumentParams struct {
+	URI       string `json:"uri"`
+	StartLine int    `json:"startLine,omitempty"`
+}
+
+// JSON-RPC error codes of arbor/* methods (besides the standard -32700…-32603). Every error
+// also carries a message a user can act on; errors.go maps Go errors to these in one place.
+const (
+	CodeUnknownSession   = -32001 // no session with that id (or the prefix is ambiguous)
+	CodeNotRepository    = -32002 // the directory is not inside a git repository
+	CodeModelUnavailable = -32003 // no model configured, or the named model is unknown
+	CodeConflict         = -32004 // dirty files or merge conflicts block the operation
+	CodeShuttingDown     = -32005 // the daemon is stopping
+	CodeInvalidState     = -32006 // the session cannot do that in its current state
+)

@@ -1,0 +1,160 @@
+// The arbor.* commands. Each accepts what a tree row passes (a session id), what a code action
+// from the daemon passes (the arbor/* params object), or nothing (it then asks).
+import * as vscode from 'vscode';
+import * as P from './protocol';
+import { ArborClient } from './client';
+import { SessionStore, sessionTitle, sessionDescription } from './sessions';
+import { fileUri, transcriptUri } from './documents';
+
+type Arg = string | Partial<P.SessionCreateParams & P.SendParams & P.ForkParams> | undefined;
+
+export class Commands {
+  constructor(
+    private readonly client: ArborClient,
+    private readonly store: SessionStore,
+    private readonly reveal: (id: string) => void,
+  ) {}
+
+  /** Registers every command; the ids are also the ones the languageclient must not register. */
+  static readonly ids = ['arbor.newTask', 'arbor.spawnSubagent', 'arbor.stop', 'arbor.send', 'arbor.fork',
+    'arbor.openTranscript', 'arbor.reviewDiff', 'arbor.refresh', 'arbor.daemonStatus'];
+
+  register(): vscode.Disposable[] {
+    const r = (id: string, fn: (arg: Arg) => Promise<unknown>) =>
+      vscode.commands.registerCommand(id, (arg: Arg) => fn.call(this, arg).catch(showError));
+    return [
+      r('arbor.newTask', this.newTask),
+      r('arbor.spawnSubagent', this.spawnSubagent),
+      r('arbor.stop', this.stop),
+      r('arbor.send', this.send),
+      r('arbor.fork', this.fork),
+      r('arbor.openTranscript', this.openTranscript),
+      r('arbor.reviewDiff', this.reviewDiff),
+      r('arbor.refresh', this.refresh),
+      r('arbor.daemonStatus', this.daemonStatus),
+    ];
+  }
+
+  async newTask(arg: Arg, parent?: string): Promise<P.Session | undefined> {
+    const given = typeof arg === 'object' ? arg : {};
+    const task = given.task || await vscode.window.showInputBox({
+      title: parent ? `Arbor: New subagent of ${sessionTitle(this.store.get(parent)!, 40)}` : 'Arbor: New Task',
+      prompt: given.selection ? 'What should the agent do with the selection?' : 'What should the agent do?',
+      placeHolder: 'e.g. rename Foo to Bar across the package and fix the tests',
+      ignoreFocusOut: true,
+    });
+    if (!task) return undefined;
+    const dir = given.dir || workspaceDir();
+    if (!dir) throw new Error('open a folder inside a git repository first: Arbor runs each task on a branch of that repository');
+    const model = given.model || vscode.workspace.getConfiguration('arbor').get<string>('model') || undefined;
+    const params: P.SessionCreateParams = { task, dir, model, parent: given.parent || parent, name: given.name, selection: given.selection };
+    const s = await this.client.create(params);
+    this.store.upsert(s);
+    this.reveal(s.id);
+    vscode.window.setStatusBarMessage(`Arbor: started ${sessionTitle(s, 40)} on ${s.branch}`, 5000);
+    return s;
+  }
+
+  async spawnSubagent(arg: Arg): Promise<unknown> {
+    const parent = typeof arg === 'string' ? arg : arg?.parent || (await this.pick('Spawn a subagent of which session?'))?.id;
+    if (!parent) return undefined;
+    return this.newTask(typeof arg === 'object' ? arg : undefined, parent);
+  }
+
+  async stop(arg: Arg): Promise<void> {
+    const s = await this.session(arg, 'Stop which session?', x => P.liveStates.has(x.state));
+    if (s) await this.client.stopSession(s.id);
+  }
+
+  async send(arg: Arg): Promise<void> {
+    const s = await this.session(arg, 'Send a message to which session?');
+    if (!s) return;
+    const text = (typeof arg === 'object' && arg.text) || await vscode.window.showInputBox({
+      title: `Arbor: message to ${sessionTitle(s, 40)}`, prompt: 'Delivered to a running turn, or queued for the next one', ignoreFocusOut: true,
+    });
+    if (!text) return;
+    const res = await this.client.send({ id: s.id, text, mode: (typeof arg === 'object' && arg.mode) || 'auto' });
+    vscode.window.setStatusBarMessage(`Arbor: message ${res.status}`, 4000);
+  }
+
+  async fork(arg: Arg): Promise<void> {
+    const s = await this.session(arg, 'Fork which session?');
+    if (!s) return;
+    const f = await this.client.fork({ id: s.id, atSeq: typeof arg === 'object' ? arg.atSeq : undefined });
+    if (f?.id) { this.store.upsert(f); this.reveal(f.id); }
+  }
+
+  async openTranscript(arg: Arg): Promise<void> {
+    const s = await this.session(arg, 'Open the transcript of which session?');
+    if (!s) return;
+    const doc = await vscode.workspace.openTextDocument(transcriptUri(s));
+    await vscode.languages.setTextDocumentLanguage(doc, 'markdown');
+    await vscode.window.showTextDocument(doc, { preview: true, preserveFocus: false });
+  }
+
+  async reviewDiff(arg: Arg): Promise<void> {
+    const s = await this.session(arg, 'Review the diff of which session?');
+    if (!s) return;
+    const d = await this.client.diff({ id: s.id });
+    if (!d.files?.length) {
+      vscode.window.showInformationMessage(`Arbor: ${sessionTitle(s, 40)} has no changes against ${d.base?.slice(0, 8) ?? 'its base'}.`);
+      return;
+    }
+    type Item = vscode.QuickPickItem & { file?: P.FileDiff };
+    const items: Item[] = [
+      { label: '$(diff) Whole patch', description: `${d.files.length} files` },
+      ...d.files.map(f => ({ label: f.path, description: `${f.status} +${f.additions} −${f.deletions}`, file: f })),
+    ];
+    const pick = await vscode.window.showQuickPick(items, { title: `Arbor: diff of ${sessionTitle(s, 40)} (${s.branch})` });
+    if (!pick) return;
+    if (!pick.file) {
+      const doc = await vscode.workspace.openTextDocument({ content: d.patch, language: 'diff' });
+      await vscode.window.showTextDocument(doc);
+      return;
+    }
+    const f = pick.file;
+    await vscode.commands.executeCommand('vscode.diff',
+      fileUri(s.id, f.oldPath || f.path, 'base'), fileUri(s.id, f.path, 'head'),
+      `${f.path} (${s.branch})`);
+  }
+
+  async refresh(): Promise<void> {
+    const res = await this.client.sessions({});
+    this.store.replace(res.sessions ?? []);
+  }
+
+  async daemonStatus(): Promise<void> {
+    const st = await this.client.status();
+    vscode.window.showInformationMessage(`Arbor daemon ${st.version} (pid ${st.pid}): ${st.live} live of ${st.sessions} sessions, ${st.clients} clients, socket ${st.socket}`);
+  }
+
+  /** The session an argument names, or one the user picks. */
+  private async session(arg: Arg, title: string, filter?: (s: P.Session) => boolean): Promise<P.Session | undefined> {
+    const id = typeof arg === 'string' ? arg : arg?.id;
+    if (id) return this.store.get(id) ?? await this.client.get(id);
+    return this.pick(title, filter);
+  }
+
+  private async pick(title: string, filter: (s: P.Session) => boolean = () => true): Promise<P.Session | undefined> {
+    const list = this.store.all().filter(filter);
+    if (list.length === 0) {
+      vscode.window.showInformationMessage('Arbor: no sessions to choose from.');
+      return undefined;
+    }
+    const pick = await vscode.window.showQuickPick(
+      list.map(s => ({ label: sessionTitle(s), description: sessionDescription(s), id: s.id })), { title });
+    return pick ? this.store.get(pick.id) : undefined;
+  }
+}
+
+/** The folder of the active editor, else the first workspace folder. */
+export function workspaceDir(): string | undefined {
+  const active = vscode.window.activeTextEditor?.document.uri;
+  const folder = (active && vscode.workspace.getWorkspaceFolder(active)) || vscode.workspace.workspaceFolders?.[0];
+  return folder?.uri.fsPath;
+}
+
+function showError(err: unknown): void {
+  const msg = err instanceof Error ? err.message : String(err);
+  void vscode.window.showErrorMessage(`Arbor: ${msg}`);
+}

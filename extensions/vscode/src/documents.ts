@@ -1,0 +1,86 @@
+// Virtual documents: a session's live transcript (arbor-transcript:) and one side of a session's
+// diff (arbor-file:), which vscode.diff shows side by side.
+import * as vscode from 'vscode';
+import * as P from './protocol';
+import { ArborClient } from './client';
+import { EventBuffer, renderTranscript } from './transcript';
+import { SessionStore, sessionTitle } from './sessions';
+
+export const transcriptScheme = 'arbor-transcript';
+export const fileScheme = 'arbor-file';
+
+export function transcriptUri(s: P.Session): vscode.Uri {
+  const name = sessionTitle(s, 40).replace(/[\/\\?#%]/g, ' ');
+  return vscode.Uri.from({ scheme: transcriptScheme, path: `/${name}.md`, query: s.id });
+}
+
+export function fileUri(id: string, path: string, side: P.Side): vscode.Uri {
+  return vscode.Uri.from({ scheme: fileScheme, path: '/' + path, query: new URLSearchParams({ id, side }).toString() });
+}
+
+/** Transcripts attach to their session on first open and follow its arbor/event notifications. */
+export class TranscriptProvider implements vscode.TextDocumentContentProvider {
+  private readonly changed = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.changed.event;
+  private readonly buffers = new Map<string, EventBuffer>();
+  private readonly uris = new Map<string, vscode.Uri>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly dirty = new Set<string>();
+
+  constructor(private readonly client: ArborClient, private readonly store: SessionStore) {}
+
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    const id = uri.query;
+    this.uris.set(id, uri);
+    if (!this.buffers.has(id)) await this.attach(id, 0);
+    const s = this.store.get(id);
+    return renderTranscript(s ? `${sessionTitle(s, 200)} (${s.state}${s.branch ? ', ' + s.branch : ''})` : id, this.buffers.get(id)?.list() ?? []);
+  }
+
+  /** (Re)attaches from sinceSeq; the daemon replays older events as arbor/event notifications. */
+  async attach(id: string, sinceSeq: number): Promise<void> {
+    if (!this.buffers.has(id)) this.buffers.set(id, new EventBuffer());
+    const res = await this.client.attach({ id, sinceSeq });
+    this.store.upsert(res.session);
+  }
+
+  /** Re-attaches every open transcript, e.g. after the language client restarted. */
+  async reattachAll(): Promise<void> {
+    for (const [id, buf] of this.buffers) await this.attach(id, buf.lastSeq + 1).catch(() => undefined);
+  }
+
+  onEvent(e: P.Event): void {
+    const buf = this.buffers.get(e.session);
+    if (!buf || !buf.add(e)) return;
+    this.dirty.add(e.session);
+    // Events arrive in bursts (replay, streaming): re-render at most every 100 ms.
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      for (const id of this.dirty) {
+        const uri = this.uris.get(id);
+        if (uri) this.changed.fire(uri);
+      }
+      this.dirty.clear();
+    }, 100);
+  }
+
+  onFellBehind(p: P.FellBehindParams): void {
+    const buf = this.buffers.get(p.session);
+    if (buf) void this.attach(p.session, buf.lastSeq + 1).catch(() => undefined);
+  }
+
+  onSessionChanged(id: string): void {
+    const uri = this.uris.get(id);
+    if (uri) this.changed.fire(uri);
+  }
+}
+
+export class FileAtProvider implements vscode.TextDocumentContentProvider {
+  constructor(private readonly client: ArborClient) {}
+
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    const q = new URLSearchParams(uri.query);
+    const res = await this.client.fileAt({ id: q.get('id') ?? '', path: uri.path.replace(/^\//, ''), side: (q.get('side') ?? 'head') as P.Side });
+    return res.missing ? '' : res.content;
+  }
+}

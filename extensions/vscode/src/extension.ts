@@ -1,0 +1,111 @@
+// Arbor for VS Code: starts `arbor lsp` (which starts the daemon when none runs) and shows the
+// daemon's session tree, transcripts and diffs. All logic lives in the daemon; this is a view.
+import * as fs from 'fs';
+import * as path from 'path';
+import * as vscode from 'vscode';
+import * as P from './protocol';
+import { ArborClient } from './client';
+import { Commands } from './commands';
+import { FileAtProvider, TranscriptProvider, fileScheme, transcriptScheme } from './documents';
+import { SessionStore, isBusy } from './sessions';
+import { SessionTreeProvider } from './tree';
+
+let client: ArborClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel('Arbor', { log: true });
+  const store = new SessionStore();
+  client = new ArborClient(output, new Set(Commands.ids));
+  const transcripts = new TranscriptProvider(client, store);
+
+  const tree = new SessionTreeProvider(store, inWorkspace);
+  const view = vscode.window.createTreeView('arbor.sessions', { treeDataProvider: tree, showCollapseAll: true });
+  const reveal = (id: string) => { if (view.visible) void view.reveal(id, { select: true, focus: false }).then(undefined, () => undefined); };
+  const commands = new Commands(client, store, reveal);
+
+  const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
+  status.command = 'workbench.view.extension.arbor';
+  const updateStatus = () => {
+    const mine = store.all().filter(inWorkspace);
+    const busy = mine.filter(isBusy).length;
+    status.text = busy ? `$(sync~spin) Arbor: ${busy} running` : `$(type-hierarchy) Arbor: ${mine.length}`;
+    status.tooltip = 'Arbor sessions of this workspace';
+    status.show();
+  };
+  store.onDidChange(updateStatus);
+
+  context.subscriptions.push(
+    output, view, status, client,
+    vscode.workspace.registerTextDocumentContentProvider(transcriptScheme, transcripts),
+    vscode.workspace.registerTextDocumentContentProvider(fileScheme, new FileAtProvider(client)),
+    ...commands.register(),
+  );
+
+  const handlers = {
+    sessionTree: (p: P.SessionTreeParams) => {
+      store.apply(p);
+      for (const s of p.sessions ?? []) transcripts.onSessionChanged(s.id);
+    },
+    event: (e: P.Event) => transcripts.onEvent(e),
+    fellBehind: (p: P.FellBehindParams) => transcripts.onFellBehind(p),
+    showDocument: (p: P.ShowDocumentParams) => void showDocument(p),
+  };
+
+  context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async e => {
+    if (!e.affectsConfiguration('arbor.path') || !client) return;
+    await client.stop();
+    await startClient(client, handlers, view, store, transcripts);
+  }));
+
+  view.message = 'Connecting to the Arbor daemon…';
+  await startClient(client, handlers, view, store, transcripts);
+}
+
+async function startClient(c: ArborClient, handlers: Parameters<ArborClient['start']>[0], view: vscode.TreeView<string>,
+  store: SessionStore, transcripts: TranscriptProvider): Promise<void> {
+  try {
+    await c.start(handlers);
+    view.message = undefined;
+    // The daemon sends arbor/sessionTree after initialized; ask too, so an older daemon also works.
+    const res = await c.sessions({});
+    if (store.all().length === 0) store.replace(res.sessions ?? []);
+    await transcripts.reattachAll();
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    view.message = `Arbor is not running: ${msg}`;
+    const choice = await vscode.window.showErrorMessage(
+      `Arbor: could not start \`${vscode.workspace.getConfiguration('arbor').get('path')} lsp\`: ${msg}. Set "arbor.path" to the arbor binary.`,
+      'Open Settings');
+    if (choice) await vscode.commands.executeCommand('workbench.action.openSettings', 'arbor.path');
+  }
+}
+
+/** Whether a session belongs to a repository of this window (all sessions when no folder is open). */
+function inWorkspace(s: P.Session): boolean {
+  const folders = vscode.workspace.workspaceFolders ?? [];
+  if (folders.length === 0 || !s.workspace) return true;
+  const ws = real(s.workspace);
+  return folders.some(f => {
+    const dir = real(f.uri.fsPath);
+    return within(dir, ws) || within(ws, dir);
+  });
+}
+
+function real(p: string): string {
+  try { return fs.realpathSync(p); } catch { return path.resolve(p); }
+}
+
+function within(child: string, parent: string): boolean {
+  const rel = path.relative(parent, child);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+async function showDocument(p: P.ShowDocumentParams): Promise<void> {
+  const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(p.uri));
+  const line = Math.max(0, p.startLine ?? 0);
+  await vscode.window.showTextDocument(doc, { selection: new vscode.Range(line, 0, line, 0) });
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+}

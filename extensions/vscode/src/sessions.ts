@@ -1,0 +1,82 @@
+// The client's picture of the daemon's session tree, fed by arbor/sessionTree and arbor/sessions.
+// No vscode import: the protocol tests load it from plain Node.
+import { Session, SessionTreeParams, Usage, StateRunning, StateAdmitted } from './protocol';
+
+export class SessionStore {
+  private readonly byId = new Map<string, Session>();
+  private readonly listeners: Array<() => void> = [];
+
+  /** Calls fn after every change. */
+  onDidChange(fn: () => void): { dispose(): void } {
+    this.listeners.push(fn);
+    return { dispose: () => { const i = this.listeners.indexOf(fn); if (i >= 0) this.listeners.splice(i, 1); } };
+  }
+
+  /** Applies an arbor/sessionTree notification: full replaces the list, otherwise upsert. */
+  apply(p: SessionTreeParams): void {
+    if (p.full) this.byId.clear();
+    for (const s of p.sessions ?? []) this.byId.set(s.id, s);
+    this.fire();
+  }
+
+  /** Replaces the list with an arbor/sessions result. */
+  replace(sessions: Session[]): void {
+    this.apply({ full: true, sessions });
+  }
+
+  upsert(s: Session): void {
+    this.apply({ full: false, sessions: [s] });
+  }
+
+  get(id: string): Session | undefined {
+    return this.byId.get(id);
+  }
+
+  all(): Session[] {
+    return [...this.byId.values()];
+  }
+
+  /** Sessions without a known parent, oldest first. */
+  roots(): Session[] {
+    return this.sorted(this.all().filter(s => !s.parent || !this.byId.has(s.parent)));
+  }
+
+  children(id: string): Session[] {
+    return this.sorted(this.all().filter(s => s.parent === id));
+  }
+
+  private sorted(list: Session[]): Session[] {
+    return list.sort((a, b) => (a.created ?? '').localeCompare(b.created ?? '') || a.id.localeCompare(b.id));
+  }
+
+  private fire(): void {
+    for (const fn of [...this.listeners]) fn();
+  }
+}
+
+/** "12.3k" style token count of a usage record (input + output). */
+export function formatTokens(u: Usage | undefined): string {
+  const n = (u?.inputTokens ?? 0) + (u?.outputTokens ?? 0);
+  if (n < 1000) return `${n}`;
+  if (n < 1_000_000) return `${(n / 1000).toFixed(n < 10_000 ? 1 : 0)}k`;
+  return `${(n / 1_000_000).toFixed(1)}M`;
+}
+
+/** The short title of a session: its name, else its task's first line, cut to fit a tree row. */
+export function sessionTitle(s: Session, max = 60): string {
+  const t = (s.name || s.task || s.id).split('\n')[0].trim();
+  return t.length > max ? t.slice(0, max - 1) + '…' : t;
+}
+
+/** The description column of a tree row: state, model, total tokens, branch. */
+export function sessionDescription(s: Session): string {
+  const parts = [s.state];
+  if (s.model) parts.push(s.model);
+  parts.push(`${formatTokens(s.total ?? s.usage)} tok`);
+  if (s.branch) parts.push(s.branch);
+  return parts.join(' · ');
+}
+
+export function isBusy(s: Session): boolean {
+  return s.state === StateRunning || s.state === StateAdmitted;
+}

@@ -1,0 +1,233 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Complete streams one assistant reply (stream=true with
+// stream_options.include_usage), calling onDelta (may be nil) with text as it
+// arrives. Tool calls are accumulated from the stream deltas. Usage comes
+// from the server, or is estimated at 4 characters per token when it sends
+// none. Failures worth retrying are retried with backoff and jitter and
+// counted in Reply.Retries; see the package doc. Errors name the endpoint,
+// never the key; errors.Is(err, ErrContextOverflow) reports an overflow.
+func (c *Client) Complete(ctx context.Context, req Request, onDelta func(string)) (*Reply, error) {
+	oreq, err := c.chatRequest(req)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: build request: %w", c.cfg.Name, err)
+	}
+	maxRetries := max(c.cfg.MaxRetries, 0)
+	for retries := 0; ; retries++ {
+		reply, timedOut, err := c.attempt(ctx, oreq, onDelta)
+		if err == nil {
+			reply.Retries = retries
+			return reply, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("model %s: call abandoned: %w", c.cfg.Name, context.Cause(ctx))
+		}
+		e := c.classify(err, timedOut)
+		if !e.retry || retries >= maxRetries {
+			if retries > 0 {
+				e.msg += fmt.Sprintf(" (gave up after %d retries)", retries)
+			}
+			c.log.Debug("model call failed", "err", e.msg, "retries", retries)
+			return nil, e
+		}
+		delay := c.backoff(retries + 1)
+		c.log.Warn("model call failed; retrying", "err", e.msg, "retry", retries+1, "delay", delay)
+		if req.OnRetry != nil {
+			req.OnRetry(retries+1, e)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("model %s: call abandoned while waiting to retry (%s): %w", c.cfg.Name, e.msg, context.Cause(ctx))
+		}
+	}
+}
+
+// backoff is the delay before retry n (from 1): Backoff doubled per retry,
+// capped, with the upper half jittered so that concurrent sessions hitting
+// the same rate limit spread out.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.cfg.Backoff
+	for i := 1; i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, maxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// attempt makes one streaming request under the per-attempt timeout.
+func (c *Client) attempt(ctx context.Context, oreq openai.ChatCompletionRequest, onDelta func(string)) (_ *Reply, timedOut bool, _ error) {
+	actx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errAttemptTimeout)
+	defer cancel()
+	reply, err := c.stream(actx, oreq, onDelta)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errAttemptTimeout) {
+		return nil, true, err
+	}
+	return reply, false, err
+}
+
+var errAttemptTimeout = errors.New("model call attempt timed out")
+
+func (c *Client) stream(ctx context.Context, oreq openai.ChatCompletionRequest, onDelta func(string)) (*Reply, error) {
+	s, err := c.api.CreateChatCompletionStream(ctx, oreq)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var acc accumulator
+	for {
+		chunk, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		acc.add(chunk, onDelta)
+	}
+	if acc.finish == "" {
+		if acc.events == 0 {
+			if ct := s.Header().Get("Content-Type"); !strings.Contains(ct, "event-stream") {
+				return nil, &garbageError{fmt.Sprintf("response has content type %q and holds no stream events", ct)}
+			}
+		}
+		return nil, fmt.Errorf("%w (after %d events)", errStreamCut, acc.events)
+	}
+	return c.finish(oreq, &acc), nil
+}
+
+// finish turns accumulated deltas into a Reply.
+func (c *Client) finish(oreq openai.ChatCompletionRequest, acc *accumulator) *Reply {
+	r := &Reply{Text: acc.text.String(), FinishReason: acc.finish}
+	outChars := len(r.Text)
+	for _, tc := range acc.calls {
+		outChars += len(tc.args.String())
+		if tc.name != ToolName {
+			c.log.Warn("model called an unknown tool; running its code as python", "tool", tc.name)
+		}
+		id := tc.id
+		if id == "" {
+			id = fencedID()
+		}
+		r.ToolCalls = append(r.ToolCalls, ToolCall{ID: id, Code: codeFromArgs(tc.args.String())})
+	}
+	if c.cfg.ToolMode == ToolModeFenced {
+		var calls []ToolCall
+		r.Text, calls = parseFenced(r.Text)
+		r.ToolCalls = append(r.ToolCalls, calls...)
+	}
+	if u := acc.usage; u != nil && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
+		r.Usage = Usage{InputTokens: int64(u.PromptTokens), OutputTokens: int64(u.CompletionTokens)}
+	} else {
+		r.Usage = Usage{
+			InputTokens:  int64(estimateTokens(estimateRequestChars(oreq))),
+			OutputTokens: int64(estimateTokens(outChars)),
+			Estimated:    true,
+		}
+	}
+	r.Usage.CostUSD = c.cfg.cost(r.Usage.InputTokens, r.Usage.OutputTokens)
+	return r
+}
+
+func estimateTokens(chars int) int { return (chars + 3) / 4 }
+
+// codeFromArgs extracts the code argument. Models sometimes send the code
+// bare or as a JSON string instead of {"code": ...}; the kernel then reports
+// any syntax error to the model, which is better than dropping the call.
+func codeFromArgs(args string) string {
+	var obj struct {
+		Code *string `json:"code"`
+	}
+	if err := json.Unmarshal([]byte(args), &obj); err == nil && obj.Code != nil {
+		return *obj.Code
+	}
+	var s string
+	if err := json.Unmarshal([]byte(args), &s); err == nil {
+		return s
+	}
+	return args
+}
+
+// accumulator collects one streamed choice.
+type accumulator struct {
+	events int
+	text   strings.Builder
+	calls  []*callAcc
+	byIdx  map[int]*callAcc
+	finish string
+	usage  *openai.Usage
+}
+
+type callAcc struct {
+	id, name string
+	args     strings.Builder
+}
+
+func (a *accumulator) add(chunk openai.ChatCompletionStreamResponse, onDelta func(string)) {
+	a.events++
+	if chunk.Usage != nil {
+		a.usage = chunk.Usage
+	}
+	for _, ch := range chunk.Choices {
+		if ch.Index != 0 {
+			continue // we ask for one choice; ignore any others
+		}
+		if d := ch.Delta.Content; d != "" {
+			a.text.WriteString(d)
+			if onDelta != nil {
+				onDelta(d)
+			}
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			a.addCall(tc)
+		}
+		if ch.FinishReason != "" {
+			a.finish = string(ch.FinishReason)
+		}
+	}
+}
+
+// addCall merges a tool-call delta. OpenAI sends an index with every delta;
+// some servers send whole calls without one, told apart by their IDs.
+func (a *accumulator) addCall(tc openai.ToolCall) {
+	var cur *callAcc
+	switch {
+	case tc.Index != nil:
+		if a.byIdx == nil {
+			a.byIdx = map[int]*callAcc{}
+		}
+		cur = a.byIdx[*tc.Index]
+		if cur == nil {
+			cur = &callAcc{}
+			a.byIdx[*tc.Index] = cur
+			a.calls = append(a.calls, cur)
+		}
+	case len(a.calls) > 0 && (tc.ID == "" || tc.ID == a.calls[len(a.calls)-1].id):
+		cur = a.calls[len(a.calls)-1]
+	default:
+		cur = &callAcc{}
+		a.calls = append(a.calls, cur)
+	}
+	if tc.ID != "" {
+		cur.id = tc.ID
+	}
+	if tc.Function.Name != "" {
+		cur.name = tc.Function.Name
+	}
+	cur.args.WriteString(tc.Function.Arguments)
+}

@@ -1,0 +1,229 @@
+package scripted
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"unicode/utf8"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// conversation is what rules match against.
+type conversation struct {
+	task  string // first user message
+	last  string // newest message
+	turn  int    // assistant messages so far + 1
+	chars int    // characters of the whole request, for usage estimates
+}
+
+func summarize(msgs []openai.ChatCompletionMessage) conversation {
+	c := conversation{turn: 1}
+	taskSet := false
+	for _, m := range msgs {
+		text := content(m)
+		c.chars += len(text)
+		for _, tc := range m.ToolCalls {
+			c.chars += len(tc.Function.Arguments)
+		}
+		if m.Role == openai.ChatMessageRoleUser && !taskSet {
+			c.task, taskSet = text, true
+		}
+		if m.Role == openai.ChatMessageRoleAssistant {
+			c.turn++
+		}
+	}
+	c.last = content(msgs[len(msgs)-1])
+	return c
+}
+
+func content(m openai.ChatCompletionMessage) string {
+	if len(m.MultiContent) == 0 {
+		return m.Content
+	}
+	var b strings.Builder
+	for _, p := range m.MultiContent {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// match returns the index of the first matching rule (-1 for the default)
+// and its reply.
+func (s *Script) match(c conversation) (int, Reply) {
+	for i, r := range s.rules {
+		if r.task != nil && !r.task.MatchString(c.task) {
+			continue
+		}
+		if r.last != nil && !r.last.MatchString(c.last) {
+			continue
+		}
+		if r.when.Turn != 0 && r.when.Turn != c.turn {
+			continue
+		}
+		return i, r.reply
+	}
+	return -1, s.deflt
+}
+
+func (s *Script) shouldFail(idx int, f *Fail) bool {
+	if f.Times == 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed[idx] >= f.Times {
+		return false
+	}
+	s.failed[idx]++
+	return true
+}
+
+var callSeq atomic.Int64
+
+// answer is a reply rendered for one request.
+type answer struct {
+	text         string
+	code         string // empty in fenced mode or without code
+	callID       string
+	promptTokens int
+	outputTokens int
+}
+
+func (s *Script) answer(r Reply, c conversation, fenced bool) answer {
+	a := answer{text: r.Text}
+	if r.Code != "" {
+		if fenced {
+			if a.text != "" {
+				a.text += "\n\n"
+			}
+			a.text += "```python\n" + strings.TrimRight(r.Code, "\n") + "\n```"
+		} else {
+			a.code = r.Code
+			a.callID = fmt.Sprintf("call_scripted_%d", callSeq.Add(1))
+		}
+	}
+	if r.Usage != nil {
+		a.promptTokens, a.outputTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens
+	} else {
+		a.promptTokens = estimate(c.chars)
+		a.outputTokens = estimate(len(a.text) + len(a.arguments()))
+	}
+	return a
+}
+
+// estimate is the 4-characters-per-token rule of thumb, rounded up.
+func estimate(chars int) int { return (chars + 3) / 4 }
+
+func (a answer) arguments() string {
+	if a.code == "" {
+		return ""
+	}
+	b, _ := json.Marshal(map[string]string{"code": a.code})
+	return string(b)
+}
+
+func (a answer) finishReason() openai.FinishReason {
+	if a.code != "" {
+		return openai.FinishReasonToolCalls
+	}
+	return openai.FinishReasonStop
+}
+
+func (a answer) usage() openai.Usage {
+	return openai.Usage{PromptTokens: a.promptTokens, CompletionTokens: a.outputTokens, TotalTokens: a.promptTokens + a.outputTokens}
+}
+
+func (a answer) response(model string) openai.ChatCompletionResponse {
+	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: a.text}
+	if a.code != "" {
+		msg.ToolCalls = []openai.ToolCall{{
+			ID: a.callID, Type: openai.ToolTypeFunction,
+			Function: openai.FunctionCall{Name: "python", Arguments: a.arguments()},
+		}}
+	}
+	return openai.ChatCompletionResponse{
+		ID: "chatcmpl-scripted", Object: "chat.completion", Model: model,
+		Choices: []openai.ChatCompletionChoice{{Message: msg, FinishReason: a.finishReason()}},
+		Usage:   a.usage(),
+	}
+}
+
+// stream writes the answer as server-sent events, in small pieces so that
+// clients really have to reassemble text and tool-call arguments. With cut,
+// the connection is aborted after the first content chunk.
+func (h *handler) stream(w http.ResponseWriter, model string, a answer, includeUsage, cut bool) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "server_error", "", errNoFlush.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	send := func(delta openai.ChatCompletionStreamChoiceDelta, finish openai.FinishReason) {
+		chunk := openai.ChatCompletionStreamResponse{
+			ID: "chatcmpl-scripted", Object: "chat.completion.chunk", Model: model,
+			Choices: []openai.ChatCompletionStreamChoice{{Delta: delta, FinishReason: finish}},
+		}
+		writeEvent(w, chunk)
+		flusher.Flush()
+	}
+	send(openai.ChatCompletionStreamChoiceDelta{Role: openai.ChatMessageRoleAssistant}, "")
+	for _, piece := range pieces(a.text, 16) {
+		send(openai.ChatCompletionStreamChoiceDelta{Content: piece}, "")
+		if cut {
+			// Abort the connection without the chunked terminator: the client
+			// sees an unexpected EOF mid-reply, as when a proxy drops it.
+			panic(http.ErrAbortHandler)
+		}
+	}
+	if a.code != "" {
+		zero := 0
+		send(openai.ChatCompletionStreamChoiceDelta{ToolCalls: []openai.ToolCall{{
+			Index: &zero, ID: a.callID, Type: openai.ToolTypeFunction,
+			Function: openai.FunctionCall{Name: "python"},
+		}}}, "")
+		for _, piece := range pieces(a.arguments(), 24) {
+			send(openai.ChatCompletionStreamChoiceDelta{ToolCalls: []openai.ToolCall{{
+				Index: &zero, Function: openai.FunctionCall{Arguments: piece},
+			}}}, "")
+		}
+	}
+	send(openai.ChatCompletionStreamChoiceDelta{}, a.finishReason())
+	if includeUsage {
+		u := a.usage()
+		writeEvent(w, openai.ChatCompletionStreamResponse{
+			ID: "chatcmpl-scripted", Object: "chat.completion.chunk", Model: model,
+			Choices: []openai.ChatCompletionStreamChoice{}, Usage: &u,
+		})
+	}
+	w.Write([]byte("data: [DONE]\n\n"))
+	flusher.Flush()
+}
+
+func writeEvent(w http.ResponseWriter, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("scripted: marshal chunk: %v", err))
+	}
+	w.Write([]byte("data: "))
+	w.Write(data)
+	w.Write([]byte("\n\n"))
+}
+
+// pieces splits s into chunks of about n bytes without splitting a rune.
+func pieces(s string, n int) []string {
+	var out []string
+	for len(s) > 0 {
+		i := min(n, len(s))
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		out = append(out, s[:i])
+		s = s[i:]
+	}
+	return out
+}

@@ -1,0 +1,189 @@
+package gitstate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// treeFile is one non-directory entry of a tree, with its slash-separated path.
+type treeFile struct {
+	path string
+	mode filemode.FileMode
+	hash plumbing.Hash
+}
+
+// listTree returns every file, symlink and gitlink under the tree, depth first in tree order.
+// Callers hold the lock.
+func (r *Repo) listTree(tree plumbing.Hash, prefix string, out []treeFile) ([]treeFile, error) {
+	t, err := object.GetTree(r.git.Storer, tree)
+	if err != nil {
+		return out, fmt.Errorf("read tree %s (%q): %w", tree, prefix, err)
+	}
+	for _, e := range t.Entries {
+		p := e.Name
+		if prefix != "" {
+			p = prefix + "/" + e.Name
+		}
+		if e.Mode == filemode.Dir {
+			if out, err = r.listTree(e.Hash, p, out); err != nil {
+				return out, err
+			}
+			continue
+		}
+		out = append(out, treeFile{path: p, mode: e.Mode, hash: e.Hash})
+	}
+	return out, nil
+}
+
+// checkout writes files into dir (which must be empty) and returns their index entries, stat
+// data included. One goroutine reads blobs through go-git (it alone touches the repository);
+// several write files, since creating thousands of small files is syscall-bound and the writers
+// overlap that latency. Callers hold the lock.
+func (r *Repo) checkout(ctx context.Context, dir string, files []treeFile) ([]*index.Entry, error) {
+	entries := make([]*index.Entry, len(files))
+	made := map[string]bool{"": true, ".": true}
+	for i, f := range files {
+		entries[i] = &index.Entry{Name: f.path, Hash: f.hash, Mode: f.mode}
+		d := path.Dir(f.path)
+		if f.mode == filemode.Submodule {
+			d = f.path
+		}
+		if !made[d] {
+			if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(d)), 0o777); err != nil {
+				return nil, fmt.Errorf("checkout: %w", err)
+			}
+			for x := d; !made[x]; x = path.Dir(x) {
+				made[x] = true
+			}
+		}
+	}
+
+	type job struct {
+		i    int
+		data []byte
+	}
+	jobs := make(chan job, 64)
+	errs := make(chan error, 1)
+	fail := func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}
+	stop := make(chan struct{})
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }) }
+	var wg sync.WaitGroup
+	for range max(4, 2*runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for j := range jobs {
+				if err := writeFile(dir, entries[j.i], j.data); err != nil {
+					fail(err)
+					halt()
+				}
+			}
+		})
+	}
+	readErr := func() error {
+		defer close(jobs)
+		for i, f := range files {
+			if f.mode == filemode.Submodule {
+				continue // an empty directory, as git leaves an uninitialised submodule
+			}
+			if i%256 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			data, err := r.readBlob(f.hash)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", f.path, err)
+			}
+			select {
+			case jobs <- job{i, data}:
+			case <-stop:
+				return nil
+			}
+		}
+		return nil
+	}()
+	wg.Wait()
+	if readErr != nil {
+		return nil, fmt.Errorf("checkout: %w", readErr)
+	}
+	select {
+	case err := <-errs:
+		return nil, fmt.Errorf("checkout: %w", err)
+	default:
+	}
+	return entries, nil
+}
+
+// readBlob returns a blob's content. Callers hold the lock.
+func (r *Repo) readBlob(h plumbing.Hash) ([]byte, error) {
+	obj, err := r.git.Storer.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := obj.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	buf := make([]byte, 0, obj.Size())
+	w := bytesWriter{&buf}
+	if _, err := io.Copy(w, rd); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+type bytesWriter struct{ b *[]byte }
+
+func (w bytesWriter) Write(p []byte) (int, error) { *w.b = append(*w.b, p...); return len(p), nil }
+
+// writeFile creates one checked-out file (or symlink) and records its stat data in e.
+func writeFile(dir string, e *index.Entry, data []byte) error {
+	p := filepath.Join(dir, filepath.FromSlash(e.Name))
+	if e.Mode == filemode.Symlink {
+		if err := os.Symlink(string(data), p); err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		fillStat(e, fi)
+		return nil
+	}
+	perm := os.FileMode(0o666)
+	if e.Mode == filemode.Executable {
+		perm = 0o777
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	fillStat(e, fi)
+	return nil
+}

@@ -1,0 +1,205 @@
+package gitstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// ErrNotRepo reports a directory that is not inside a git repository's worktree.
+var ErrNotRepo = errors.New("not a git repository")
+
+// ErrNoCommits reports a repository whose HEAD names a branch with no commits yet.
+var ErrNoCommits = errors.New("repository has no commits yet")
+
+// Repo is one repository, owned by one lock: every method acquires it, so a Repo may be shared
+// by many goroutines while go-git only ever sees one at a time.
+type Repo struct {
+	sem    chan struct{} // capacity 1: the lock, selectable against ctx
+	root   string
+	common string
+	git    *gogit.Repository // guarded by sem
+	logger *slog.Logger
+}
+
+// Open finds the repository containing dir (inside its main worktree, a linked worktree, or its
+// git dir) and opens it. A nil logger discards logs.
+func Open(dir string, logger *slog.Logger) (*Repo, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", dir, err)
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s (no such directory)", ErrNotRepo, dir)
+	}
+	common, err := findCommonDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	if filepath.Base(common) != ".git" {
+		return nil, fmt.Errorf("%w: %s (bare repositories are not supported: %s)", ErrNotRepo, dir, common)
+	}
+	root := filepath.Dir(common)
+	g, err := gogit.PlainOpenWithOptions(root, &gogit.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", root, err)
+	}
+	return &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, logger: logger}, nil
+}
+
+// findCommonDir walks up from dir to the first .git entry and returns the absolute common git
+// dir: the .git directory itself, or, for a linked worktree's .git file, the commondir its
+// admin directory names.
+func findCommonDir(dir string) (string, error) {
+	for p := dir; ; {
+		dotgit := filepath.Join(p, ".git")
+		fi, err := os.Lstat(dotgit)
+		if err == nil && fi.IsDir() {
+			return resolveSymlinks(dotgit), nil
+		}
+		if err == nil && fi.Mode().IsRegular() {
+			admin, err := readGitFile(dotgit)
+			if err != nil {
+				return "", fmt.Errorf("%w: %s (%v)", ErrNotRepo, dir, err)
+			}
+			common, err := readCommonDir(admin)
+			if err != nil {
+				return "", fmt.Errorf("%w: %s (%v)", ErrNotRepo, dir, err)
+			}
+			return resolveSymlinks(common), nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", fmt.Errorf("%w: %s", ErrNotRepo, dir)
+		}
+		p = parent
+	}
+}
+
+func resolveSymlinks(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// readGitFile reads a ".git" file ("gitdir: <path>") and returns the absolute admin dir.
+func readGitFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	line := strings.TrimSpace(string(b))
+	rest, ok := strings.CutPrefix(line, "gitdir:")
+	if !ok {
+		return "", fmt.Errorf("%s: expected \"gitdir: <path>\", found %q", path, line)
+	}
+	admin := strings.TrimSpace(rest)
+	if !filepath.IsAbs(admin) {
+		admin = filepath.Join(filepath.Dir(path), admin)
+	}
+	return filepath.Clean(admin), nil
+}
+
+// readCommonDir returns the common dir a linked worktree's admin dir points to.
+func readCommonDir(admin string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(admin, "commondir"))
+	if err != nil {
+		return "", err
+	}
+	c := strings.TrimSpace(string(b))
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(admin, c)
+	}
+	return filepath.Clean(c), nil
+}
+
+// Root is the top level of the main worktree.
+func (r *Repo) Root() string { return r.root }
+
+// CommonDir is the absolute git common dir (the main worktree's .git).
+func (r *Repo) CommonDir() string { return r.common }
+
+// lock takes the repository lock, or fails when ctx ends first.
+func (r *Repo) lock(ctx context.Context) (func(), error) {
+	select {
+	case r.sem <- struct{}{}:
+		return func() { <-r.sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Head returns the main worktree's current branch (short name, "" when detached) and commit.
+func (r *Repo) Head(ctx context.Context) (branch, commit string, err error) {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("head of %s: %w", r.root, err)
+	}
+	defer unlock()
+	name, hash, err := r.headAt(filepath.Join(r.common, "HEAD"))
+	if err != nil {
+		return "", "", fmt.Errorf("head of %s: %w", r.root, err)
+	}
+	return name.Short(), hash.String(), nil
+}
+
+// headAt reads a HEAD file (the main one or a linked worktree's) and resolves it. The branch
+// name is empty when HEAD is detached; an unborn branch yields ErrNoCommits.
+func (r *Repo) headAt(path string) (plumbing.ReferenceName, plumbing.Hash, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", plumbing.ZeroHash, err
+	}
+	s := strings.TrimSpace(string(b))
+	if target, ok := strings.CutPrefix(s, "ref:"); ok {
+		name := plumbing.ReferenceName(strings.TrimSpace(target))
+		ref, err := r.git.Reference(name, true)
+		if errors.Is(err, plumbing.ErrReferenceNotFound) {
+			return name, plumbing.ZeroHash, fmt.Errorf("%w: branch %s is unborn; make a first commit", ErrNoCommits, name.Short())
+		}
+		if err != nil {
+			return name, plumbing.ZeroHash, fmt.Errorf("resolve %s: %w", name, err)
+		}
+		return name, ref.Hash(), nil
+	}
+	if !plumbing.IsHash(s) {
+		return "", plumbing.ZeroHash, fmt.Errorf("%s: unexpected content %q", path, s)
+	}
+	return "", plumbing.NewHash(s), nil
+}
+
+// resolve turns a commit hash, branch name, or other revision into a commit hash.
+func (r *Repo) resolve(rev string) (plumbing.Hash, error) {
+	if plumbing.IsHash(rev) {
+		h := plumbing.NewHash(rev)
+		if _, err := r.git.CommitObject(h); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("commit %s: %w", rev, err)
+		}
+		return h, nil
+	}
+	for _, name := range []plumbing.ReferenceName{plumbing.ReferenceName(rev), plumbing.NewBranchReferenceName(rev), plumbing.NewTagReferenceName(rev)} {
+		if ref, err := r.git.Reference(name, true); err == nil {
+			c, err := r.git.CommitObject(ref.Hash())
+			if err != nil {
+				return plumbing.ZeroHash, fmt.Errorf("%s is not a commit: %w", rev, err)
+			}
+			return c.Hash, nil
+		}
+	}
+	h, err := r.git.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("unknown revision %q: %w", rev, err)
+	}
+	return *h, nil
+}

@@ -1,0 +1,159 @@
+package gitstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+)
+
+// WorktreeSpec describes a new session branch and its linked worktree.
+type WorktreeSpec struct {
+	Name   string // admin name under <common>/worktrees/<Name> (the session id)
+	Branch string // short branch name, e.g. "arbor/rename-foo-1a2b3c4d"; created at Base, error if it exists
+	Base   string // commit hash (or any revision) the branch starts at
+	Dir    string // absolute path of the new linked worktree, e.g. <common>/arbor/worktrees/<id>
+}
+
+// Validate reports the first field that cannot work.
+func (s WorktreeSpec) Validate() error {
+	if s.Name == "" || s.Name == "." || s.Name == ".." || strings.ContainsAny(s.Name, "/\\ \t\n") {
+		return fmt.Errorf("worktree name %q: want a non-empty name without slashes or spaces", s.Name)
+	}
+	if err := plumbing.NewBranchReferenceName(s.Branch).Validate(); err != nil || s.Branch == "" {
+		return fmt.Errorf("branch name %q is not a valid git branch name", s.Branch)
+	}
+	if s.Base == "" {
+		return errors.New("base commit is empty: want the commit the branch starts at")
+	}
+	if !filepath.IsAbs(s.Dir) {
+		return fmt.Errorf("worktree dir %q: want an absolute path", s.Dir)
+	}
+	return nil
+}
+
+// AddWorktree creates branch spec.Branch at spec.Base and checks it out in a new linked worktree
+// at spec.Dir, registered as <common>/worktrees/<spec.Name> exactly as `git worktree add` would.
+// The user's main worktree and index are not touched. On failure nothing is left behind.
+func (r *Repo) AddWorktree(ctx context.Context, spec WorktreeSpec) error {
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("add worktree: %w", err)
+	}
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("add worktree %s: %w", spec.Name, err)
+	}
+	defer unlock()
+	if err := r.addBranchWorktree(ctx, spec); err != nil {
+		return fmt.Errorf("add worktree %s: %w", spec.Name, err)
+	}
+	r.logger.Info("worktree added", "name", spec.Name, "branch", spec.Branch, "base", spec.Base, "dir", spec.Dir)
+	return nil
+}
+
+// Fork starts a new session branch at a checkpoint commit (spec.Base) with its own worktree.
+// The parent's branch and worktree are untouched.
+func (r *Repo) Fork(ctx context.Context, spec WorktreeSpec) error {
+	return r.AddWorktree(ctx, spec)
+}
+
+func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
+	base, err := r.resolve(spec.Base)
+	if err != nil {
+		return err
+	}
+	branch := plumbing.NewBranchReferenceName(spec.Branch)
+	if _, err := r.git.Storer.Reference(branch); err == nil {
+		return fmt.Errorf("branch %s already exists", spec.Branch)
+	}
+	if err := r.git.Storer.SetReference(plumbing.NewHashReference(branch, base)); err != nil {
+		return fmt.Errorf("create branch %s: %w", spec.Branch, err)
+	}
+	if err := r.linkWorktree(ctx, spec.Name, branch, base, spec.Dir); err != nil {
+		if ref, rerr := r.git.Storer.Reference(branch); rerr == nil && ref.Hash() == base {
+			r.git.Storer.RemoveReference(branch)
+		}
+		return err
+	}
+	return nil
+}
+
+// adminDir is where git keeps a linked worktree's HEAD, index and back-pointer.
+func (r *Repo) adminDir(name string) string { return filepath.Join(r.common, "worktrees", name) }
+
+// linkWorktree checks out an existing branch (at commit) into a new linked worktree. Like
+// `git worktree add` it holds a "locked: initializing" marker while it works, so neither
+// `git worktree prune` nor Reconcile mistakes a half-made worktree for a dead one. Callers hold
+// the lock.
+func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string) (err error) {
+	dir = filepath.Clean(dir)
+	admin := r.adminDir(name)
+	if _, err := os.Lstat(admin); err == nil {
+		return fmt.Errorf("worktree name %q is taken (%s exists)", name, admin)
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("worktree dir %s exists and is not empty", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("worktree dir %s: %w", dir, err)
+	}
+	c, err := r.git.CommitObject(commit)
+	if err != nil {
+		return fmt.Errorf("commit %s: %w", commit, err)
+	}
+	if err := os.MkdirAll(admin, 0o777); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+			os.RemoveAll(admin)
+		}
+	}()
+	files := map[string]string{
+		"locked":    "initializing\n",
+		"commondir": "../..\n",
+		"gitdir":    filepath.Join(dir, ".git") + "\n",
+		"HEAD":      "ref: " + branch.String() + "\n",
+	}
+	for _, f := range []string{"locked", "commondir", "gitdir", "HEAD"} {
+		if err := os.WriteFile(filepath.Join(admin, f), []byte(files[f]), 0o666); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: "+admin+"\n"), 0o666); err != nil {
+		return err
+	}
+	tree, err := r.listTree(c.TreeHash, "", nil)
+	if err != nil {
+		return err
+	}
+	entries, err := r.checkout(ctx, dir, tree)
+	if err != nil {
+		return err
+	}
+	if err := writeIndex(filepath.Join(admin, "index"), &index.Index{Version: 2, Entries: entries}); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(admin, "locked"))
+}
+
+// worktreeAdmin returns the admin dir of the linked worktree at dir.
+func (r *Repo) worktreeAdmin(dir string) (string, error) {
+	admin, err := readGitFile(filepath.Join(dir, ".git"))
+	if err != nil {
+		return "", fmt.Errorf("%s is not a linked worktree: %w", dir, err)
+	}
+	if filepath.Dir(admin) != filepath.Join(r.common, "worktrees") {
+		return "", fmt.Errorf("%s is not a linked worktree of %s (its git dir is %s)", dir, r.root, admin)
+	}
+	return admin, nil
+}

@@ -1,0 +1,159 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// recordingHost answers every method by echoing it with its params, fails "goal.get", and
+// for "rlm.spawn" blocks until release is closed.
+type recordingHost struct {
+	mu      sync.Mutex
+	calls   []string
+	started chan struct{} // receives when rlm.spawn is entered
+	release chan struct{}
+	n       atomic.Int64
+}
+
+func (h *recordingHost) HandleHost(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	h.n.Add(1)
+	h.mu.Lock()
+	h.calls = append(h.calls, method+" "+string(params))
+	h.mu.Unlock()
+	switch method {
+	case "goal.get":
+		return nil, errors.New("no goal set")
+	case "rlm.spawn":
+		var p struct{ Task, Name string }
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		if h.started != nil {
+			h.started <- struct{}{}
+			select {
+			case <-h.release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return map[string]any{"id": "s-1", "name": p.Name, "branch": "arbor/x-1", "worktree": "/tmp/wt", "model": "m"}, nil
+	}
+	return map[string]any{"method": method, "params": params}, nil
+}
+
+func TestBridgeSurface(t *testing.T) {
+	host := &recordingHost{}
+	k := startKernel(t, Options{Host: host})
+	tests := []struct {
+		name, code, want string
+		status           string
+	}{
+		{"ping", "await arbor_ping({'a': 1})", "{'a': 1}", "ok"},
+		{"rlm handle", "h = await rlm('write tests', name='tests')\n(h.id, h.name, h.branch, h.worktree, h.model)",
+			"('s-1', 'tests', 'arbor/x-1', '/tmp/wt', 'm')", "ok"},
+		{"rlm repr", "h", "Handle(id='s-1', name='tests'", "ok"},
+		{"rlm unknown kwarg", "await rlm('x', colour='red')", "TypeError", "error"},
+		{"rlm.stop by handle", "(await rlm.stop(h))['params']", "{'id': 's-1'}", "ok"},
+		{"rlm.merge by name", "(await rlm.merge('tests'))['params']", "{'id': 'tests'}", "ok"},
+		{"message", "(await agent_message.send('hi', receiver_name='b'))['params']",
+			"{'text': 'hi', 'receiver_role': 'parent', 'receiver_name': 'b', 'mode': 'auto'}", "ok"},
+		{"harness", "(await harness.memories.create('n', 'body', tag='x'))['params'] == {'kind': 'memories', 'name': 'n', 'body': 'body', 'scope': 'session', 'meta': {'tag': 'x'}}",
+			"True", "ok"},
+		{"refine", "(await refine.run('speed', scope='workspace'))['method']", "'refine.run'", "ok"},
+		{"heartbeat", "(await heartbeat.create('check', every='5m'))['params']['every']", "'5m'", "ok"},
+		{"host error", "await goal.get()", "ArborError: no goal set", "error"},
+		{"ArborError catchable", "try:\n    await goal.get()\nexcept ArborError as e:\n    print('caught', e)", "caught no goal set", "ok"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, k, tc.code)
+			if res.Status != tc.status || !strings.Contains(res.Text, tc.want) {
+				t.Errorf("%s → %s %q, want %s containing %q", tc.code, res.Status, res.Text, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+// A cell that awaits a host request gets its reply while it is still running, and the reply is
+// not on the shell channel (which the running cell keeps busy).
+func TestBridgeReplyWhileCellRuns(t *testing.T) {
+	host := &recordingHost{started: make(chan struct{}, 1), release: make(chan struct{})}
+	k := startKernel(t, Options{Host: host})
+	var outputs []string
+	done := make(chan *Result, 1)
+	go func() {
+		res, err := k.Execute(context.Background(),
+			"print('before', flush=True)\nh = await rlm('task', name='kid')\nprint('got', h.id)",
+			ExecOptions{OnOutput: func(o Output) { outputs = append(outputs, o.Text) }})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-host.started // the cell is running and blocked on the host
+	select {
+	case res := <-done:
+		t.Fatalf("cell finished before the host replied: %+v", res)
+	default:
+	}
+	close(host.release)
+	res := <-done
+	if res.Status != StatusOK || !strings.Contains(res.Text, "got s-1") {
+		t.Fatalf("result %s %q", res.Status, res.Text)
+	}
+}
+
+func TestBridgeConcurrent(t *testing.T) {
+	host := &recordingHost{}
+	k := startKernel(t, Options{Host: host})
+	res := mustOK(t, k, "import asyncio\nrs = await asyncio.gather(*[arbor_ping(i) for i in range(50)])\n"+
+		"hs = await asyncio.gather(*[agent_message.send(f'm{i}') for i in range(50)])\n"+
+		"print(rs == list(range(50)), [h['params']['text'] for h in hs] == [f'm{i}' for i in range(50)])")
+	if !strings.Contains(res.Text, "True True") {
+		t.Fatalf("text %q", res.Text)
+	}
+	if n := host.n.Load(); n != 50 {
+		t.Errorf("host saw %d requests, want 50 (pings are answered by the bridge)", n)
+	}
+}
+
+// A task started by one cell and finishing in a later one still gets its reply.
+func TestBridgeTaskOutlivesCell(t *testing.T) {
+	k := startKernel(t, Options{Host: &recordingHost{}})
+	mustOK(t, k, "import asyncio\nasync def later():\n    await asyncio.sleep(0.2)\n    return await arbor_ping('late')\ntask = asyncio.ensure_future(later())")
+	res := mustOK(t, k, "await task")
+	if !strings.Contains(res.Text, "'late'") {
+		t.Fatalf("text %q", res.Text)
+	}
+}
+
+func TestBridgeRejects(t *testing.T) {
+	k := startKernel(t, Options{Host: &recordingHost{}})
+	tests := []struct{ name, code, want string }{
+		{"unknown method", "import arbor_runtime\nawait arbor_runtime.call('rm.rf', {})", "unknown Arbor method"},
+		{"bad token", "import os, arbor_runtime, asyncio\nos.environ['ARBOR_BRIDGE_TOKEN'] = 'nope'\n" +
+			"async def fresh():\n    arbor_runtime._conns.clear()\n    return await arbor_runtime.call('ping', {})\n" +
+			"await fresh()", "refused this connection: bad token"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, k, tc.code)
+			if res.Status != StatusError || !strings.Contains(res.Text, tc.want) {
+				t.Errorf("→ %s %q, want an error containing %q", res.Status, res.Text, tc.want)
+			}
+		})
+	}
+}
+
+func TestNoBridgeWithoutHost(t *testing.T) {
+	k := startKernel(t, Options{})
+	res := run(t, k, "await arbor_ping()")
+	if res.Status != StatusError || !strings.Contains(res.Text, "no Arbor host bridge") {
+		t.Fatalf("→ %s %q", res.Status, res.Text)
+	}
+}

@@ -1,0 +1,281 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Execute runs one cell and waits for it to finish: the execute_reply and the kernel's return to
+// idle on iopub. Cell errors are Status "error"; the returned error is for failures of Arbor
+// itself, a dead or closed kernel (ErrDead), or ctx ending (the cell is then interrupted).
+//
+// A cell that outlives opts.Timeout climbs a ladder, each rung waiting Options.InterruptGrace:
+// interrupt_request → SIGINT to the process group → restart with the namespace restored from the
+// latest snapshot. Result.Notice says which rung stopped it.
+func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*Result, error) {
+	select {
+	case k.execSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("execute: %w", ctx.Err())
+	}
+	defer func() { <-k.execSem }()
+	if k.isClosed() {
+		return nil, fmt.Errorf("execute: %w", ErrDead)
+	}
+	p := k.current()
+	if p.isExited() {
+		return nil, fmt.Errorf("execute: %w", ErrDead)
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	start := time.Now()
+	h, box, err := p.ch.request(p.ch.shell, "execute_request", map[string]any{
+		"code":             code,
+		"silent":           false,
+		"store_history":    true,
+		"user_expressions": map[string]any{},
+		// input() raises StdinNotImplementedError at once: the model reads it, nothing hangs.
+		"allow_stdin": false,
+		// Independent cells: the default (true) aborts requests queued after an error.
+		"stop_on_error": false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("execute: %w", err)
+	}
+	defer p.ch.unregister(h.MsgID)
+
+	st := &execState{res: &Result{}, onOutput: opts.OnOutput}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	rung := 0
+	grace := k.opts.grace()
+	for !st.finished() {
+		select {
+		case <-box.notify:
+			st.handleAll(box.take())
+		case <-p.exited:
+			st.handleAll(box.take())
+			if st.finished() {
+				break
+			}
+			st.res.Status = StatusDied
+			st.notice(fmt.Sprintf("The kernel process died while running this cell (%s); its variables are lost.", exitReason(p)))
+			st.res.Duration = time.Since(start)
+			return st.res, nil
+		case <-ctx.Done():
+			// The caller gave up (session stopped): stop the cell so the kernel is free.
+			_ = p.ch.send(p.ch.control, newHeader(p.ch.session, "interrupt_request"), struct{}{})
+			return nil, fmt.Errorf("execute: %w", ctx.Err())
+		case <-timer.C:
+			rung++
+			switch rung {
+			case 1:
+				k.log.Info("kernel: cell timed out; sending interrupt_request", "timeout", timeout)
+				st.interrupted = "interrupt_request"
+				if err := p.ch.send(p.ch.control, newHeader(p.ch.session, "interrupt_request"), struct{}{}); err != nil {
+					k.log.Warn("kernel: interrupt_request", "err", err)
+				}
+			case 2:
+				k.log.Info("kernel: cell ignored interrupt_request; sending SIGINT to the process group")
+				st.interrupted = "SIGINT to the kernel's process group"
+				if err := p.signal(syscall.SIGINT); err != nil {
+					k.log.Warn("kernel: SIGINT", "err", err)
+				}
+			default:
+				k.log.Warn("kernel: cell ignored SIGINT; restarting the kernel")
+				st.res.Status = StatusTimeout
+				notice := fmt.Sprintf("The cell ran past its %v timeout and ignored interrupt_request and SIGINT, so Arbor killed and restarted the kernel.", timeout)
+				if m, err := k.restart(context.WithoutCancel(ctx), p); err != nil {
+					notice += fmt.Sprintf(" The restart failed (%v); the kernel is not running.", err)
+				} else {
+					notice += " " + restoreNotice(m)
+				}
+				st.notice(notice)
+				st.res.Duration = time.Since(start)
+				return st.res, nil
+			}
+			timer.Reset(grace)
+		}
+	}
+	if st.interrupted != "" {
+		st.res.Status = StatusTimeout
+		st.notice(fmt.Sprintf("The cell ran past its %v timeout; Arbor stopped it with %s. The kernel and its variables are intact.", timeout, st.interrupted))
+	}
+	st.res.Duration = time.Since(start)
+	return st.res, nil
+}
+
+func restoreNotice(m *Manifest) string {
+	if m == nil {
+		return "No snapshot existed, so the namespace is empty: re-run imports and setup."
+	}
+	return "Restored from the latest snapshot: " + m.Summary() + "."
+}
+
+func exitReason(p *proc) string {
+	if p.waitErr == nil {
+		return "exit status 0"
+	}
+	return p.waitErr.Error()
+}
+
+// execState accumulates the messages of one execute request.
+type execState struct {
+	res         *Result
+	onOutput    func(Output)
+	text        strings.Builder
+	replied     bool
+	idle        bool
+	interrupted string // the ladder rung that was used, if any
+}
+
+func (s *execState) finished() bool { return s.replied && s.idle }
+
+func (s *execState) notice(n string) {
+	if s.res.Notice != "" {
+		s.res.Notice += " "
+	}
+	s.res.Notice += n
+	s.res.Text = s.text.String()
+}
+
+func (s *execState) handleAll(ms []*message) {
+	for _, m := range ms {
+		s.handle(m)
+	}
+	s.res.Text = s.text.String()
+}
+
+func (s *execState) emit(o Output) {
+	s.res.Outputs = append(s.res.Outputs, o)
+	s.text.WriteString(o.Text)
+	if o.Kind != KindStdout && o.Kind != KindStderr && o.Text != "" && !strings.HasSuffix(o.Text, "\n") {
+		s.text.WriteByte('\n')
+	}
+	if s.onOutput != nil {
+		s.onOutput(o)
+	}
+}
+
+func (s *execState) handle(m *message) {
+	switch m.Header.MsgType {
+	case "stream":
+		name, text, err := decodeStream(m.Content)
+		if err != nil {
+			return
+		}
+		kind := KindStdout
+		if name == "stderr" {
+			kind = KindStderr
+		}
+		s.emit(Output{Kind: kind, Text: text})
+	case "execute_result", "display_data", "update_display_data":
+		var c struct {
+			Data map[string]json.RawMessage `json:"data"`
+		}
+		if json.Unmarshal(m.Content, &c) != nil {
+			return
+		}
+		kind := KindDisplay
+		if m.Header.MsgType == "execute_result" {
+			kind = KindResult
+		}
+		s.emit(Output{Kind: kind, Text: plainText(c.Data), Data: c.Data})
+	case "error":
+		e := decodeError(m.Content)
+		if e == nil {
+			return
+		}
+		if s.res.Error == nil {
+			s.res.Error = e
+		}
+		s.emit(Output{Kind: KindError, Text: errorText(e)})
+	case "status":
+		var c struct {
+			State string `json:"execution_state"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil && c.State == "idle" {
+			s.idle = true
+		}
+	case "execute_reply":
+		var c struct {
+			Status         string `json:"status"`
+			ExecutionCount int    `json:"execution_count"`
+		}
+		if json.Unmarshal(m.Content, &c) != nil {
+			return
+		}
+		s.replied = true
+		s.res.Status = c.Status
+		s.res.ExecutionCount = c.ExecutionCount
+		switch c.Status {
+		case StatusError:
+			if s.res.Error == nil {
+				if e := decodeError(m.Content); e != nil {
+					s.res.Error = e
+					s.emit(Output{Kind: KindError, Text: errorText(e)})
+				}
+			}
+		case StatusAborted:
+			s.notice("The kernel aborted this cell without running it.")
+		case StatusOK:
+		default:
+			s.res.Status = StatusError
+		}
+	}
+}
+
+func plainText(data map[string]json.RawMessage) string {
+	raw, ok := data["text/plain"]
+	if !ok {
+		var kinds []string
+		for k := range data {
+			kinds = append(kinds, k)
+		}
+		return "<" + strings.Join(kinds, ", ") + " output>"
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+
+func stripANSI(s string) string {
+	if !strings.Contains(s, "\x1b") {
+		return s
+	}
+	return ansiRE.ReplaceAllString(s, "")
+}
+
+func decodeError(content json.RawMessage) *ExecError {
+	var c struct {
+		Ename     string   `json:"ename"`
+		Evalue    string   `json:"evalue"`
+		Traceback []string `json:"traceback"`
+	}
+	if json.Unmarshal(content, &c) != nil || c.Ename == "" {
+		return nil
+	}
+	e := &ExecError{Name: c.Ename, Value: stripANSI(c.Evalue)}
+	for _, l := range c.Traceback {
+		e.Traceback = append(e.Traceback, stripANSI(l))
+	}
+	return e
+}
+
+func errorText(e *ExecError) string {
+	if len(e.Traceback) == 0 {
+		return e.Name + ": " + e.Value + "\n"
+	}
+	return strings.Join(e.Traceback, "\n") + "\n"
+}

@@ -1,0 +1,91 @@
+package kernel
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExecute(t *testing.T) {
+	k := startKernel(t, Options{})
+	tests := []struct {
+		name, code string
+		status     string
+		text       string // substring of Result.Text
+		kinds      []string
+		errName    string
+	}{
+		{"expression", "1+1", "ok", "2\n", []string{"result"}, ""},
+		{"print", "print('hello')", "ok", "hello\n", []string{"stdout"}, ""},
+		{"stderr", "import sys; print('oops', file=sys.stderr)", "ok", "oops", []string{"stderr"}, ""},
+		{"raise", "raise ValueError('bad value')", "error", "ValueError: bad value", []string{"error"}, "ValueError"},
+		{"after error still runs", "2*21", "ok", "42", []string{"result"}, ""},
+		{"input fails at once", "input('name? ')", "error", "StdinNotImplementedError", []string{"error"}, "StdinNotImplementedError"},
+		{"top-level await", "import asyncio\nawait asyncio.sleep(0.01)\n'awaited'", "ok", "'awaited'", []string{"result"}, ""},
+		{"display", "from IPython.display import display, HTML\ndisplay(HTML('<b>x</b>'))", "ok", "IPython.core.display.HTML object", []string{"display"}, ""},
+		{"ordering", "import sys\nprint('a')\nsys.stdout.flush()\nprint('b', file=sys.stderr)\nsys.stderr.flush()\nprint('c')\n7", "ok", "a\nb\nc\n7\n", []string{"stdout", "stderr", "stdout", "result"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var streamed []string
+			res, err := k.Execute(t.Context(), tc.code, ExecOptions{OnOutput: func(o Output) { streamed = append(streamed, o.Kind) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tc.status {
+				t.Errorf("status = %q, want %q (text %q)", res.Status, tc.status, res.Text)
+			}
+			if !strings.Contains(res.Text, tc.text) {
+				t.Errorf("text = %q, want it to contain %q", res.Text, tc.text)
+			}
+			if strings.Contains(res.Text, "\x1b[") {
+				t.Errorf("text has ANSI escapes: %q", res.Text)
+			}
+			var kinds []string
+			for _, o := range res.Outputs {
+				kinds = append(kinds, o.Kind)
+			}
+			if strings.Join(kinds, ",") != strings.Join(tc.kinds, ",") {
+				t.Errorf("output kinds = %v, want %v", kinds, tc.kinds)
+			}
+			if strings.Join(streamed, ",") != strings.Join(kinds, ",") {
+				t.Errorf("streamed kinds = %v, outputs %v", streamed, kinds)
+			}
+			if tc.errName != "" && (res.Error == nil || res.Error.Name != tc.errName) {
+				t.Errorf("error = %+v, want %s", res.Error, tc.errName)
+			}
+			if res.ExecutionCount == 0 {
+				t.Errorf("execution count 0")
+			}
+		})
+	}
+}
+
+// Cells are filtered by parent: a cell's result never contains output of a background task
+// printing on behalf of an earlier cell... but prints inside the same cell all arrive.
+func TestExecuteParentFiltering(t *testing.T) {
+	k := startKernel(t, Options{})
+	mustOK(t, k, "x = 0\nfor i in range(200): print(i)")
+	res := mustOK(t, k, "'second'")
+	if res.Text != "'second'\n" {
+		t.Errorf("second cell text = %q", res.Text)
+	}
+}
+
+func TestExecuteCancelInterrupts(t *testing.T) {
+	k := startKernel(t, Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+	}()
+	if _, err := k.Execute(ctx, "import time\ntime.sleep(60)", ExecOptions{}); err == nil {
+		t.Fatal("Execute with a cancelled context returned no error")
+	}
+	// The interrupted cell frees the kernel for the next one.
+	res := mustOK(t, k, "'free'")
+	if !strings.Contains(res.Text, "free") {
+		t.Errorf("text = %q", res.Text)
+	}
+}

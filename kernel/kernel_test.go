@@ -1,0 +1,134 @@
+package kernel
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFindPythonEnv(t *testing.T) {
+	testPython(t)
+	t.Setenv("ARBOR_KERNEL_PYTHON", "/nonexistent/python")
+	py, err := FindPython()
+	if err != nil || py == "/nonexistent/python" {
+		t.Fatalf("FindPython with a bad env = %q, %v; want a fallback", py, err)
+	}
+}
+
+func TestFindPythonNone(t *testing.T) {
+	old := pythonCandidates
+	pythonCandidates = []string{"/nonexistent/python3"}
+	t.Cleanup(func() { pythonCandidates = old })
+	t.Setenv("ARBOR_KERNEL_PYTHON", "")
+	_, err := FindPython()
+	if err == nil || !strings.Contains(err.Error(), "python3-ipykernel") {
+		t.Fatalf("err = %v, want one naming python3-ipykernel", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"ok", Options{Dir: "/tmp", StateDir: "/tmp/s"}, ""},
+		{"no dir", Options{StateDir: "/tmp/s"}, "Dir is empty"},
+		{"no state", Options{Dir: "/tmp"}, "StateDir is empty"},
+		{"relative state", Options{Dir: "/tmp", StateDir: "s"}, "not absolute"},
+		{"bad env", Options{Dir: "/tmp", StateDir: "/tmp/s", Env: []string{"NOEQUALS"}}, "KEY=VALUE"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Close leaves no process of the kernel's group behind (a cell's subprocess included), no
+// state files, and no goroutines.
+func TestCloseNoOrphans(t *testing.T) {
+	base := runtime.NumGoroutine()
+	py := testPython(t)
+	state := t.TempDir()
+	k, err := Start(t.Context(), Options{Python: py, Dir: t.TempDir(), StateDir: state, Host: &recordingHost{}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustOK(t, k, "import subprocess\np = subprocess.Popen(['sleep', '300'])\nprint(p.pid)\nawait arbor_ping(1)")
+	child, err := strconv.Atoi(strings.TrimSpace(strings.Split(res.Text, "\n")[0]))
+	if err != nil {
+		t.Fatalf("child pid from %q: %v", res.Text, err)
+	}
+	pid := k.PID()
+	if err := k.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.Done():
+	default:
+		t.Error("Done not closed after Close")
+	}
+	for _, p := range []int{pid, child} {
+		if processAlive(p) {
+			t.Errorf("process %d still alive after Close", p)
+		}
+	}
+	ents, _ := filepath.Glob(filepath.Join(state, "*"))
+	for _, e := range ents {
+		if filepath.Base(e) != "runtime" {
+			t.Errorf("left behind in the state dir: %s", e)
+		}
+	}
+	if _, err := k.Execute(t.Context(), "1", ExecOptions{}); err == nil {
+		t.Error("Execute after Close succeeded")
+	}
+	if err := k.Close(t.Context()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	waitGoroutines(t, base)
+}
+
+func TestStartFailsClearly(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "python")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'no ipykernel here' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := Start(ctx, Options{Python: fake, Dir: dir, StateDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "no ipykernel here") {
+		t.Fatalf("Start with a broken python: %v, want the kernel's output in the error", err)
+	}
+}
+
+func TestStateDirMode(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "st")
+	k := startKernel(t, Options{StateDir: state, Host: &recordingHost{}})
+	fi, err := os.Stat(state)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir mode %v, %v", fi.Mode(), err)
+	}
+	fi, err = os.Stat(k.bridge.path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("bridge socket mode %v, %v", fi.Mode(), err)
+	}
+}
+
+func TestSecretsNotInherited(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-secret")
+	k := startKernel(t, Options{Env: []string{"MY_SETTING=1"}})
+	res := mustOK(t, k, "import os\nprint(os.environ.get('OPENAI_API_KEY'), os.environ.get('MY_SETTING'))")
+	if strings.TrimSpace(res.Text) != "None 1" {
+		t.Fatalf("env in kernel: %q", res.Text)
+	}
+}

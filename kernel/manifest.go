@@ -1,0 +1,75 @@
+package kernel
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Manifest describes a namespace snapshot, or what a restore brought back.
+type Manifest struct {
+	Created    string     `json:"created,omitempty"`
+	Data       string     `json:"data,omitempty"`   // data file inside the snapshot dir
+	Source     string     `json:"source,omitempty"` // for a restore: the snapshot dir
+	Vars       []VarEntry `json:"vars"`             // saved (or restored) variables
+	Skipped    []VarEntry `json:"skipped"`          // left out, each with its reason
+	TotalBytes int64      `json:"total_bytes,omitempty"`
+	Seconds    float64    `json:"seconds,omitempty"`
+	Error      string     `json:"error,omitempty"` // a restore that failed as a whole
+}
+
+// VarEntry is one variable of a snapshot.
+type VarEntry struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Method string `json:"method,omitempty"` // "pickle", "dill" or "import"
+	Module string `json:"module,omitempty"`
+	Bytes  int64  `json:"bytes,omitempty"`
+	Reason string `json:"reason,omitempty"` // why it was skipped
+}
+
+// Summary is one line for the model: "restored 3/4 variables (skipped: sock — TypeError: …)".
+func (m *Manifest) Summary() string {
+	if m == nil {
+		return "no snapshot"
+	}
+	if m.Error != "" {
+		return "could not restore the namespace: " + m.Error
+	}
+	n := len(m.Vars) + len(m.Skipped)
+	s := fmt.Sprintf("%d/%d variables", len(m.Vars), n)
+	if len(m.Skipped) > 0 {
+		var parts []string
+		for i, v := range m.Skipped {
+			if i == 5 {
+				parts = append(parts, fmt.Sprintf("and %d more", len(m.Skipped)-5))
+				break
+			}
+			parts = append(parts, v.Name+" ("+v.Reason+")")
+		}
+		s += "; not restored: " + strings.Join(parts, ", ")
+	}
+	return s
+}
+
+func readManifest(path string) (*Manifest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode manifest %s: %w", path, err)
+	}
+	return &m, nil
+}
+
+func readRestoreReport(path string) (*Manifest, error) {
+	m, err := readManifest(path)
+	if err != nil {
+		return &Manifest{Error: "no restore report from the kernel"}, err
+	}
+	os.Remove(path)
+	return m, nil
+}

@@ -1,0 +1,125 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// HostHandler answers requests that Python code in a kernel sends to the daemon through the
+// host bridge. The agents package implements it.
+type HostHandler interface {
+	// HandleHost answers one bridge request from the kernel's embedded runtime. An error becomes
+	// a Python ArborError with its message.
+	HandleHost(ctx context.Context, method string, params json.RawMessage) (any, error)
+}
+
+// HostFunc adapts a function to HostHandler.
+type HostFunc func(ctx context.Context, method string, params json.RawMessage) (any, error)
+
+// HandleHost calls f.
+func (f HostFunc) HandleHost(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	return f(ctx, method, params)
+}
+
+// Options configure one kernel.
+type Options struct {
+	Python   string       // interpreter; "" means FindPython()
+	Dir      string       // kernel cwd (the session's worktree)
+	StateDir string       // 0700 directory for the connection file, bridge socket, snapshots
+	Env      []string     // extra KEY=VALUE for the kernel
+	Host     HostHandler  // nil disables the bridge
+	Restore  string       // snapshot dir to restore before the runtime boots ("" = none)
+	Logger   *slog.Logger // nil discards
+
+	// InterruptGrace is how long each rung of the timeout ladder (interrupt_request, then
+	// SIGINT to the process group) waits for the cell to stop before the next rung; 0 means 2 s.
+	InterruptGrace time.Duration
+}
+
+// Validate reports the first field that cannot work.
+func (o Options) Validate() error {
+	if o.Dir == "" {
+		return errors.New("kernel options: Dir is empty; want the kernel's working directory")
+	}
+	if o.StateDir == "" {
+		return errors.New("kernel options: StateDir is empty; want a private directory for kernel state")
+	}
+	if !filepath.IsAbs(o.StateDir) {
+		return fmt.Errorf("kernel options: StateDir %q is not absolute", o.StateDir)
+	}
+	for _, kv := range o.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("kernel options: Env entry %q is not KEY=VALUE", kv)
+		}
+	}
+	if o.InterruptGrace < 0 {
+		return fmt.Errorf("kernel options: InterruptGrace %v is negative", o.InterruptGrace)
+	}
+	return nil
+}
+
+func (o Options) grace() time.Duration {
+	if o.InterruptGrace == 0 {
+		return 2 * time.Second
+	}
+	return o.InterruptGrace
+}
+
+// DefaultTimeout bounds a cell when ExecOptions.Timeout is 0.
+const DefaultTimeout = 10 * time.Minute
+
+// ExecOptions configure one Execute call.
+type ExecOptions struct {
+	Timeout  time.Duration // 0 = DefaultTimeout; then the escalation ladder
+	OnOutput func(Output)  // streaming callback, may be nil; called from Execute's goroutine
+}
+
+// Output kinds.
+const (
+	KindStdout  = "stdout"
+	KindStderr  = "stderr"
+	KindResult  = "result"
+	KindDisplay = "display"
+	KindError   = "error"
+)
+
+// Output is one piece of cell output, in the order the kernel produced it.
+type Output struct {
+	Kind string                     // "stdout", "stderr", "result", "display", "error"
+	Text string                     // text/plain or stream text
+	Data map[string]json.RawMessage // rich MIME bundle for result/display, may be nil
+}
+
+// ExecError is the exception a cell raised. ANSI escapes are stripped.
+type ExecError struct {
+	Name, Value string
+	Traceback   []string
+}
+
+func (e *ExecError) Error() string { return e.Name + ": " + e.Value }
+
+// Result statuses.
+const (
+	StatusOK      = "ok"
+	StatusError   = "error"
+	StatusAborted = "aborted"
+	StatusTimeout = "timeout"
+	StatusDied    = "died"
+)
+
+// Result is the outcome of one cell.
+type Result struct {
+	Status         string // "ok", "error", "aborted", "timeout", "died"
+	ExecutionCount int
+	Text           string // everything the model should see, in order; unbounded — the caller bounds it
+	Error          *ExecError
+	Outputs        []Output
+	Duration       time.Duration
+	Notice         string // what Arbor did that the model must be told
+}

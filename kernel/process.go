@@ -1,0 +1,204 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one kernel process and the channels to it. A Kernel replaces its proc when the
+// timeout ladder restarts it.
+type proc struct {
+	cmd    *exec.Cmd
+	pid    int
+	conn   connInfo
+	ch     *channels
+	stderr *tailBuffer
+
+	exited  chan struct{} // closed when the process has been waited for
+	waitErr error         // valid after exited
+
+	sockCancel context.CancelFunc
+}
+
+// launchSpec is what a launch needs beyond Options.
+type launchSpec struct {
+	python, launcher string
+	tag              string   // distinguishes this launch's files inside StateDir
+	env              []string // full environment
+	restore, report  string
+}
+
+// launch starts a kernel process in its own process group and waits until it answers
+// kernel_info with iopub connected. ctx bounds only this wait.
+func launch(ctx context.Context, o Options, s launchSpec, log *slog.Logger) (*proc, error) {
+	cf, err := newConnInfo(o.StateDir, s.tag)
+	if err != nil {
+		return nil, err
+	}
+	connPath := filepath.Join(o.StateDir, "kernel-"+s.tag+".json")
+	if err := cf.write(connPath); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(s.python, s.launcher, connPath)
+	cmd.Dir = o.Dir
+	cmd.Env = s.env
+	if s.restore != "" {
+		cmd.Env = append(cmd.Env, "ARBOR_RESTORE="+s.restore, "ARBOR_RESTORE_REPORT="+s.report)
+	}
+	// Own process group: interrupt_request uses killpg when the kernel leads its group, and
+	// Close kills the whole group so grandchildren (subprocesses of cells) die too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &proc{cmd: cmd, conn: cf, stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
+	cmd.Stdout = p.stderr
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start kernel %s: %w", s.python, err)
+	}
+	p.pid = cmd.Process.Pid
+	go func() {
+		// Waiting on the child notices death within milliseconds (no heartbeat polling).
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+		os.Remove(connPath)
+		cf.removeIPC()
+	}()
+	sockCtx, sockCancel := context.WithCancel(context.Background())
+	p.sockCancel = sockCancel
+	fail := func(err error) (*proc, error) {
+		p.kill()
+		<-p.exited
+		if p.ch != nil {
+			p.ch.close()
+		}
+		sockCancel()
+		if tail := strings.TrimSpace(p.stderr.String()); tail != "" {
+			err = fmt.Errorf("%w; kernel output:\n%s", err, tail)
+		}
+		return nil, err
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.exited:
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
+	if p.ch, err = dialChannels(dctx, sockCtx, cf, log); err != nil {
+		return fail(startErr(ctx, p, err))
+	}
+	if err := p.ready(dctx); err != nil {
+		return fail(startErr(ctx, p, err))
+	}
+	return p, nil
+}
+
+func startErr(ctx context.Context, p *proc, err error) error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("kernel exited during start (%v)", p.waitErr)
+	default:
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("kernel start: %w", context.Cause(ctx))
+	}
+	return fmt.Errorf("kernel start: %w", err)
+}
+
+// ready sends kernel_info_request until a reply arrives and an iopub status message for it has
+// been seen: a SUB socket only receives once its subscription reached the kernel, and an execute
+// sent before that would lose its first outputs.
+func (p *proc) ready(ctx context.Context) error {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		h, box, err := p.ch.request(p.ch.shell, "kernel_info_request", struct{}{})
+		if err != nil {
+			return err
+		}
+		replied, iopub := false, false
+		t := time.NewTimer(wait)
+	loop:
+		for {
+			select {
+			case <-box.notify:
+				for _, m := range box.take() {
+					if m.Header.MsgType == "kernel_info_reply" {
+						replied = true
+						t.Reset(wait) // the iopub status may trail the reply slightly
+					} else {
+						iopub = true
+					}
+				}
+				if replied && iopub {
+					p.ch.unregister(h.MsgID)
+					return nil
+				}
+			case <-t.C:
+				break loop
+			case <-ctx.Done():
+				t.Stop()
+				p.ch.unregister(h.MsgID)
+				return ctx.Err()
+			}
+		}
+		p.ch.unregister(h.MsgID)
+	}
+}
+
+// signal sends sig to the kernel's process group.
+func (p *proc) signal(sig syscall.Signal) error {
+	select {
+	case <-p.exited:
+		return errors.New("kernel process has exited")
+	default:
+	}
+	if err := syscall.Kill(-p.pid, sig); err != nil {
+		return fmt.Errorf("signal kernel process group %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+func (p *proc) kill() { _ = syscall.Kill(-p.pid, syscall.SIGKILL) }
+
+// isExited reports whether the process has been reaped.
+func (p *proc) isExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// tailBuffer keeps the last max bytes written: the kernel's own output, for error messages.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   bytes.Buffer
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b.Write(p)
+	if over := t.b.Len() - t.max; over > 0 {
+		t.b.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b.String()
+}

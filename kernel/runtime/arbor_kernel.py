@@ -1,0 +1,28 @@
+"""Arbor's kernel launcher: boots an IPKernelApp, restores a namespace snapshot, installs the
+Arbor runtime into the user namespace, then serves. Usage: python arbor_kernel.py CONNECTION_FILE
+"""
+import os
+import sys
+
+
+def main():
+    conn = sys.argv[1]
+    here = os.path.dirname(os.path.abspath(__file__))
+    # Like ipykernel_launcher: the launcher's own directory is not the user's import path;
+    # the kernel's cwd (the worktree) is.
+    if sys.path and os.path.abspath(sys.path[0] or ".") == here:
+        sys.path[0] = ""
+    sys.path.append(here)
+    from ipykernel.kernelapp import IPKernelApp
+
+    app = IPKernelApp.instance()
+    app.initialize(["-f", conn, "--IPKernelApp.quiet=True"])
+    import arbor_runtime
+
+    restore = os.environ.pop("ARBOR_RESTORE", "")
+    arbor_runtime.boot(app.shell, restore)
+    app.start()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+"""Arbor's runtime inside every kernel: the host bridge client and the Python surface the model
+uses (rlm, agent_message, harness, refine, goal, heartbeat, arbor_ping).
+
+Every call is an async request over a per-session Unix socket to the daemon, newline-delimited
+JSON: {"id":N,"method":M,"params":{...}} answered by {"id":N,"result":R} or
+{"id":N,"error":{"message":S}}. The first line a client sends is {"token": ...}. One connection is
+opened lazily per event loop and multiplexes any number of concurrent requests, so tasks that
+outlive their cell keep working. Only the standard library is used.
+"""
+import asyncio
+import json
+import os
+
+__all__ = ["ArborError", "Handle"]
+
+_MAX_LINE = 1 << 28
+
+
+class ArborError(Exception):
+    """A request to the Arbor daemon failed; the message says why."""
+
+
+class _Conn:
+    def __init__(self, reader, writer):
+        self.reader = reader
+        self.writer = writer
+        self.pending = {}
+        self.next_id = 0
+        self.closed = False
+        self.task = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self):
+        why = "the Arbor bridge closed"
+        try:
+            while True:
+                line = await self.reader.readline()
+                if not line:
+                    break
+                msg = json.loads(line)
+                if msg.get("id") is None and msg.get("error"):
+                    why = msg["error"].get("message") or why
+                    break
+                fut = self.pending.pop(msg.get("id"), None)
+                if fut is None or fut.done():
+                    continue
+                err = msg.get("error")
+                if err is not None:
+                    fut.set_exception(ArborError(err.get("message") or "host error"))
+                else:
+                    fut.set_result(msg.get("result"))
+        except Exception as e:  # the connection is unusable; fail every waiter with the reason
+            why = f"the Arbor bridge failed: {e!r}"
+        finally:
+            self.closed = True
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_exception(ArborError(why))
+            self.pending.clear()
+            try:
+                self.writer.close()
+            except Exception:
+                pass
+
+    async def call(self, method, params):
+        if self.closed:
+            raise ArborError("the Arbor bridge closed")
+        self.next_id += 1
+        rid = self.next_id
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[rid] = fut
+        try:
+            self.writer.write(
+                json.dumps({"id": rid, "method": method, "params": params}).encode() + b"\n"
+            )
+            if self.writer.transport.get_write_buffer_size() > (1 << 20):
+                await self.writer.drain()
+            return await fut
+        finally:
+            self.pending.pop(rid, None)
+
+
+_conns = {}  # event loop -> _Conn or the task opening it
+
+
+async def _open():
+    path = os.environ.get("ARBOR_BRIDGE")
+    token = os.environ.get("ARBOR_BRIDGE_TOKEN", "")
+    if not path:
+        raise ArborError("no Arbor host bridge in this kernel (ARBOR_BRIDGE is not set)")
+    try:
+        reader, writer = await asyncio.open_unix_connection(path, limit=_MAX_LINE)
+    except OSError as e:
+        raise ArborError(f"cannot reach the Arbor host bridge at {path}: {e}") from None
+    writer.write(json.dumps({"token": token}).encode() + b"\n")
+    return _Conn(reader, writer)
+
+
+async def _conn():
+    loop = asyncio.get_running_loop()
+    c = _conns.get(loop)
+    if isinstance(c, _Conn) and not c.closed:
+        return c
+    if not isinstance(c, asyncio.Task) or (c.done() and (c.cancelled() or c.exception() is not None)):
+        c = loop.create_task(_open())
+        _conns[loop] = c
+    # shield: one caller being cancelled must not cancel the open other callers wait for.
+    conn = await asyncio.shield(c)
+    if _conns.get(loop) is c:
+        _conns[loop] = conn
+    return conn
+
+
+async def call(method, params=None):
+    """Send one request to the daemon and return its result; raises ArborError on failure."""
+    conn = await _conn()
+    return await conn.call(method, params if params is not None else {})
+
+
+# ---- Python surface ---------------------------------------------------------------------------
+
+
+class Handle:
+    """A subagent session started with rlm(); its results arrive as messages, not here."""
+
+    __slots__ = ("id", "name", "branch", "worktree", "model", "state", "info")
+
+    def __init__(self, d):
+        d = dict(d or {})
+        self.info = d
+        self.id = d.get("id")
+        self.name = d.get("name")
+        self.branch = d.get("branch")
+        self.worktree = d.get("worktree")
+        self.model = d.get("model")
+        self.state = d.get("state")
+
+    def __repr__(self):
+        parts = [f"id={self.id!r}", f"name={self.name!r}", f"branch={self.branch!r}", f"model={self.model!r}"]
+        if self.state is not None:
+            parts.append(f"state={self.state!r}")
+        return "Handle(" + ", ".join(parts) + ")"
+
+
+def _ref(h):
+    if isinstance(h, Handle):
+        return h.id
+    if isinstance(h, str) and h:
+        return h
+    raise TypeError(f"expected a Handle, a session id or a name, got {type(h).__name__}")
+
+
+class _RLM:
+    """await rlm(task, name=None, model=None, spec=None) starts a child agent session."""
+
+    async def __call__(self, task, name=None, model=None, spec=None):
+        d = await call("rlm.spawn", {"task": task, "name": name, "model": model, "spec": spec})
+        return Handle(d)
+
+    async def list_subagents(self):
+        return [Handle(d) for d in (await call("rlm.list", {}) or [])]
+
+    async def stop(self, h):
+        return await call("rlm.stop", {"id": _ref(h)})
+
+    async def merge(self, h):
+        return await call("rlm.merge", {"id": _ref(h)})
+
+    def __repr__(self):
+        return "<rlm: await rlm(task, name=None, model=None, spec=None); .list_subagents() .stop(h) .merge(h)>"
+
+
+class _AgentMessage:
+    async def send(self, text, receiver_role="parent", receiver_name=None, mode="auto"):
+        return await call("agent_message.send", {
+            "text": text, "receiver_role": receiver_role, "receiver_name": receiver_name, "mode": mode,
+        })
+
+    async def list_agents(self):
+        return await call("agent_message.list_agents", {})
+
+    async def inbox(self):
+        return await call("agent_message.inbox", {})
+
+    def __repr__(self):
+        return "<agent_message: .send(text, receiver_role='parent', receiver_name=None, mode='auto') .list_agents() .inbox()>"
+
+
+class _HarnessKind:
+    def __init__(self, kind):
+        self._kind = kind
+
+    async def _op(self, op, name=None, body=None, scope="session", meta=None):
+        return await call("harness." + op, {
+            "kind": self._kind, "name": name, "body": body, "scope": scope, "meta": meta or {},
+        })
+
+    async def create(self, name, body, scope="session", **meta):
+        return await self._op("create", name, body, scope, meta)
+
+    async def get(self, name, scope="session"):
+        return await self._op("get", name, None, scope)
+
+    async def update(self, name, body, scope="session", **meta):
+        return await self._op("update", name, body, scope, meta)
+
+    async def delete(self, name, scope="session"):
+        return await self._op("delete", name, None, scope)
+
+    async def list(self, scope="session"):
+        return await self._op("list", None, None, scope)
+
+    async def history(self, name, scope="session"):
+        return await self._op("history", name, None, scope)
+
+    def __repr__(self):
+        return f"<harness.{self._kind}: create/get/update/delete/list/history>"
+
+
+class _Harness:
+    def __init__(self):
+        self.notes = _HarnessKind("notes")
+        self.memories = _HarnessKind("memories")
+        self.skills = _HarnessKind("skills")
+        self.subagents = _HarnessKind("subagents")
+
+    def __repr__(self):
+        return "<harness: .notes .memories .skills .subagents>"
+
+
+class _Refine:
+    async def run(self, focus, scope="session"):
+        return await call("refine.run", {"focus": focus, "scope": scope})
+
+    def __repr__(self):
+        return "<refine: await refine.run(focus, scope='session')>"
+
+
+class _Goal:
+    async def set(self, objective, token_budget=None):
+        return await call("goal.set", {"objective": objective, "token_budget": token_budget})
+
+    async def complete(self):
+        return await call("goal.complete", {})
+
+    async def get(self):
+        return await call("goal.get", {})
+
+    def __repr__(self):
+        return "<goal: .set(objective, token_budget=None) .complete() .get()>"
+
+
+class _Heartbeat:
+    async def create(self, instruction, every=None, cron=None):
+        return await call("heartbeat.create", {"instruction": instruction, "every": every, "cron": cron})
+
+    async def list(self):
+        return await call("heartbeat.list", {})
+
+    async def delete(self, id):
+        return await call("heartbeat.delete", {"id": id})
+
+    def __repr__(self):
+        return "<heartbeat: .create(instruction, every=None, cron=None) .list() .delete(id)>"
+
+
+async def arbor_ping(payload=None):
+    """Round-trip payload through the daemon (tests and benchmarks)."""
+    return await call("ping", {"payload": payload})
+
+
+def surface():
+    """The names the runtime puts into the user namespace."""
+    return {
+        "rlm": _RLM(),
+        "agent_message": _AgentMessage(),
+        "harness": _Harness(),
+        "refine": _Refine(),
+        "goal": _Goal(),
+        "heartbeat": _Heartbeat(),
+        "arbor_ping": arbor_ping,
+        "ArborError": ArborError,
+    }
+
+
+def boot(shell, restore_dir=""):
+    """Restore a snapshot (if any) into the user namespace, then install the surface."""
+    if restore_dir:
+        import arbor_snapshot
+
+        arbor_snapshot.restore(shell.user_ns, restore_dir, os.environ.pop("ARBOR_RESTORE_REPORT", ""))
+    names = surface()
+    shell.user_ns.update(names)
+    # Hidden names are left out of %who and of snapshots.
+    shell.user_ns_hidden.update(names)

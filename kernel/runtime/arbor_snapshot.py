@@ -1,0 +1,152 @@
+"""Namespace snapshots for Arbor kernels.
+
+take() pickles each user variable on its own — plain pickle first (fast), dill only for values
+pickle refuses or that refer to __main__ (functions and classes defined in the kernel, which must
+travel by value) — so one unpicklable value (a socket, a generator) skips only itself, with the
+reason in the manifest. Files are written temp -> fsync -> rename -> fsync dir; the manifest is
+renamed last and names its data file, so a crash leaves the previous snapshot intact.
+"""
+import importlib
+import json
+import os
+import pickle
+import tempfile
+import time
+import types
+
+_ALWAYS_SKIP = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+
+
+def _fsync_dir(d):
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path, data):
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(d)
+
+
+def _dump(val):
+    why = "refers to __main__"
+    try:
+        data = pickle.dumps(val, protocol=pickle.HIGHEST_PROTOCOL)
+        if b"__main__" not in data:
+            return data, "pickle", None
+    except Exception as e:
+        why = f"pickle: {type(e).__name__}: {e}"
+    try:
+        import dill
+    except ImportError:
+        return None, None, why + "; dill is not installed (apt install python3-dill)"
+    try:
+        return dill.dumps(val, protocol=pickle.HIGHEST_PROTOCOL, recurse=True), "dill", None
+    except Exception as e:
+        return None, None, f"{type(e).__name__}: {e}"[:300]
+
+
+def _typename(v):
+    t = type(v)
+    return t.__qualname__ if t.__module__ in ("builtins", "__main__") else f"{t.__module__}.{t.__qualname__}"
+
+
+def take(shell, dirpath, max_var, max_total):
+    """Snapshot shell.user_ns into dirpath; returns the manifest dict."""
+    t0 = time.monotonic()
+    os.makedirs(dirpath, mode=0o700, exist_ok=True)
+    ns, hidden = shell.user_ns, shell.user_ns_hidden
+    kept, skipped, blobs, total = [], [], {}, 0
+    for name, val in list(ns.items()):
+        if name.startswith("_") or name in _ALWAYS_SKIP:
+            continue
+        if name in hidden and hidden[name] is val:
+            continue
+        ent = {"name": name, "type": _typename(val)}
+        if isinstance(val, types.ModuleType):
+            ent.update(method="import", bytes=0, module=val.__name__)
+            blobs[name] = ("import", val.__name__.encode())
+            kept.append(ent)
+            continue
+        data, method, reason = _dump(val)
+        if data is None:
+            skipped.append(dict(ent, reason=reason))
+            continue
+        if len(data) > max_var:
+            skipped.append(dict(ent, bytes=len(data), reason=f"{len(data)} bytes exceeds the per-variable cap of {max_var}"))
+            continue
+        if total + len(data) > max_total:
+            skipped.append(dict(ent, bytes=len(data), reason=f"would exceed the snapshot cap of {max_total} bytes"))
+            continue
+        total += len(data)
+        blobs[name] = (method, data)
+        kept.append(dict(ent, method=method, bytes=len(data)))
+    data_name = f"data-{time.time_ns():x}.bin"
+    _atomic_write(os.path.join(dirpath, data_name), pickle.dumps(blobs, protocol=pickle.HIGHEST_PROTOCOL))
+    man = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "data": data_name,
+        "vars": kept,
+        "skipped": skipped,
+        "total_bytes": total,
+        "seconds": round(time.monotonic() - t0, 4),
+    }
+    _atomic_write(os.path.join(dirpath, "manifest.json"), json.dumps(man).encode())
+    for f in os.listdir(dirpath):
+        if f.startswith("data-") and f != data_name:
+            try:
+                os.unlink(os.path.join(dirpath, f))
+            except OSError:
+                pass
+    return man
+
+
+def restore(ns, dirpath, report_path=""):
+    """Load a snapshot into ns; write what was and was not restored to report_path."""
+    t0 = time.monotonic()
+    report = {"vars": [], "skipped": [], "source": dirpath}
+    try:
+        with open(os.path.join(dirpath, "manifest.json"), "rb") as f:
+            man = json.load(f)
+        with open(os.path.join(dirpath, man["data"]), "rb") as f:
+            blobs = pickle.load(f)
+        report["created"] = man.get("created")
+        report["skipped"] = list(man.get("skipped", []))
+        for ent in man.get("vars", []):
+            name = ent["name"]
+            method, data = blobs.get(name, (None, None))
+            try:
+                if method == "import":
+                    ns[name] = importlib.import_module(data.decode())
+                elif method == "dill":
+                    import dill
+
+                    ns[name] = dill.loads(data)
+                elif method == "pickle":
+                    ns[name] = pickle.loads(data)
+                else:
+                    raise ValueError("missing from the data file")
+                report["vars"].append(ent)
+            except Exception as e:
+                report["skipped"].append(dict(ent, reason=f"restore failed: {type(e).__name__}: {e}"[:300]))
+    except Exception as e:
+        report["error"] = f"{type(e).__name__}: {e}"
+    report["seconds"] = round(time.monotonic() - t0, 4)
+    if report_path:
+        _atomic_write(report_path, json.dumps(report).encode())
+    return report

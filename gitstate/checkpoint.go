@@ -1,0 +1,160 @@
+package gitstate
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// checkpointAuthor signs checkpoint commits: the agent's work, not the user's.
+var checkpointAuthor = object.Signature{Name: "Arbor", Email: "arbor@localhost"}
+
+// Checkpoint commits everything changed in the linked worktree at dir onto its branch, as
+// `git add -A && git commit` would (respecting .gitignore; deletions, executable bits, symlinks
+// and binaries included), and refreshes the worktree's index so `git status` stays clean.
+// touched lists the paths (relative to dir, files or directories) that may have changed, for a
+// checkpoint that costs what changed; nil means scan everything. With nothing changed it
+// returns the current commit and changed=false without committing.
+func (r *Repo) Checkpoint(ctx context.Context, dir, message string, touched []string) (commit string, changed bool, err error) {
+	scopes, err := scopesOf(touched)
+	if err != nil {
+		return "", false, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	defer unlock()
+	h, changed, err := r.checkpoint(ctx, dir, message, scopes)
+	if err != nil {
+		return "", false, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	return h.String(), changed, nil
+}
+
+// scopesOf cleans touched paths into non-nested, slash-separated scopes ("" = everything).
+func scopesOf(touched []string) ([]string, error) {
+	if touched == nil {
+		return []string{""}, nil
+	}
+	var out []string
+	for _, t := range touched {
+		if filepath.IsAbs(t) {
+			return nil, fmt.Errorf("touched path %q: want a path relative to the worktree", t)
+		}
+		p := path.Clean(filepath.ToSlash(t))
+		if p == ".." || strings.HasPrefix(p, "../") {
+			return nil, fmt.Errorf("touched path %q is outside the worktree", t)
+		}
+		if p == "." {
+			return []string{""}, nil
+		}
+		if p == ".git" || strings.HasPrefix(p, ".git/") {
+			continue
+		}
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	kept := out[:0]
+	for _, p := range out {
+		if n := len(kept); n > 0 && under(p, kept[n-1]) {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept, nil
+}
+
+func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []string) (plumbing.Hash, bool, error) {
+	admin, err := r.worktreeAdmin(dir)
+	if err != nil {
+		return plumbing.ZeroHash, false, err
+	}
+	branch, head, err := r.headAt(filepath.Join(admin, "HEAD"))
+	if err != nil {
+		return plumbing.ZeroHash, false, err
+	}
+	if branch == "" {
+		return plumbing.ZeroHash, false, fmt.Errorf("HEAD is detached at %s; check out the session's branch first (git -C %s switch <branch>)", head, dir)
+	}
+	parent, err := r.git.CommitObject(head)
+	if err != nil {
+		return plumbing.ZeroHash, false, fmt.Errorf("commit %s: %w", head, err)
+	}
+	if len(scopes) == 0 {
+		return head, false, nil
+	}
+	tree, err := parent.Tree()
+	if err != nil {
+		return plumbing.ZeroHash, false, fmt.Errorf("tree of %s: %w", head, err)
+	}
+	indexPath := filepath.Join(admin, "index")
+	idx, idxTime, err := readIndex(indexPath)
+	if err != nil {
+		return plumbing.ZeroHash, false, err
+	}
+	s := r.newScan(dir, tree, idx, idxTime)
+	if err := s.run(ctx, scopes); err != nil {
+		return plumbing.ZeroHash, false, err
+	}
+	newTree := tree.Hash
+	if len(s.changes) > 0 {
+		if newTree, err = r.buildTree(tree.Hash, s.changes); err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		if newTree.IsZero() {
+			if newTree, err = r.writeTree(nil); err != nil {
+				return plumbing.ZeroHash, false, err
+			}
+		}
+	}
+	commit := head
+	if newTree != tree.Hash {
+		if commit, err = r.commit(newTree, message, head); err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		err := r.git.Storer.CheckAndSetReference(plumbing.NewHashReference(branch, commit), plumbing.NewHashReference(branch, head))
+		if err != nil {
+			return plumbing.ZeroHash, false, fmt.Errorf("move %s from %s to %s (did someone commit in the worktree meanwhile?): %w", branch.Short(), head, commit, err)
+		}
+	}
+
+	if s.dirty {
+		if err := writeIndex(indexPath, s.newIndex(idx)); err != nil {
+			return commit, commit != head, err
+		}
+	}
+	if commit != head {
+		r.logger.Debug("checkpoint", "dir", dir, "branch", branch.Short(), "commit", commit, "paths", len(s.changes))
+	}
+	return commit, commit != head, nil
+}
+
+// commit stores a commit object. Callers hold the lock.
+func (r *Repo) commit(tree plumbing.Hash, message string, parents ...plumbing.Hash) (plumbing.Hash, error) {
+	if message == "" {
+		message = "checkpoint"
+	}
+	if !strings.HasSuffix(message, "\n") {
+		message += "\n"
+	}
+	sig := checkpointAuthor
+	sig.When = time.Now()
+	c := &object.Commit{Author: sig, Committer: sig, Message: message, TreeHash: tree, ParentHashes: parents}
+	obj := r.git.Storer.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("encode commit: %w", err)
+	}
+	h, err := r.git.Storer.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("store commit: %w", err)
+	}
+	return h, nil
+}

@@ -1,0 +1,261 @@
+package gitstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// stageMerged is an index entry's stage outside a conflict. (go-git's index.Merged is 1, which
+// is the merge base's stage, not this.)
+const stageMerged index.Stage = 0
+
+// scan compares part of a worktree on disk with its HEAD tree and its index, the way
+// `git add -A <scopes>` would see it. Files whose stat data matches their index entry are
+// trusted without reading; others are hashed and, when new, written as blobs.
+type scan struct {
+	r       *Repo
+	dir     string
+	tree    *object.Tree // HEAD tree
+	idx     map[string]*index.Entry
+	idxTime time.Time
+	tracked map[string]bool // every directory holding an index entry
+	ign     *ignorer
+
+	// Results.
+	changes map[string]*treeFile // path → new content; nil means deleted (vs HEAD)
+	entries map[string]*index.Entry
+	removed map[string]bool // index entries to drop
+	dirty   bool            // the index needs rewriting (content or stat data changed)
+}
+
+func (r *Repo) newScan(dir string, tree *object.Tree, idx *index.Index, idxTime time.Time) *scan {
+	s := &scan{r: r, dir: dir, tree: tree, idxTime: idxTime,
+		idx: make(map[string]*index.Entry, len(idx.Entries)), tracked: map[string]bool{},
+		ign: r.newIgnorer(dir), changes: map[string]*treeFile{}, entries: map[string]*index.Entry{},
+		removed: map[string]bool{}}
+	for _, e := range idx.Entries {
+		if e.Stage != stageMerged {
+			continue
+		}
+		s.idx[e.Name] = e
+		for d := path.Dir(e.Name); d != "." && !s.tracked[d]; d = path.Dir(d) {
+			s.tracked[d] = true
+		}
+	}
+	return s
+}
+
+// run scans each scope ("" is the whole worktree; scopes must not nest).
+func (s *scan) run(ctx context.Context, scopes []string) error {
+	for _, sc := range scopes {
+		head := map[string]treeFile{}
+		if err := s.headUnder(sc, head); err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		if err := s.walk(ctx, sc, seen); err != nil {
+			return err
+		}
+		for p := range head {
+			if !seen[p] {
+				s.changes[p] = nil
+			}
+		}
+		for p := range s.idx {
+			if !seen[p] && under(p, sc) {
+				s.removed[p] = true
+				s.dirty = true
+			}
+		}
+		for p, tf := range s.changes {
+			if tf == nil || !under(p, sc) {
+				continue
+			}
+			if h, ok := head[p]; ok && h.hash == tf.hash && h.mode == tf.mode {
+				delete(s.changes, p)
+			}
+		}
+	}
+	return nil
+}
+
+func under(p, scope string) bool {
+	return scope == "" || p == scope || strings.HasPrefix(p, scope+"/")
+}
+
+// headUnder collects the HEAD tree's files at or below scope.
+func (s *scan) headUnder(scope string, out map[string]treeFile) error {
+	if scope == "" {
+		files, err := s.r.listTree(s.tree.Hash, "", nil)
+		for _, f := range files {
+			out[f.path] = f
+		}
+		return err
+	}
+	e, err := s.tree.FindEntry(scope)
+	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up %s in HEAD: %w", scope, err)
+	}
+	if e.Mode != filemode.Dir {
+		out[scope] = treeFile{path: scope, mode: e.Mode, hash: e.Hash}
+		return nil
+	}
+	files, err := s.r.listTree(e.Hash, scope, nil)
+	for _, f := range files {
+		out[f.path] = f
+	}
+	return err
+}
+
+// walk visits the disk at or below p.
+func (s *scan) walk(ctx context.Context, p string, seen map[string]bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	abs := filepath.Join(s.dir, filepath.FromSlash(p))
+	fi, err := os.Lstat(abs)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallENOTDIR) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("scan %s: %w", abs, err)
+	}
+	if !fi.IsDir() {
+		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
+			return nil // sockets, fifos and devices are not content
+		}
+		_, tracked := s.idx[p]
+		if !tracked && s.ign.ignored(p, false) {
+			return nil
+		}
+		seen[p] = true
+		return s.file(p, abs, fi)
+	}
+	if p != "" {
+		if e, ok := s.idx[p]; ok && e.Mode == filemode.Submodule {
+			seen[p] = true // a gitlink: its commit changes only through git itself
+			s.entries[p] = e
+			return nil
+		}
+		if _, err := os.Lstat(filepath.Join(abs, ".git")); err == nil {
+			return nil // a nested repository, which `git add -A` would not take in either
+		}
+		if !s.tracked[p] && s.ign.ignored(p, true) {
+			return nil
+		}
+	}
+	ents, err := os.ReadDir(abs)
+	if err != nil {
+		return fmt.Errorf("scan %s: %w", abs, err)
+	}
+	for _, de := range ents {
+		name := de.Name()
+		if p == "" && name == ".git" {
+			continue
+		}
+		child := name
+		if p != "" {
+			child = p + "/" + name
+		}
+		if err := s.walk(ctx, child, seen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// file records the state of one regular file or symlink.
+func (s *scan) file(p, abs string, fi os.FileInfo) error {
+	mode := filemode.Regular
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		mode = filemode.Symlink
+	case fi.Mode()&0o111 != 0:
+		mode = filemode.Executable
+	}
+	e := s.idx[p]
+	if e != nil && e.Mode == mode && statMatches(e, fi) && e.ModifiedAt.Before(s.idxTime) {
+		s.entries[p] = e
+		s.changes[p] = &treeFile{path: p, mode: mode, hash: e.Hash}
+		return nil
+	}
+	var data []byte
+	var err error
+	if mode == filemode.Symlink {
+		var target string
+		target, err = os.Readlink(abs)
+		data = []byte(target)
+	} else {
+		data, err = os.ReadFile(abs)
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", abs, err)
+	}
+	h, err := s.r.writeBlob(data)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", p, err)
+	}
+	ne := &index.Entry{Name: p, Hash: h, Mode: mode}
+	fillStat(ne, fi)
+	s.entries[p] = ne
+	s.dirty = true
+	s.changes[p] = &treeFile{path: p, mode: mode, hash: h}
+	return nil
+}
+
+// writeBlob stores data as a blob unless the repository has it already. Callers hold the lock.
+func (r *Repo) writeBlob(data []byte) (plumbing.Hash, error) {
+	h := plumbing.ComputeHash(plumbing.BlobObject, data)
+	if r.git.Storer.HasEncodedObject(h) == nil {
+		return h, nil
+	}
+	obj := r.git.Storer.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	obj.SetSize(int64(len(data)))
+	w, err := obj.Writer()
+	if err != nil {
+		return h, err
+	}
+	if _, err := w.Write(data); err != nil {
+		return h, err
+	}
+	if err := w.Close(); err != nil {
+		return h, err
+	}
+	return r.git.Storer.SetEncodedObject(obj)
+}
+
+// newIndex returns the index after the scan: untouched entries kept, scanned ones replaced.
+func (s *scan) newIndex(old *index.Index) *index.Index {
+	out := &index.Index{Version: old.Version}
+	for _, e := range old.Entries {
+		if s.removed[e.Name] {
+			continue
+		}
+		if _, ok := s.entries[e.Name]; ok {
+			continue // replaced, conflict stages included
+		}
+		out.Entries = append(out.Entries, e)
+	}
+	for _, e := range s.entries {
+		out.Entries = append(out.Entries, e)
+	}
+	sort.Slice(out.Entries, func(i, j int) bool { return out.Entries[i].Name < out.Entries[j].Name })
+	return out
+}

@@ -40,4 +40,4 @@ if ! stamp playwright-$E2E_PLAYWRIGHT_VERSION || [ ! -d tools/node_modules/playw
   timed npm install --prefix tools playwright-core@$E2E_PLAYWRIGHT_VERSION >/dev/null
   mark playwright-$E2E_PLAYWRIGHT_VERSION
 fi
-echo "e2e-install: ready: $(code-server --version | head -1)"
+echo "e2e-install: ready: code-server $(code-server --version 2>/dev/null | tail -1)"

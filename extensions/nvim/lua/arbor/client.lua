@@ -1,0 +1,191 @@
+-- Starts `arbor lsp` with vim.lsp.start_client (Neovim 0.7 has no vim.lsp.start) and sends
+-- arbor/* requests once the LSP handshake is done.
+local P = require('arbor.protocol')
+local store = require('arbor.store')
+
+local M = {}
+
+M.config = {
+  cmd = { 'arbor', 'lsp' },
+  cmd_env = nil,
+  model = nil,
+  attach_buffers = true, -- attach file buffers, for the agent code actions
+}
+
+local client_id = nil
+local ready = false
+local queue = {} -- requests sent before initialize finished
+local event_listeners = {} -- session id -> { fn, ... }
+
+local function notify(msg, level)
+  vim.notify('arbor: ' .. msg, level or vim.log.levels.INFO)
+end
+M.notify = notify
+
+--- The message a user should read for a JSON-RPC error.
+function M.error_message(err)
+  if type(err) == 'table' then
+    return err.message or vim.inspect(err)
+  end
+  return tostring(err)
+end
+
+--- The repository to work in: the git top level of dir (default: the cwd), else dir itself.
+function M.root_dir(dir)
+  dir = dir or vim.fn.getcwd()
+  local out = vim.fn.systemlist({ 'git', '-C', dir, 'rev-parse', '--show-toplevel' })
+  if vim.v.shell_error == 0 and out[1] and out[1] ~= '' then
+    return out[1]
+  end
+  return dir
+end
+
+--- Calls fn for every arbor/event of session id (the session must be attached).
+function M.on_event(id, fn)
+  event_listeners[id] = event_listeners[id] or {}
+  table.insert(event_listeners[id], fn)
+end
+
+function M.off_event(id)
+  event_listeners[id] = nil
+end
+
+local handlers = {
+  [P.NotifySessionTree] = function(_, params)
+    store.apply(params or {})
+  end,
+  [P.NotifyEvent] = function(_, ev)
+    if not ev then
+      return
+    end
+    for _, fn in ipairs(event_listeners[ev.session] or {}) do
+      fn(ev)
+    end
+  end,
+  [P.NotifyFellBehind] = function(_, params)
+    -- Our queue overflowed in the daemon: re-attach from the last seq we showed.
+    for _, fn in ipairs(event_listeners[params.session] or {}) do
+      fn({ session = params.session, type = '_fell_behind', seq = params.lastSeq })
+    end
+  end,
+  [P.NotifyShowDocument] = function(_, params)
+    local bufnr = vim.uri_to_bufnr(params.uri)
+    vim.fn.bufload(bufnr)
+    vim.api.nvim_win_set_buf(0, bufnr)
+    local line = math.min((params.startLine or 0) + 1, vim.api.nvim_buf_line_count(bufnr))
+    vim.api.nvim_win_set_cursor(0, { line, 0 })
+  end,
+}
+
+local function attach_buffer(bufnr)
+  if not client_id or not M.config.attach_buffers then
+    return
+  end
+  if vim.bo[bufnr].buftype ~= '' or vim.api.nvim_buf_get_name(bufnr) == '' then
+    return
+  end
+  if not vim.lsp.buf_is_attached(bufnr, client_id) then
+    vim.lsp.buf_attach_client(bufnr, client_id)
+  end
+end
+
+--- Starts the client unless it runs; returns its id.
+function M.start()
+  if client_id and vim.lsp.get_client_by_id(client_id) then
+    return client_id
+  end
+  ready, queue = false, {}
+  local root = M.root_dir()
+  client_id = vim.lsp.start_client({
+    name = 'arbor',
+    cmd = M.config.cmd,
+    cmd_env = M.config.cmd_env,
+    root_dir = root,
+    workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
+    init_options = { client = 'nvim' },
+    handlers = handlers,
+    on_init = function()
+      ready = true
+      local q = queue
+      queue = {}
+      for _, fn in ipairs(q) do
+        fn()
+      end
+    end,
+    on_exit = function(code, signal)
+      local was = client_id
+      client_id, ready = nil, false
+      for _, fn in ipairs(queue) do
+        pcall(fn, true)
+      end
+      queue = {}
+      if was and (code ~= 0 or signal ~= 0) then
+        vim.schedule(function()
+          notify(string.format('`%s` exited (code %d, signal %d); see :lua vim.cmd("e " .. vim.lsp.get_log_path())',
+            table.concat(M.config.cmd, ' '), code, signal), vim.log.levels.WARN)
+        end)
+      end
+    end,
+  })
+  if not client_id then
+    notify('could not start `' .. table.concat(M.config.cmd, ' ') .. '`: is arbor on $PATH? (setup{cmd=...})', vim.log.levels.ERROR)
+    return nil
+  end
+  if M.config.attach_buffers then
+    for _, b in ipairs(vim.api.nvim_list_bufs()) do
+      if vim.api.nvim_buf_is_loaded(b) then
+        attach_buffer(b)
+      end
+    end
+  end
+  return client_id
+end
+
+function M.attach_buffer(bufnr)
+  attach_buffer(bufnr)
+end
+
+function M.id()
+  return client_id
+end
+
+--- Sends an arbor/* request; cb(err, result) runs on the main loop. Starts the client if needed.
+function M.request(method, params, cb)
+  cb = cb or function(err)
+    if err then
+      notify(M.error_message(err), vim.log.levels.ERROR)
+    end
+  end
+  if not M.start() then
+    cb({ message = 'arbor is not running' })
+    return
+  end
+  local function send(failed)
+    local c = vim.lsp.get_client_by_id(client_id or -1)
+    if failed or not c then
+      cb({ message = 'arbor lsp exited before it answered ' .. method })
+      return
+    end
+    local ok = c.request(method, params, function(err, result)
+      cb(err, result)
+    end)
+    if not ok then
+      cb({ message = 'arbor lsp is not running' })
+    end
+  end
+  if ready then
+    send()
+  else
+    table.insert(queue, send)
+  end
+end
+
+--- Stops the client (the daemon keeps running: sessions outlive the editor).
+function M.stop()
+  if client_id then
+    vim.lsp.stop_client(client_id)
+  end
+  client_id, ready = nil, false
+end
+
+return M

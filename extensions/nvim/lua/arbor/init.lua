@@ -1,0 +1,222 @@
+-- Arbor for Neovim (0.7.2 and later): run recursive coding agents from the editor. The daemon
+-- does the work; this plugin starts `arbor lsp` and shows the session tree, transcripts and diffs.
+--
+--   require('arbor').setup{ cmd = { 'arbor', 'lsp' } }
+--   :ArborRun {task}   :ArborSessions   :ArborLog {id}   :ArborDiff {id}   :ArborStop {id}   :ArborSend {id} {text}
+local P = require('arbor.protocol')
+local client = require('arbor.client')
+local store = require('arbor.store')
+
+local M = {}
+
+M.protocol = P
+M.store = store
+
+--- setup{cmd=, cmd_env=, model=, attach_buffers=}; every key is optional.
+function M.setup(opts)
+  client.config = vim.tbl_extend('force', client.config, opts or {})
+  local group = vim.api.nvim_create_augroup('arbor', { clear = true })
+  if client.config.attach_buffers then
+    vim.api.nvim_create_autocmd('BufReadPost', {
+      group = group,
+      callback = function(args)
+        if client.id() then
+          client.attach_buffer(args.buf)
+        end
+      end,
+    })
+  end
+end
+
+local function warn(msg)
+  client.notify(msg, vim.log.levels.WARN)
+end
+
+--- The selection of a range command ({line1, line2} 1-based, inclusive) as a protocol Selection.
+local function selection(line1, line2)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if name == '' then
+    return nil
+  end
+  local lines = vim.api.nvim_buf_get_lines(bufnr, line1 - 1, line2, false)
+  return { uri = vim.uri_from_bufnr(bufnr), startLine = line1 - 1, endLine = line2 - 1, text = table.concat(lines, '\n') }
+end
+
+--- Starts a session on task in the repository of the cwd. opts: parent, name, model, dir,
+--- selection, range = {line1, line2}, on_created(session). Without a task it asks for one.
+function M.run(task, opts)
+  opts = opts or {}
+  if task == nil or task == '' then
+    vim.ui.input({ prompt = opts.parent and 'Subagent task: ' or 'Arbor task: ' }, function(input)
+      if input and input ~= '' then
+        M.run(input, opts)
+      end
+    end)
+    return
+  end
+  local params = {
+    task = task,
+    dir = opts.dir or client.root_dir(),
+    parent = opts.parent,
+    name = opts.name,
+    model = opts.model or client.config.model,
+    selection = opts.selection or (opts.range and selection(opts.range[1], opts.range[2])) or nil,
+  }
+  client.request(P.MethodSessionCreate, params, function(err, s)
+    if err then
+      client.notify('could not start the task: ' .. client.error_message(err), vim.log.levels.ERROR)
+      return
+    end
+    store.upsert(s)
+    client.notify(string.format('started %s on %s', s.id:sub(1, 8), s.branch or '?'))
+    if opts.on_created then
+      opts.on_created(s)
+    end
+  end)
+end
+
+--- Fetches the session list (arbor/sessions) into the store.
+function M.refresh(cb)
+  client.request(P.MethodSessions, {}, function(err, res)
+    if err then
+      warn('sessions: ' .. client.error_message(err))
+    else
+      store.replace((res or {}).sessions or {})
+    end
+    if cb then
+      cb(err)
+    end
+  end)
+end
+
+--- Opens the session tree; it follows arbor/sessionTree notifications from then on.
+function M.sessions()
+  client.start()
+  local bufnr = require('arbor.tree').open(M)
+  M.refresh()
+  return bufnr
+end
+
+local function resolve(id, what, cb)
+  if id and id ~= '' then
+    cb(id)
+    return
+  end
+  if vim.bo.filetype == 'arbor-sessions' then
+    local cur = require('arbor.tree').current()
+    if cur then
+      cb(cur)
+      return
+    end
+  end
+  local list = store.all()
+  if #list == 0 then
+    warn('no sessions; give an id')
+    return
+  end
+  vim.ui.select(list, {
+    prompt = what,
+    format_item = function(s)
+      return string.format('%s  %-8s %s', s.id:sub(1, 8), s.state, store.title(s))
+    end,
+  }, function(s)
+    if s then
+      cb(s.id)
+    end
+  end)
+end
+
+function M.log(id)
+  resolve(id, 'Transcript of:', function(x)
+    require('arbor.log').open(x)
+  end)
+end
+
+function M.diff(id)
+  resolve(id, 'Diff of:', function(x)
+    require('arbor.diff').open(x)
+  end)
+end
+
+function M.stop(id)
+  resolve(id, 'Stop:', function(x)
+    client.request(P.MethodSessionStop, { id = x }, function(err)
+      if err then
+        warn('stop: ' .. client.error_message(err))
+      else
+        client.notify('stopped ' .. x:sub(1, 8))
+      end
+    end)
+  end)
+end
+
+function M.send(id, text, mode)
+  resolve(id, 'Send to:', function(x)
+    if not text or text == '' then
+      vim.ui.input({ prompt = 'Message to ' .. x:sub(1, 8) .. ': ' }, function(input)
+        if input and input ~= '' then
+          M.send(x, input, mode)
+        end
+      end)
+      return
+    end
+    client.request(P.MethodSessionSend, { id = x, text = text, mode = mode or 'auto' }, function(err, res)
+      if err then
+        warn('send: ' .. client.error_message(err))
+      else
+        client.notify('message ' .. ((res or {}).status or 'sent'))
+      end
+    end)
+  end)
+end
+
+function M.fork(id, at_seq)
+  resolve(id, 'Fork:', function(x)
+    client.request(P.MethodSessionFork, { id = x, atSeq = at_seq }, function(err, s)
+      if err then
+        warn('fork: ' .. client.error_message(err))
+      elseif type(s) == 'table' and s.id then
+        store.upsert(s)
+        client.notify('forked ' .. x:sub(1, 8) .. ' as ' .. s.id:sub(1, 8) .. ' on ' .. (s.branch or '?'))
+      end
+    end)
+  end)
+end
+
+function M.status()
+  client.request(P.MethodDaemonStatus, {}, function(err, st)
+    if err then
+      warn('status: ' .. client.error_message(err))
+      return
+    end
+    client.notify(string.format('daemon %s pid %d: %d live of %d sessions, %d clients, socket %s',
+      st.version or '?', st.pid or 0, st.live or 0, st.sessions or 0, st.clients or 0, st.socket or '?'))
+  end)
+end
+
+-- Code actions from the daemon ("Refactor with agent…", "Spawn subagent on selection") carry the
+-- arbor/session.create params; run them here so an empty task can be asked for first.
+local function code_action(parent_needed)
+  return function(command)
+    local a = (command.arguments or {})[1] or {}
+    local opts = { dir = a.dir, selection = a.selection, parent = a.parent, name = a.name, model = a.model }
+    if parent_needed and not opts.parent then
+      resolve(nil, 'Subagent of:', function(p)
+        opts.parent = p
+        M.run(a.task, opts)
+      end)
+      return
+    end
+    M.run(a.task, opts)
+  end
+end
+vim.lsp.commands['arbor.newTask'] = code_action(false)
+vim.lsp.commands['arbor.spawnSubagent'] = code_action(true)
+
+--- Stops the language client (running sessions continue in the daemon).
+function M.disconnect()
+  client.stop()
+end
+
+return M

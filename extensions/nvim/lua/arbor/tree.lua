@@ -1,0 +1,82 @@
+-- :ArborSessions — the session tree by parent, with state, model, tokens (rolled up) and branch,
+-- redrawn on every arbor/sessionTree notification.
+local buffers = require('arbor.buffers')
+local store = require('arbor.store')
+
+local M = {}
+
+M.name = 'arbor://sessions'
+local bufnr = nil
+local line_ids = {}
+local header = 2 -- lines above the first session
+
+local function valid()
+  return bufnr and vim.api.nvim_buf_is_valid(bufnr)
+end
+
+function M.render()
+  if not valid() then
+    return
+  end
+  local lines, ids = store.render()
+  local out = {
+    string.format('Arbor sessions (%d)   <CR> log  d diff  s stop  m message  n new  c child  f fork  r refresh  q close', #ids),
+    '',
+  }
+  if #ids == 0 then
+    table.insert(out, '  no sessions yet: :ArborRun {task}')
+  end
+  vim.list_extend(out, lines)
+  line_ids = ids
+  buffers.set_lines(bufnr, out)
+end
+
+--- The id of the session on the cursor line.
+function M.current()
+  local row = vim.api.nvim_win_get_cursor(0)[1]
+  return line_ids[row - header]
+end
+
+--- Opens the tree, keymaps acting on the session under the cursor through the arbor.* actions.
+function M.open(actions)
+  bufnr = buffers.scratch(M.name, 'arbor-sessions')
+  vim.bo[bufnr].bufhidden = 'hide'
+  local function on(fn)
+    return function()
+      local id = M.current()
+      if id then
+        fn(id)
+      else
+        vim.notify('arbor: no session on this line')
+      end
+    end
+  end
+  buffers.keymaps(bufnr, {
+    ['<CR>'] = { on(actions.log), 'Arbor: transcript' },
+    d = { on(actions.diff), 'Arbor: diff' },
+    s = { on(actions.stop), 'Arbor: stop' },
+    m = { on(function(id) actions.send(id) end), 'Arbor: send message' },
+    f = { on(actions.fork), 'Arbor: fork' },
+    c = { on(function(id) actions.run(nil, { parent = id }) end), 'Arbor: spawn subagent' },
+    n = { function() actions.run() end, 'Arbor: new task' },
+    r = { actions.refresh, 'Arbor: refresh' },
+    q = { function() pcall(vim.cmd, 'close') end, 'close' },
+  })
+  M.render()
+  local win = buffers.show(bufnr, 'botright 12split')
+  vim.wo[win].wrap = false
+  vim.wo[win].cursorline = true
+  return bufnr
+end
+
+function M.bufnr()
+  return valid() and bufnr or nil
+end
+
+store.on_change(function()
+  if valid() then
+    M.render()
+  end
+end)
+
+return M

@@ -1,0 +1,60 @@
+-- User commands of the Arbor plugin. They start `arbor lsp` on first use with the defaults, or
+-- with what require('arbor').setup{...} set.
+if vim.g.loaded_arbor then
+  return
+end
+vim.g.loaded_arbor = true
+
+local function arbor()
+  return require('arbor')
+end
+
+local function complete_id(lead)
+  local out = {}
+  for _, id in ipairs(require('arbor.store').ids()) do
+    if id:sub(1, #lead) == lead then
+      table.insert(out, id)
+    end
+  end
+  return out
+end
+
+local cmd = vim.api.nvim_create_user_command
+
+cmd('ArborRun', function(o)
+  arbor().run(o.args, { range = o.range > 0 and { o.line1, o.line2 } or nil })
+end, { nargs = '*', range = true, desc = 'Arbor: start an agent on {task} (with a range: on the selection)' })
+
+cmd('ArborSpawn', function(o)
+  local id, task = o.args:match('^(%S+)%s*(.*)$')
+  arbor().run(task, { parent = id, range = o.range > 0 and { o.line1, o.line2 } or nil })
+end, { nargs = '+', range = true, complete = complete_id, desc = 'Arbor: start a subagent of {id} on {task}' })
+
+cmd('ArborSessions', function()
+  arbor().sessions()
+end, { desc = 'Arbor: the session tree' })
+
+cmd('ArborLog', function(o)
+  arbor().log(o.args)
+end, { nargs = '?', complete = complete_id, desc = 'Arbor: transcript of a session' })
+
+cmd('ArborDiff', function(o)
+  arbor().diff(o.args)
+end, { nargs = '?', complete = complete_id, desc = "Arbor: a session's diff" })
+
+cmd('ArborStop', function(o)
+  arbor().stop(o.args)
+end, { nargs = '?', complete = complete_id, desc = 'Arbor: stop a session' })
+
+cmd('ArborSend', function(o)
+  local id, text = o.args:match('^(%S+)%s*(.*)$')
+  arbor().send(id, text)
+end, { nargs = '*', complete = complete_id, desc = 'Arbor: send {text} to session {id}' })
+
+cmd('ArborFork', function(o)
+  arbor().fork(o.args)
+end, { nargs = '?', complete = complete_id, desc = 'Arbor: fork a session' })
+
+cmd('ArborStatus', function()
+  arbor().status()
+end, { desc = 'Arbor: daemon status' })

@@ -1,0 +1,117 @@
+-- Drives the plugin as a user would, against the real `arbor lsp` (ARBOR_BIN) whose daemon talks
+-- to the scripted model set up by run.sh. Ends with :cquit 0 (pass) or :cquit 1 and the reason
+-- in $ARBOR_TEST_OUT.
+local out = os.getenv('ARBOR_TEST_OUT') or '/dev/stderr'
+local bin = assert(os.getenv('ARBOR_BIN'), 'ARBOR_BIN')
+
+local function finish(ok, msg)
+  local f = io.open(out, 'w')
+  f:write((ok and 'PASS ' or '') .. msg .. '\n')
+  f:close()
+  vim.cmd(ok and 'cquit 0' or 'cquit 1')
+end
+
+local function buffer_text(bufnr)
+  if not bufnr or not vim.api.nvim_buf_is_valid(bufnr) then
+    return ''
+  end
+  return table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), '\n')
+end
+
+local function wait_for(what, timeout, fn)
+  local ok = vim.wait(timeout, fn, 50)
+  if not ok then
+    error(what, 0)
+  end
+end
+
+local function run()
+  local arbor = require('arbor')
+  arbor.setup({ cmd = { bin, 'lsp' } })
+  local passed = {}
+
+  -- The tree buffer, opened before the task, must follow arbor/sessionTree on its own.
+  vim.cmd('ArborSessions')
+  local tree = vim.fn.bufnr(require('arbor.tree').name)
+  if tree == -1 then
+    error(':ArborSessions opened no arbor://sessions buffer', 0)
+  end
+  if vim.bo[tree].buftype ~= 'nofile' or vim.bo[tree].modifiable then
+    error('the tree buffer must be buftype=nofile and nomodifiable', 0)
+  end
+  table.insert(passed, 'tree buffer')
+
+  local created
+  local t0 = vim.loop.hrtime()
+  vim.cmd('ArborRun add one and one')
+  -- ArborRun's callback stores the session; catch its id from the store.
+  wait_for('arbor/session.create did not answer within 20s (is the daemon up? see the log above)', 20000, function()
+    for _, s in ipairs(arbor.store.all()) do
+      if s.task == 'add one and one' then
+        created = s
+        return true
+      end
+    end
+  end)
+  table.insert(passed, 'ArborRun created ' .. created.id:sub(1, 8))
+
+  local line
+  wait_for('', 60000, function()
+    for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
+      if l:find(created.id:sub(1, 8), 1, true) then
+        line = l
+        local s = arbor.store.get(created.id)
+        if s and (s.state == 'failed' or s.state == 'stopped') then
+          return true
+        end
+        return l:find(' idle ', 1, true) ~= nil and l:find('arbor/', 1, true) ~= nil
+      end
+    end
+  end)
+  local s = arbor.store.get(created.id)
+  if not line or not line:find(' idle ', 1, true) then
+    error(string.format('the tree never showed the session idle within 60s; last line: %q; session: %s',
+      line or '(none)', vim.inspect(s)), 0)
+  end
+  if not line:find('arbor/', 1, true) then
+    error('the tree line has no arbor/… branch: ' .. line, 0)
+  end
+  table.insert(passed, string.format('tree shows idle on %s after %d ms', s.branch, (vim.loop.hrtime() - t0) / 1e6))
+
+  -- The transcript replays the session's events: the kernel printed 2 and the model answered.
+  local log = require('arbor.log').open(created.id)
+  wait_for('', 15000, function()
+    local text = buffer_text(log)
+    return text:find('the sum is two', 1, true) ~= nil and text:find('\n2\n', 1, true) ~= nil
+  end)
+  local text = buffer_text(log)
+  if not text:find('the sum is two', 1, true) then
+    error('the transcript lacks the final answer "the sum is two":\n' .. text, 0)
+  end
+  if not text:find('\n2\n', 1, true) then
+    error('the transcript lacks the kernel output "2" of print(1+1):\n' .. text, 0)
+  end
+  table.insert(passed, 'transcript')
+
+  -- The diff against the merge-base shows the file the kernel wrote in the worktree.
+  arbor.diff(created.id)
+  local diffbuf
+  wait_for('', 15000, function()
+    diffbuf = vim.fn.bufnr('arbor://diff/' .. created.id)
+    return diffbuf ~= -1 and buffer_text(diffbuf):find('sum.txt', 1, true) ~= nil
+  end)
+  if diffbuf == -1 or not buffer_text(diffbuf):find('sum.txt', 1, true) then
+    error(':ArborDiff did not show sum.txt: ' .. buffer_text(diffbuf ~= -1 and diffbuf or nil), 0)
+  end
+  table.insert(passed, 'diff')
+
+  arbor.disconnect()
+  return passed
+end
+
+local ok, res = xpcall(run, debug.traceback)
+if ok then
+  finish(true, #res .. ' passed, 0 failed: ' .. table.concat(res, '; '))
+else
+  finish(false, tostring(res))
+end

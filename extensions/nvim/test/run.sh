@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Headless Neovim test of the Arbor plugin against the real daemon on the scripted model:
+# :ArborSessions, :ArborRun, the tree shows the session idle on its arbor/… branch, the transcript
+# and the diff. Usage: ARBOR_BIN=/abs/path/to/arbor extensions/nvim/test/run.sh
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+PLUGIN=$(cd "$HERE/.." && pwd)
+fail() { echo "nvim-test: FAIL: $*" >&2; exit 1; }
+
+[ -n "${ARBOR_BIN:-}" ] || fail "set ARBOR_BIN to the absolute path of the arbor binary (make build writes bin/arbor)"
+[ -x "$ARBOR_BIN" ] || fail "ARBOR_BIN=$ARBOR_BIN is not an executable file"
+ARBOR_BIN=$(cd "$(dirname "$ARBOR_BIN")" && pwd)/$(basename "$ARBOR_BIN")
+if ! command -v nvim >/dev/null; then
+  echo "nvim-test: installing neovim (apt)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim >/dev/null) || fail "apt-get install neovim failed"
+fi
+command -v git >/dev/null || fail "git is not installed"
+echo "nvim-test: $(nvim --version | head -1), $ARBOR_BIN"
+
+TMP=$(mktemp -d /tmp/arbor-nvim.XXXXXX)
+FAKE_PID=
+cleanup() {
+  local rc=$?
+  if [ -n "${ARBOR_SOCKET:-}" ]; then "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || true; fi
+  if [ -n "$FAKE_PID" ]; then kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; fi
+  if [ $rc -ne 0 ] && [ -d "$TMP/state" ]; then
+    echo "--- daemon logs (last 40 lines each) ---" >&2
+    find "$TMP/state" "$TMP/xdg" -name '*.log' -type f 2>/dev/null | while read -r f; do echo "== $f" >&2; tail -40 "$f" >&2; done
+  fi
+  rm -rf "$TMP"
+  exit $rc
+}
+trap cleanup EXIT
+
+# Everything the daemon, the kernel and Neovim write stays under $TMP.
+mkdir -p "$TMP/xdg/config" "$TMP/xdg/data" "$TMP/xdg/state" "$TMP/xdg/cache" "$TMP/run" "$TMP/state"
+chmod 700 "$TMP/run"
+export XDG_CONFIG_HOME=$TMP/xdg/config XDG_DATA_HOME=$TMP/xdg/data XDG_STATE_HOME=$TMP/xdg/state \
+       XDG_CACHE_HOME=$TMP/xdg/cache XDG_RUNTIME_DIR=$TMP/run
+export ARBOR_SOCKET=$TMP/run/arbor.sock ARBOR_STATE_DIR=$TMP/state
+export ARBOR_KERNEL_PYTHON=${ARBOR_KERNEL_PYTHON:-/usr/bin/python3}
+
+# A small repository for the session's branch and worktree.
+REPO=$TMP/repo
+mkdir -p "$REPO"
+git -C "$REPO" init -q -b main
+git -C "$REPO" config user.email test@example.invalid
+git -C "$REPO" config user.name "arbor test"
+printf 'def add(a, b):\n    return a + b\n' > "$REPO/calc.py"
+git -C "$REPO" add . && git -C "$REPO" commit -q -m init
+
+# The scripted model: turn 1 writes a file and prints 1+1 in the kernel, turn 2 answers.
+cat > "$TMP/script.json" <<'JSON'
+{
+  "rules": [
+    {"when": {"task": "add one and one", "turn": 1},
+     "code": "open('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
+    {"when": {"task": "add one and one", "turn": 2}, "text": "the sum is two"}
+  ],
+  "default": {"text": "nothing scripted for this"}
+}
+JSON
+"$ARBOR_BIN" fake-model --script "$TMP/script.json" --addr 127.0.0.1:0 > "$TMP/fake.out" 2> "$TMP/fake.err" &
+FAKE_PID=$!
+for _ in $(seq 100); do [ -s "$TMP/fake.out" ] && break; sleep 0.1; done
+URL=$(head -1 "$TMP/fake.out" | tr -d '\r')
+case "$URL" in http*) ;; *) fail "arbor fake-model printed no URL: $(cat "$TMP/fake.out" "$TMP/fake.err")";; esac
+export ARBOR_MODEL_BASE_URL=$URL ARBOR_MODEL=scripted
+
+cd "$REPO"
+start=$SECONDS
+set +e
+ARBOR_TEST_OUT=$TMP/result.txt timeout 180 nvim --headless --clean \
+  --cmd "set rtp^=$PLUGIN" -c "luafile $HERE/unit.lua" -c "luafile $HERE/e2e.lua" 2>&1 | sed 's/^/  nvim| /'
+rc=${PIPESTATUS[0]}
+set -e
+if [ $rc -eq 0 ] && grep -q '^PASS' "$TMP/result.txt" 2>/dev/null; then
+  echo "nvim-test: PASS ($((SECONDS-start))s): $(sed -n 's/^PASS //p' "$TMP/result.txt")"
+else
+  reason=$(cat "$TMP/result.txt" 2>/dev/null || true)
+  [ $rc -eq 124 ] && reason="timed out after 180s; $reason"
+  fail "${reason:-nvim exited $rc without a result}"
+fi

@@ -1,0 +1,150 @@
+// The extension's protocol layer (out/protocol.js, out/sessions.js) against the real `arbor lsp`
+// through vscode-languageserver-protocol's Node client: initialize, arbor/sessionTree,
+// arbor/session.create, arbor/sessions, attach + arbor/event, diff, fileAt, errors, shutdown.
+// Needs ARBOR_BIN (absolute path to the arbor binary) and a compiled extension (npm run compile).
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const { pathToFileURL } = require('node:url');
+const rpc = require('vscode-languageserver-protocol/node');
+const P = require('../out/protocol');
+const { SessionStore } = require('../out/sessions');
+const { EventBuffer, renderTranscript } = require('../out/transcript');
+const { makeEnv, startFakeModel, stopDaemon, script, waitFor } = require('./harness');
+
+const bin = process.env.ARBOR_BIN;
+let fx, model, proc, conn, stderr = '';
+const store = new SessionStore();
+const events = new Map(); // session id -> EventBuffer
+const trees = [];
+
+before(async () => {
+  assert.ok(bin && path.isAbsolute(bin) && fs.existsSync(bin), `set ARBOR_BIN to the absolute path of the arbor binary (got ${bin})`);
+  fx = makeEnv();
+  model = await startFakeModel(bin, script, fx.root, fx.env);
+  proc = spawn(bin, ['lsp'], {
+    cwd: fx.repo,
+    env: { ...fx.env, ARBOR_MODEL_BASE_URL: model.url, ARBOR_MODEL: 'scripted' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  proc.stderr.on('data', d => { stderr += d; });
+  conn = rpc.createProtocolConnection(new rpc.StreamMessageReader(proc.stdout), new rpc.StreamMessageWriter(proc.stdin));
+  conn.onNotification(P.NotifySessionTree, p => { trees.push(p); store.apply(p); });
+  conn.onNotification(P.NotifyEvent, e => {
+    if (!events.has(e.session)) events.set(e.session, new EventBuffer());
+    events.get(e.session).add(e);
+  });
+  // Answer server→client requests a real client would (progress tokens, configuration).
+  conn.onRequest('window/workDoneProgress/create', () => null);
+  conn.onRequest('workspace/configuration', p => (p.items || []).map(() => null));
+  conn.onRequest('client/registerCapability', () => null);
+  conn.listen();
+});
+
+after(async () => {
+  if (conn) conn.dispose();
+  if (proc && proc.exitCode === null) proc.kill();
+  if (fx) stopDaemon(bin, fx.env);
+  if (model) await model.stop();
+  if (fx) fs.rmSync(fx.root, { recursive: true, force: true });
+});
+
+test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol client', async (t) => {
+  const rootUri = pathToFileURL(fx.repo).href;
+  const init = await conn.sendRequest(rpc.InitializeRequest.type, {
+    processId: process.pid,
+    rootUri,
+    workspaceFolders: [{ uri: rootUri, name: 'repo' }],
+    capabilities: { window: { workDoneProgress: true }, workspace: { workspaceFolders: true } },
+    clientInfo: { name: 'arbor-vscode-protocol-test' },
+  }).catch(e => { throw new Error(`initialize failed: ${e.message}\n${stderr}`); });
+  assert.ok(init.capabilities, 'initialize result has capabilities');
+  const commands = init.capabilities.executeCommandProvider?.commands ?? [];
+  t.diagnostic(`server: ${JSON.stringify(init.serverInfo)}; commands: ${commands.join(', ')}`);
+  await conn.sendNotification(rpc.InitializedNotification.type, {});
+
+  await t.test('arbor/sessionTree (full) arrives after initialized', async () => {
+    await waitFor('a full arbor/sessionTree', 10000, () => trees.some(p => p.full));
+  });
+
+  let created;
+  await t.test('arbor/session.create starts a session on an arbor/ branch', async () => {
+    created = await conn.sendRequest(P.MethodSessionCreate, { task: 'add one and one', dir: fx.repo });
+    assert.match(created.id, /\S/);
+    assert.match(created.branch, /^arbor\//);
+    assert.equal(created.task, 'add one and one');
+    assert.ok(['admitted', 'running', 'idle'].includes(created.state), `state ${created.state}`);
+  });
+
+  await t.test('arbor/sessionTree shows it, then idle', async () => {
+    await waitFor('the session in arbor/sessionTree', 10000, () => store.get(created.id));
+    await waitFor(`session ${created.id} idle (now ${store.get(created.id)?.state})`, 60000, () => {
+      const s = store.get(created.id);
+      if (s?.state === 'failed') throw new Error(`session failed: ${s.error}`);
+      return s?.state === 'idle';
+    });
+    const s = store.get(created.id);
+    assert.equal(s.branch, created.branch);
+    assert.ok(s.total.modelCalls >= 2, `total.modelCalls ${s.total.modelCalls}`);
+  });
+
+  await t.test('arbor/sessions lists it', async () => {
+    const res = await conn.sendRequest(P.MethodSessions, { dir: fx.repo });
+    const s = res.sessions.find(x => x.id === created.id);
+    assert.ok(s, `arbor/sessions lacks ${created.id}: ${JSON.stringify(res)}`);
+    assert.equal(s.state, 'idle');
+    const one = await conn.sendRequest(P.MethodSessionGet, { id: created.id.slice(0, 8) });
+    assert.equal(one.id, created.id, 'session.get accepts a unique id prefix');
+  });
+
+  await t.test('arbor/session.attach replays the events as arbor/event', async () => {
+    const res = await conn.sendRequest(P.MethodSessionAttach, { id: created.id, sinceSeq: 0 });
+    assert.equal(res.session.id, created.id);
+    await waitFor('replayed events up to lastSeq', 10000, () => (events.get(created.id)?.lastSeq ?? -1) >= res.session.lastSeq);
+    const list = events.get(created.id).list();
+    const types = list.map(e => e.type);
+    for (const want of ['session_created', 'state_changed', 'tool_finished', 'assistant_message']) {
+      assert.ok(types.includes(want), `no ${want} event in ${types.join(', ')}`);
+    }
+    const md = renderTranscript('t', list);
+    assert.ok(md.includes('the sum is two'), 'the transcript has the final answer');
+    assert.match(md, /```\n2\n```/, 'the transcript has the kernel output of print(1+1)');
+    const log = await conn.sendRequest(P.MethodSessionLog, { id: created.id, sinceSeq: 0 });
+    assert.equal(log.events.length, list.length, 'session.log returns the same events');
+  });
+
+  await t.test('arbor/session.diff and fileAt show the file the kernel wrote', async () => {
+    const d = await conn.sendRequest(P.MethodSessionDiff, { id: created.id });
+    const f = d.files.find(x => x.path === 'sum.txt');
+    assert.ok(f, `diff lacks sum.txt: ${JSON.stringify(d.files)}`);
+    assert.equal(f.status, 'added');
+    assert.match(d.patch, /\+2/);
+    const head = await conn.sendRequest(P.MethodSessionFileAt, { id: created.id, path: 'sum.txt', side: 'head' });
+    assert.equal(head.content, '2\n');
+    const base = await conn.sendRequest(P.MethodSessionFileAt, { id: created.id, path: 'sum.txt', side: 'base' });
+    assert.equal(base.missing, true);
+  });
+
+  await t.test('an unknown session id is a clear CodeUnknownSession error', async () => {
+    await assert.rejects(conn.sendRequest(P.MethodSessionGet, { id: 'no-such-session' }), e => {
+      assert.equal(e.code, P.CodeUnknownSession);
+      assert.match(e.message, /no-such-session/);
+      return true;
+    });
+  });
+
+  await t.test('arbor/daemon.status', async () => {
+    const st = await conn.sendRequest(P.MethodDaemonStatus, {});
+    assert.ok(st.pid > 0 && st.sessions >= 1, JSON.stringify(st));
+  });
+
+  await t.test('shutdown and exit', async () => {
+    await conn.sendRequest(rpc.ShutdownRequest.type);
+    await conn.sendNotification(rpc.ExitNotification.type);
+    const code = await new Promise(r => proc.exitCode !== null ? r(proc.exitCode) : proc.once('exit', c => r(c)));
+    assert.equal(code, 0, `arbor lsp exit code; stderr:\n${stderr}`);
+  });
+});

@@ -1,0 +1,92 @@
+package agents
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+)
+
+// bounded is tool output cut to what enters the model's context (L1), with the full text kept
+// on disk (L3) when it was cut.
+type bounded struct {
+	Text     string // what the model sees
+	Cut      bool
+	Bytes    int    // size of the full output
+	Artifact string // path of the full output, when cut
+}
+
+// boundOutput keeps head and tail of out within budget bytes and a note saying what was
+// dropped and where the rest is. The full output goes to dir/<sha256>.txt.
+func boundOutput(out string, budget int, dir string) (bounded, error) {
+	b := bounded{Text: out, Bytes: len(out)}
+	if budget <= 0 || len(out) <= budget {
+		return b, nil
+	}
+	sum := sha256.Sum256([]byte(out))
+	name := hex.EncodeToString(sum[:]) + ".txt"
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return b, fmt.Errorf("store artifact: %w", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		if err := writeFileAtomic(path, []byte(out)); err != nil {
+			return b, fmt.Errorf("store artifact: %w", err)
+		}
+	}
+	head := validPrefix(out[:budget*2/3])
+	tail := validSuffix(out[len(out)-budget/3:])
+	dropped := len(out) - len(head) - len(tail)
+	lines := strings.Count(out[len(head):len(out)-len(tail)], "\n")
+	b.Text = fmt.Sprintf("%s\n[… %d bytes (%d lines) omitted; the full output (%d bytes) is kept in the kernel as _arbor_out[-1] and on disk as %s …]\n%s",
+		head, dropped, lines, len(out), name, tail)
+	b.Cut, b.Artifact = true, path
+	return b, nil
+}
+
+func validPrefix(s string) string {
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func validSuffix(s string) string {
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[1:]
+	}
+	return s
+}
+
+// writeFileAtomic writes temp → fsync → rename → fsync dir.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

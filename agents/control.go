@@ -1,0 +1,76 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/arborhq/arbor/gitstate"
+)
+
+// Send delivers a user message: steering a running turn, or starting a new turn.
+func (s *Service) Send(ctx context.Context, id, text, mode string) (string, error) {
+	sess, err := s.Get(id)
+	if err != nil {
+		return "", err
+	}
+	if text == "" {
+		return "", fmt.Errorf("send to %s: the message is empty", sess.meta.ID)
+	}
+	return sess.enqueue(ctx, "user", text, mode)
+}
+
+// Stop ends a session and its descendants: turns are cancelled, kernels stopped. Branches and
+// worktrees stay for review.
+func (s *Service) Stop(ctx context.Context, id string) error {
+	sess, err := s.Get(id)
+	if err != nil {
+		return err
+	}
+	for _, c := range sess.childIDs() {
+		if err := s.Stop(ctx, c); err != nil {
+			return err
+		}
+	}
+	sess.mu.Lock()
+	if sess.state == Stopped {
+		sess.mu.Unlock()
+		return nil
+	}
+	cancel := sess.cancelTurn
+	sess.pending = nil
+	sess.mu.Unlock()
+	sess.setState(ctx, Stopped, "")
+	if cancel != nil {
+		cancel()
+	}
+	sess.stopKernel(ctx)
+	return nil
+}
+
+// Diff returns the session's change against its merge-base with the base commit.
+func (s *Service) Diff(ctx context.Context, id string) (*gitstate.Diff, error) {
+	sess, err := s.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	return sess.ws.Repo.Diff(ctx, sess.meta.BaseCommit, sess.meta.Branch)
+}
+
+// FileAt returns a file of the session's diff: side "base" is the merge-base, "head" the
+// session branch. A file missing on that side is an os.ErrNotExist error.
+func (s *Service) FileAt(ctx context.Context, id, path, side string) ([]byte, error) {
+	sess, err := s.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	d, err := sess.ws.Repo.Diff(ctx, sess.meta.BaseCommit, sess.meta.Branch)
+	if err != nil {
+		return nil, err
+	}
+	rev := d.Head
+	if side == "base" {
+		rev = d.Base
+	}
+	_ = rev
+	return nil, fmt.Errorf("TODO fileat") // FILEAT
+}

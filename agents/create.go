@@ -1,0 +1,142 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/agents/model"
+	"github.com/arborhq/arbor/gitstate"
+	"github.com/arborhq/arbor/workspace"
+)
+
+// CreateRequest starts a session.
+type CreateRequest struct {
+	Task      string
+	Dir       string // a directory inside the repository (ignored for children)
+	Parent    string // parent session id for a child
+	Name      string
+	Model     string // configured model name; "" = the parent's, or the default
+	Selection string // editor context appended to the task
+}
+
+// Create starts a session: branch and worktree from the user's HEAD (or the parent's latest
+// checkpoint), an event log, a kernel warming up, and a first turn on the task. It returns at
+// admission; the session runs on without the caller.
+func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, error) {
+	req.Task = strings.TrimSpace(req.Task)
+	if req.Task == "" {
+		return nil, errors.New("create session: the task is empty")
+	}
+	var parent *Session
+	ws, base := (*Workspace)(nil), ""
+	if req.Parent != "" {
+		p, err := s.Get(req.Parent)
+		if err != nil {
+			return nil, err
+		}
+		parent, ws = p, p.ws
+		p.mu.Lock()
+		base = p.head
+		p.mu.Unlock()
+		if req.Model == "" {
+			req.Model = p.meta.Model
+		}
+	} else {
+		if req.Dir == "" {
+			return nil, errors.New("create session: no directory given; run it inside a git repository")
+		}
+		w, err := s.workspaceFor(req.Dir)
+		if err != nil {
+			return nil, err
+		}
+		ws = w
+		_, head, err := ws.Repo.Head(ctx)
+		if err != nil {
+			return nil, err
+		}
+		base = head
+	}
+	cfg, err := ws.config(s.opts.Overrides)
+	if err != nil {
+		return nil, err
+	}
+	name, mc, err := cfg.ResolveModel(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	client, err := newModelClient(name, mc, s.log)
+	if err != nil {
+		return nil, err
+	}
+	id := newID()
+	meta := Meta{
+		ID: id, Task: req.Task, Name: req.Name, Model: name, BaseCommit: base,
+		Branch:    "arbor/" + gitstate.Slug(req.Task) + "-" + id[:8],
+		Worktree:  filepath.Join(ws.WorktreeDir, id),
+		Workspace: ws.Root, Created: time.Now().UTC(), Selection: req.Selection,
+	}
+	if parent != nil {
+		meta.Parent = parent.meta.ID
+	}
+	if err := ws.Repo.AddWorktree(ctx, gitstate.WorktreeSpec{Name: id, Branch: meta.Branch, Base: base, Dir: meta.Worktree}); err != nil {
+		return nil, fmt.Errorf("create session: %w", err)
+	}
+	sess, err := s.open(ws, meta, cfg, client)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sess.append(ctx, EvSessionCreated, meta); err != nil {
+		return nil, err
+	}
+	sess.setState(ctx, Admitted, "")
+	if parent != nil {
+		parent.mu.Lock()
+		parent.children = append(parent.children, id)
+		parent.mu.Unlock()
+	}
+	task := req.Task
+	if req.Selection != "" {
+		task += "\n\nSelected in the editor:\n" + req.Selection
+	}
+	sess.warmKernel()
+	if _, err := sess.enqueue(ctx, "user", task, "follow_up"); err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// open registers a session object over its (new or existing) log.
+func (s *Service) open(ws *Workspace, meta Meta, cfg workspace.Config, client *model.Client) (*Session, error) {
+	dir := filepath.Join(ws.SessionsDir, meta.ID)
+	lg, err := eventlog.Open(filepath.Join(dir, "events.jsonl"), eventlog.Options{Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("open session %s: %w", meta.ID, err)
+	}
+	sess := &Session{svc: s, ws: ws, meta: meta, cfg: cfg, log: lg, dir: dir, client: client, head: meta.BaseCommit, state: stateUnset}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		lg.Close()
+		return nil, errors.New("the daemon is shutting down")
+	}
+	s.sessions[meta.ID] = sess
+	return sess, nil
+}
+
+func newModelClient(name string, mc workspace.Model, logger *slog.Logger) (*model.Client, error) {
+	cfg := model.Config{
+		Name: name, BaseURL: mc.BaseURL, Model: mc.Model, APIKeyEnv: mc.APIKeyEnv,
+		ContextWindow: mc.ContextWindow, ToolMode: mc.ToolMode,
+		InputPrice: mc.InputPrice, OutputPrice: mc.OutputPrice,
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return model.New(cfg, logger)
+}

@@ -1,0 +1,241 @@
+// Package demo runs Arbor end to end on a throwaway repository with the built-in scripted
+// model: a real kernel renames a function across files on the session's own branch.
+//
+// Call [Run]; it prints the session, a summary of its events and the diff.
+package demo
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/arborhq/arbor/agents"
+	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/agents/model/scripted"
+	"github.com/arborhq/arbor/workspace"
+)
+
+//go:embed script.json
+var scriptJSON []byte
+
+// Task is what the demo asks the agent to do.
+const Task = "Rename area_of to rect_area across the project and keep the tests passing"
+
+var project = map[string]string{
+	"geometry.py": `"""Shapes and their measures."""
+
+
+def area_of(width, height):
+    """Area of a width × height rectangle."""
+    return width * height
+
+
+def perimeter(width, height):
+    return 2 * (width + height)
+`,
+	"report.py": `from geometry import area_of, perimeter
+
+
+def describe(width, height):
+    return f"{width}x{height}: area {area_of(width, height)}, perimeter {perimeter(width, height)}"
+
+
+if __name__ == "__main__":
+    print(describe(3, 4))
+`,
+	"test_geometry.py": `import unittest
+
+from geometry import area_of
+from report import describe
+
+
+class GeometryTest(unittest.TestCase):
+    def test_area(self):
+        self.assertEqual(area_of(3, 4), 12)
+
+    def test_describe(self):
+        self.assertIn("area 12", describe(3, 4))
+
+
+if __name__ == "__main__":
+    unittest.main()
+`,
+	"README.md": "# shapes\n\nA tiny project for the Arbor demo.\n",
+}
+
+// Options configure Run.
+type Options struct {
+	Dir    string // where to make the repository; "" = a new temp dir
+	Keep   bool   // keep the temp dir
+	Python string // kernel Python; "" = auto
+	Logger *slog.Logger
+}
+
+// Run makes the repository, serves the scripted model, runs the session to idle and prints
+// what happened.
+func Run(ctx context.Context, w io.Writer, o Options) error {
+	start := time.Now()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "arbor-demo-")
+		if err != nil {
+			return err
+		}
+		dir = d
+		if !o.Keep {
+			defer os.RemoveAll(dir)
+		}
+	}
+	repo := filepath.Join(dir, "shapes")
+	if err := makeRepo(repo); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "demo repository: %s\n", repo)
+
+	script, err := scripted.Parse(scriptJSON, "demo script")
+	if err != nil {
+		return err
+	}
+	sctx, stopModel := context.WithCancel(ctx)
+	url, wait, err := scripted.Serve(sctx, "127.0.0.1:0", script, o.Logger)
+	if err != nil {
+		stopModel()
+		return err
+	}
+	defer func() { stopModel(); wait() }()
+	fmt.Fprintf(w, "scripted model:  %s\n", url)
+
+	svc, err := agents.New(agents.Options{StateDir: filepath.Join(dir, "state"), Logger: o.Logger,
+		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: o.Python}})
+	if err != nil {
+		return err
+	}
+	defer svc.Close(context.WithoutCancel(ctx))
+	settled := make(chan agents.Info, 16)
+	unsub := svc.Subscribe(watcher{settled})
+	defer unsub()
+
+	sess, err := svc.Create(ctx, agents.CreateRequest{Task: Task, Dir: repo})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "session:         %s on branch %s\n\n", sess.ID(), sess.Meta().Branch)
+	info, err := waitSettled(ctx, settled, sess.ID(), 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	recs, err := sess.Events(0)
+	if err != nil {
+		return err
+	}
+	summarize(w, recs)
+	d, err := svc.Diff(ctx, sess.ID())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n── diff of %s against its merge-base ──\n%s", info.Branch, d.Unified())
+	fmt.Fprintf(w, "\nstate %s · %d model calls · %d tokens · %d kernel runs · %.1fs\n",
+		info.State, info.Usage.ModelCalls, info.Usage.InputTokens+info.Usage.OutputTokens, info.Usage.KernelExecs, time.Since(start).Seconds())
+	if info.State != agents.Idle {
+		return fmt.Errorf("the demo session ended %s: %s", info.State, info.Error)
+	}
+	if !strings.Contains(d.Unified(), "+def rect_area") {
+		return errors.New("the demo session's diff does not rename area_of")
+	}
+	return nil
+}
+
+type watcher struct{ ch chan agents.Info }
+
+func (w watcher) SessionChanged(in agents.Info) {
+	if in.State == agents.Idle || in.State == agents.Failed || in.State == agents.Stopped {
+		select {
+		case w.ch <- in:
+		default:
+		}
+	}
+}
+
+func (watcher) Event(string, eventlog.Record) {}
+
+func waitSettled(ctx context.Context, ch <-chan agents.Info, id string, limit time.Duration) (agents.Info, error) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	for {
+		select {
+		case in := <-ch:
+			if in.ID == id {
+				return in, nil
+			}
+		case <-t.C:
+			return agents.Info{}, fmt.Errorf("the demo session did not finish within %v", limit)
+		case <-ctx.Done():
+			return agents.Info{}, ctx.Err()
+		}
+	}
+}
+
+func summarize(w io.Writer, recs []eventlog.Record) {
+	counts := map[string]int{}
+	for _, r := range recs {
+		counts[r.Type]++
+		var d map[string]any
+		json.Unmarshal(r.Data, &d)
+		switch r.Type {
+		case "assistant_message":
+			if t, _ := d["text"].(string); t != "" {
+				fmt.Fprintf(w, "  #%-3d assistant: %s\n", r.Seq, t)
+			}
+		case "tool_finished":
+			out, _ := d["output"].(string)
+			fmt.Fprintf(w, "  #%-3d python → %s\n", r.Seq, strings.ReplaceAll(strings.TrimSpace(out), "\n", "\n         "))
+		case "checkpoint":
+			c, _ := d["commit"].(string)
+			fmt.Fprintf(w, "  #%-3d checkpoint %.10s\n", r.Seq, c)
+		case "state_changed":
+			fmt.Fprintf(w, "  #%-3d state → %v\n", r.Seq, d["state"])
+		}
+	}
+	var kinds []string
+	for k, n := range counts {
+		kinds = append(kinds, fmt.Sprintf("%s×%d", k, n))
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(w, "\n%d events: %s\n", len(recs), strings.Join(kinds, ", "))
+}
+
+func makeRepo(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, body := range project {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"add", "."},
+		{"-c", "user.name=Arbor Demo", "-c", "user.email=demo@arbor.invalid", "commit", "-q", "-m", "shapes: initial project"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}

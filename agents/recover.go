@@ -1,0 +1,187 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/agents/model"
+)
+
+// Recover brings back the sessions of every workspace the daemon has served. Sessions whose
+// kernel was lost come back inactive (a message revives them); messages that were queued but
+// not delivered start a turn again. A session whose log is corrupt is skipped and reported.
+func (s *Service) Recover(ctx context.Context) error {
+	roots, err := s.loadRegistry()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, root := range roots {
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		ws, err := s.workspaceFor(root)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		entries, _ := os.ReadDir(ws.SessionsDir)
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			if err := s.recoverSession(ctx, ws, e.Name()); err != nil {
+				s.log.Error("recover session", "session", e.Name(), "err", err)
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) error {
+	s.mu.Lock()
+	_, known := s.sessions[id]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	path := filepath.Join(ws.SessionsDir, id, "events.jsonl")
+	recs, err := eventlog.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("session %s: %w (run `arbor fsck`)", id, err)
+	}
+	if len(recs) == 0 || recs[0].Type != string(EvSessionCreated) {
+		return fmt.Errorf("session %s: log %s does not start with session_created", id, path)
+	}
+	var meta Meta
+	if err := json.Unmarshal(recs[0].Data, &meta); err != nil {
+		return fmt.Errorf("session %s: session_created: %w", id, err)
+	}
+	cfg, err := ws.config(s.opts.Overrides)
+	if err != nil {
+		return err
+	}
+	var client *model.Client
+	if name, mc, err := cfg.ResolveModel(meta.Model); err == nil {
+		client, _ = newModelClient(name, mc, s.log)
+	}
+	sess, err := s.open(ws, meta, cfg, client)
+	if err != nil {
+		return err
+	}
+	sess.replay(recs)
+	if meta.Parent != "" {
+		if p, err := s.Get(meta.Parent); err == nil {
+			p.mu.Lock()
+			p.children = append(p.children, id)
+			p.mu.Unlock()
+		}
+	}
+	st := sess.State()
+	if st == Running || st == Admitted || st == Idle {
+		sess.append(ctx, EvRecovered, map[string]any{"previousState": st.String()})
+		sess.setState(ctx, Inactive, "")
+	}
+	sess.mu.Lock()
+	resume := len(sess.pending) > 0 && sess.state != Stopped && client != nil
+	if resume {
+		sess.turnActive = true
+	}
+	sess.mu.Unlock()
+	if resume {
+		s.wg.Add(1)
+		go sess.runTurns()
+	}
+	sess.announce()
+	return nil
+}
+
+// replay rebuilds the in-memory state from the log: state, usage, conversation, pending
+// messages and the latest checkpoint.
+func (s *Session) replay(recs []eventlog.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delivered := map[uint64]bool{}
+	var queued []pendingMsg
+	for _, r := range recs {
+		switch EventType(r.Type) {
+		case EvStateChanged:
+			var d struct{ State, Reason string }
+			json.Unmarshal(r.Data, &d)
+			if st, err := ParseState(d.State); err == nil {
+				s.state, s.errMsg = st, d.Reason
+			}
+		case EvMessageQueued:
+			var m pendingMsg
+			json.Unmarshal(r.Data, &m)
+			m.Seq = r.Seq
+			queued = append(queued, m)
+		case EvUserMessage:
+			var u userEvent
+			json.Unmarshal(r.Data, &u)
+			delivered[u.QueuedSeq] = true
+			s.conv = append(s.conv, model.Message{Role: "user", Content: u.Text})
+		case EvAssistantMessage:
+			var a assistantEvent
+			json.Unmarshal(r.Data, &a)
+			s.conv = append(s.conv, model.Message{Role: "assistant", Content: a.Text, ToolCalls: a.ToolCalls})
+			s.usage.ModelCalls++
+			s.usage.InputTokens += a.Usage.InputTokens
+			s.usage.OutputTokens += a.Usage.OutputTokens
+			s.usage.CostUSD += a.Usage.CostUSD
+			s.usage.Retries += int64(a.Retries)
+		case EvToolFinished:
+			var t struct {
+				CallID string `json:"callId"`
+				Output string `json:"output"`
+			}
+			json.Unmarshal(r.Data, &t)
+			s.conv = append(s.conv, model.Message{Role: "tool", ToolCallID: t.CallID, Content: t.Output})
+			s.usage.KernelExecs++
+		case EvTurnStarted:
+			s.turn++
+		case EvCheckpoint:
+			var c struct{ Commit string }
+			json.Unmarshal(r.Data, &c)
+			s.head = c.Commit
+		}
+	}
+	for _, m := range queued {
+		if !delivered[m.Seq] {
+			s.pending = append(s.pending, m)
+		}
+	}
+	// A tool call without a result (the daemon died mid-cell) still needs an answer for the
+	// conversation to be valid for the model.
+	s.conv = closeDanglingToolCalls(s.conv)
+}
+
+func closeDanglingToolCalls(conv []model.Message) []model.Message {
+	answered := map[string]bool{}
+	for _, m := range conv {
+		if m.Role == "tool" {
+			answered[m.ToolCallID] = true
+		}
+	}
+	var out []model.Message
+	for i, m := range conv {
+		out = append(out, m)
+		if m.Role != "assistant" {
+			continue
+		}
+		for _, c := range m.ToolCalls {
+			if !answered[c.ID] {
+				// insert after the assistant message and any answered tool results that follow
+				_ = i
+				out = append(out, model.Message{Role: "tool", ToolCallID: c.ID, Content: "[arbor] this cell was interrupted when the daemon stopped; its result is unknown"})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,263 @@
+// Package agents owns sessions: their tree, lifecycle, turn loop, event logs and accounting.
+//
+// Call [New] to make a [Service], [Service.Recover] in the background to bring back the
+// sessions of known workspaces, then [Service.Create] to start a session. Sessions outlive the
+// request that created them; [Service.Close] stops every kernel and closes every log.
+package agents
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/workspace"
+)
+
+// Options configure a Service.
+type Options struct {
+	// StateDir holds the registry of workspaces the daemon has served.
+	StateDir string
+	// Overrides are the daemon's flags and environment; they beat every config file.
+	Overrides workspace.Overrides
+	Logger    *slog.Logger
+}
+
+// Validate checks required fields.
+func (o Options) Validate() error {
+	if o.StateDir == "" {
+		return errors.New("agents: Options.StateDir is empty")
+	}
+	return nil
+}
+
+// ErrUnknownSession means no session matches an id.
+var ErrUnknownSession = errors.New("unknown session")
+
+// ErrInvalidState means a session cannot do what was asked in its current state.
+var ErrInvalidState = errors.New("invalid session state")
+
+// Listener observes sessions. Calls happen on the appending goroutine and must not block.
+type Listener interface {
+	SessionChanged(Info)
+	Event(session string, rec eventlog.Record)
+}
+
+// Service owns every session of the daemon.
+type Service struct {
+	opts   Options
+	log    *slog.Logger
+	ctx    context.Context // lives as long as the service; turns derive from it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // turn goroutines
+
+	mu         sync.Mutex
+	workspaces map[string]*Workspace // by repo root
+	sessions   map[string]*Session
+	listeners  map[int]Listener
+	kernels    kernelStarter
+	nextL      int
+	closed     bool
+}
+
+// New makes a Service.
+func New(opts Options) (*Service, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{
+		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
+		workspaces: map[string]*Workspace{},
+		sessions:   map[string]*Session{},
+		listeners:  map[int]Listener{},
+		kernels:    plainKernels{},
+	}, nil
+}
+
+// Subscribe registers l until the returned function is called.
+func (s *Service) Subscribe(l Listener) (cancel func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextL
+	s.nextL++
+	s.listeners[id] = l
+	return func() {
+		s.mu.Lock()
+		delete(s.listeners, id)
+		s.mu.Unlock()
+	}
+}
+
+func (s *Service) eachListener(f func(Listener)) {
+	s.mu.Lock()
+	ls := make([]Listener, 0, len(s.listeners))
+	for _, l := range s.listeners {
+		ls = append(ls, l)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		f(l)
+	}
+}
+
+// Get resolves an id or a unique prefix of at least 4 characters.
+func (s *Service) Get(id string) (*Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess, ok := s.sessions[id]; ok {
+		return sess, nil
+	}
+	if len(id) < 4 {
+		return nil, fmt.Errorf("%w %q: give at least 4 characters of the id (see `arbor ls`)", ErrUnknownSession, id)
+	}
+	var found *Session
+	for sid, sess := range s.sessions {
+		if strings.HasPrefix(sid, id) {
+			if found != nil {
+				return nil, fmt.Errorf("%w %q: the prefix matches several sessions; give more characters", ErrUnknownSession, id)
+			}
+			found = sess
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%w %q (see `arbor ls`)", ErrUnknownSession, id)
+	}
+	return found, nil
+}
+
+// List returns sessions, parents before children, optionally only those of the repository
+// containing dir.
+func (s *Service) List(dir string) ([]Info, error) {
+	root := ""
+	if dir != "" {
+		r, err := workspace.FindRoot(dir)
+		if err != nil {
+			return nil, err
+		}
+		root = r
+	}
+	s.mu.Lock()
+	all := make([]*Session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		if root == "" || sess.ws.Root == root {
+			all = append(all, sess)
+		}
+	}
+	s.mu.Unlock()
+	infos := make([]Info, 0, len(all))
+	for _, sess := range all {
+		infos = append(infos, s.info(sess))
+	}
+	sort.Slice(infos, func(i, j int) bool {
+		if infos[i].Depth != infos[j].Depth {
+			return infos[i].Depth < infos[j].Depth
+		}
+		return infos[i].Created.Before(infos[j].Created)
+	})
+	return infos, nil
+}
+
+// Info returns a snapshot of one session with its subtree totals.
+func (s *Service) Info(sess *Session) Info { return s.info(sess) }
+
+func (s *Service) info(sess *Session) Info {
+	in := sess.snapshot()
+	in.Total = s.total(sess)
+	d := 0
+	for p := in.Parent; p != ""; d++ {
+		s.mu.Lock()
+		ps := s.sessions[p]
+		s.mu.Unlock()
+		if ps == nil {
+			break
+		}
+		p = ps.meta.Parent
+	}
+	in.Depth = d
+	return in
+}
+
+// total rolls usage up over every descendant: delegation is never free compute.
+func (s *Service) total(sess *Session) Usage {
+	u := sess.usageNow()
+	for _, c := range sess.childIDs() {
+		s.mu.Lock()
+		cs := s.sessions[c]
+		s.mu.Unlock()
+		if cs != nil {
+			u = u.Add(s.total(cs))
+		}
+	}
+	return u
+}
+
+// Live counts sessions with a running kernel.
+func (s *Service) Live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, sess := range s.sessions {
+		if sess.hasKernel() {
+			n++
+		}
+	}
+	return n
+}
+
+// Count is the number of known sessions.
+func (s *Service) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// Workspaces lists the repository roots the service has opened.
+func (s *Service) Workspaces() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for r := range s.workspaces {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Close stops every turn and kernel and closes the logs. Sessions stay on disk and come back
+// with Recover.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	all := make([]*Session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		all = append(all, sess)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	var errs []error
+	for _, sess := range all {
+		errs = append(errs, sess.shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

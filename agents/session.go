@@ -1,0 +1,196 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/agents/model"
+	"github.com/arborhq/arbor/kernel"
+	"github.com/arborhq/arbor/workspace"
+)
+
+// Meta is what a session is, fixed at creation and recorded in session_created.
+type Meta struct {
+	ID         string    `json:"id"`
+	Parent     string    `json:"parent,omitempty"`
+	Name       string    `json:"name,omitempty"`
+	Task       string    `json:"task"`
+	Model      string    `json:"model"`
+	Branch     string    `json:"branch"`
+	Worktree   string    `json:"worktree"`
+	BaseCommit string    `json:"baseCommit"`
+	ForkOf     string    `json:"forkOf,omitempty"`
+	ForkSeq    uint64    `json:"forkSeq,omitempty"`
+	Workspace  string    `json:"workspace"`
+	Created    time.Time `json:"created"`
+	Selection  string    `json:"selection,omitempty"`
+}
+
+// Info is a snapshot of a session for clients.
+type Info struct {
+	Meta
+	State    State
+	Error    string
+	LastSeq  uint64
+	Usage    Usage
+	Total    Usage
+	Children []string
+	Depth    int
+}
+
+// pendingMsg is a message waiting for delivery at the recipient's next model call or turn.
+type pendingMsg struct {
+	Seq  uint64 `json:"seq"` // of its message_queued record
+	From string `json:"from"`
+	Text string `json:"text"`
+	Mode string `json:"mode"`
+}
+
+// Session is one agent: a kernel, a branch and worktree, an event log. Its mutex guards the
+// mutable fields; the turn goroutine is the only one that talks to the model and kernel.
+type Session struct {
+	svc  *Service
+	ws   *Workspace
+	meta Meta
+	cfg  workspace.Config
+	log  *eventlog.Log
+	dir  string // sessions/<id>
+
+	mu         sync.Mutex
+	state      State
+	errMsg     string
+	usage      Usage
+	children   []string
+	pending    []pendingMsg
+	turnActive bool
+	turn       int
+	cancelTurn context.CancelFunc
+	conv       []model.Message
+	head       string // latest checkpoint commit (or the base)
+
+	kmu    sync.Mutex // guards kern; held while starting one
+	kern   *kernel.Kernel
+	client *model.Client
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.meta.ID }
+
+// Meta returns the fixed description of the session.
+func (s *Session) Meta() Meta { return s.meta }
+
+func (s *Session) snapshot() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Info{Meta: s.meta, State: s.state, Error: s.errMsg, LastSeq: s.log.LastSeq(),
+		Usage: s.usage, Children: append([]string(nil), s.children...)}
+}
+
+func (s *Session) usageNow() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.usage
+}
+
+func (s *Session) childIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.children...)
+}
+
+func (s *Session) hasKernel() bool {
+	s.kmu.Lock()
+	defer s.kmu.Unlock()
+	return s.kern != nil
+}
+
+// append writes one event durably, then tells listeners. Durable writes outlive the request
+// or turn that caused them.
+func (s *Session) append(ctx context.Context, typ EventType, data any) (eventlog.Record, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	rec, err := s.log.Append(ctx, string(typ), data)
+	if err != nil {
+		s.svc.log.Error("append event", "session", s.meta.ID, "type", typ, "err", err)
+		return rec, fmt.Errorf("session %s: record %s: %w", s.meta.ID, typ, err)
+	}
+	s.svc.eachListener(func(l Listener) { l.Event(s.meta.ID, rec) })
+	return rec, nil
+}
+
+// setState records a state change and announces the new snapshot.
+func (s *Session) setState(ctx context.Context, st State, reason string) {
+	s.mu.Lock()
+	if s.state == st && reason == s.errMsg {
+		s.mu.Unlock()
+		return
+	}
+	s.state = st
+	if st == Failed {
+		s.errMsg = reason
+	} else {
+		s.errMsg = ""
+	}
+	s.mu.Unlock()
+	data := map[string]any{"state": st.String()}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	s.append(ctx, EvStateChanged, data)
+	s.announce()
+}
+
+func (s *Session) announce() {
+	info := s.svc.info(s)
+	s.svc.eachListener(func(l Listener) { l.SessionChanged(info) })
+	if s.meta.Parent != "" {
+		if p, err := s.svc.Get(s.meta.Parent); err == nil {
+			p.announce() // the parent's total changed too
+		}
+	}
+}
+
+// Events returns the session's records with seq >= from.
+func (s *Session) Events(from uint64) ([]eventlog.Record, error) { return s.log.Records(from) }
+
+// State returns the current state.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// shutdown ends the kernel and closes the log; used when the daemon stops.
+func (s *Session) shutdown(ctx context.Context) error {
+	s.stopKernel(ctx)
+	return s.log.Close()
+}
+
+func (s *Session) stopKernel(ctx context.Context) {
+	s.kmu.Lock()
+	k := s.kern
+	s.kern = nil
+	s.kmu.Unlock()
+	if k != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := k.Close(ctx); err != nil {
+			s.svc.log.Warn("close kernel", "session", s.meta.ID, "err", err)
+		}
+	}
+}
+
+func (s *Session) artifactsDir() string { return filepath.Join(s.dir, "artifacts") }
+
+func marshal(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+var errStopped = errors.New("session stopped")

@@ -1,0 +1,268 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/arborhq/arbor/agents/model"
+)
+
+// enqueue records a message for the session and makes sure a turn will deliver it. It returns
+// "delivered" when a running turn will take it before its next model call, else "queued".
+func (s *Session) enqueue(ctx context.Context, from, text, mode string) (string, error) {
+	switch mode {
+	case "", "auto":
+		mode = "auto"
+	case "steer", "follow_up":
+	default:
+		return "", fmt.Errorf("message mode %q: want auto, steer or follow_up", mode)
+	}
+	s.mu.Lock()
+	if s.state == Stopped {
+		s.mu.Unlock()
+		return "", fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, s.meta.ID)
+	}
+	s.mu.Unlock()
+	rec, err := s.append(ctx, EvMessageQueued, pendingMsg{From: from, Text: text, Mode: mode})
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.pending = append(s.pending, pendingMsg{Seq: rec.Seq, From: from, Text: text, Mode: mode})
+	if from == "user" && rec.Seq > 3 {
+		s.usage.HumanInterventions++
+	}
+	status := "queued"
+	if s.turnActive && mode != "follow_up" {
+		status = "delivered"
+	}
+	start := !s.turnActive
+	s.turnActive = true
+	s.mu.Unlock()
+	if start {
+		s.svc.wg.Add(1)
+		go s.runTurns()
+	}
+	return status, nil
+}
+
+// runTurns is the session's one turn goroutine: it runs turns while messages are pending.
+func (s *Session) runTurns() {
+	defer s.svc.wg.Done()
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 || s.state == Stopped || s.svc.ctx.Err() != nil {
+			s.turnActive = false
+			stopped := s.state == Stopped || s.state == Failed
+			s.mu.Unlock()
+			if !stopped && s.svc.ctx.Err() == nil {
+				s.setState(s.svc.ctx, Idle, "")
+			}
+			return
+		}
+		s.turn++
+		turn := s.turn
+		ctx, cancel := context.WithCancel(s.svc.ctx)
+		s.cancelTurn = cancel
+		s.mu.Unlock()
+
+		s.setState(ctx, Running, "")
+		s.append(ctx, EvTurnStarted, map[string]any{"turn": turn})
+		err := s.runTurn(ctx)
+		cancel()
+		s.checkpoint(ctx, turn)
+		switch {
+		case err == nil:
+		case s.State() == Stopped:
+			return
+		case errors.Is(err, context.Canceled) && s.svc.ctx.Err() != nil:
+			s.append(s.svc.ctx, EvInterrupted, map[string]any{"turn": turn, "reason": "daemon stopping"})
+			return
+		default:
+			s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": err.Error()})
+			s.mu.Lock()
+			s.turnActive = false
+			s.mu.Unlock()
+			s.setState(ctx, Failed, err.Error())
+			return
+		}
+	}
+}
+
+// runTurn calls the model and runs its tool calls until it answers without one.
+func (s *Session) runTurn(ctx context.Context) error {
+	steps := s.cfg.MaxTurnSteps
+	for step := 0; step < steps; step++ {
+		if err := s.deliver(ctx, step == 0); err != nil {
+			return err
+		}
+		reply, err := s.client.Complete(ctx, model.Request{System: systemPrompt(s.meta), Messages: s.conversation()}, nil)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", s.meta.Model, err)
+		}
+		s.mu.Lock()
+		s.usage.ModelCalls++
+		s.usage.InputTokens += reply.Usage.InputTokens
+		s.usage.OutputTokens += reply.Usage.OutputTokens
+		s.usage.CostUSD += reply.Usage.CostUSD
+		s.usage.Retries += int64(reply.Retries)
+		s.conv = append(s.conv, model.Message{Role: "assistant", Content: reply.Text, ToolCalls: reply.ToolCalls})
+		s.mu.Unlock()
+		if _, err := s.append(ctx, EvAssistantMessage, assistantEvent{Text: reply.Text, ToolCalls: reply.ToolCalls, Usage: reply.Usage, Retries: reply.Retries}); err != nil {
+			return err
+		}
+		s.announce()
+		if len(reply.ToolCalls) == 0 {
+			return nil
+		}
+		for _, call := range reply.ToolCalls {
+			out, err := s.runTool(ctx, call)
+			if err != nil {
+				return err
+			}
+			s.mu.Lock()
+			s.conv = append(s.conv, model.Message{Role: "tool", ToolCallID: call.ID, Content: out})
+			s.mu.Unlock()
+		}
+	}
+	return fmt.Errorf("the turn reached its limit of %d model calls (maxTurnSteps in arbor.json)", steps)
+}
+
+type assistantEvent struct {
+	Text      string           `json:"text"`
+	ToolCalls []model.ToolCall `json:"toolCalls,omitempty"`
+	Usage     model.Usage      `json:"usage"`
+	Retries   int              `json:"retries,omitempty"`
+}
+
+type userEvent struct {
+	Text      string `json:"text"`
+	From      string `json:"from"`
+	QueuedSeq uint64 `json:"queuedSeq"`
+}
+
+// deliver moves pending messages into the conversation: all of them at a turn's start, and
+// the steering ones (mode steer or auto) before later model calls.
+func (s *Session) deliver(ctx context.Context, turnStart bool) error {
+	s.mu.Lock()
+	var take, keep []pendingMsg
+	for _, m := range s.pending {
+		if turnStart || m.Mode != "follow_up" {
+			take = append(take, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	s.pending = keep
+	s.mu.Unlock()
+	for _, m := range take {
+		text := m.Text
+		if m.From != "user" {
+			text = fmt.Sprintf("[message from %s]\n%s", m.From, m.Text)
+		}
+		if _, err := s.append(ctx, EvUserMessage, userEvent{Text: text, From: m.From, QueuedSeq: m.Seq}); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.conv = append(s.conv, model.Message{Role: "user", Content: text})
+		if m.From != "user" {
+			s.usage.Messages++
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *Session) conversation() []model.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]model.Message(nil), s.conv...)
+}
+
+// runTool executes one python call, bounding what the model sees. A failing cell is not an
+// error of the turn: its traceback goes to the model.
+func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, error) {
+	if _, err := s.append(ctx, EvToolStarted, map[string]any{"callId": call.ID, "code": call.Code}); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	k, notice, err := s.ensureKernel(ctx)
+	if err != nil {
+		msg := "the python tool is unavailable: " + err.Error()
+		s.append(ctx, EvToolFinished, map[string]any{"callId": call.ID, "status": "unavailable", "output": msg, "error": err.Error()})
+		return msg, nil
+	}
+	cellTimeout, _ := s.cfg.Durations()
+	res, err := k.Execute(ctx, call.Code, execOptions(cellTimeout))
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		msg := "the kernel failed: " + err.Error()
+		s.append(ctx, EvToolFinished, map[string]any{"callId": call.ID, "status": "failed", "output": msg, "error": err.Error()})
+		return msg, nil
+	}
+	s.mu.Lock()
+	s.usage.KernelExecs++
+	s.mu.Unlock()
+	text := res.Text
+	if notice != "" {
+		text = "[arbor] " + notice + "\n" + text
+	}
+	if res.Notice != "" {
+		text += "\n[arbor] " + res.Notice
+	}
+	if strings.TrimSpace(text) == "" {
+		text = "(no output)"
+	}
+	b, err := boundOutput(text, s.cfg.OutputBudget, s.artifactsDir())
+	if err != nil {
+		s.svc.log.Warn("bound tool output", "session", s.meta.ID, "err", err)
+	}
+	data := map[string]any{
+		"callId": call.ID, "status": res.Status, "output": b.Text, "bytes": b.Bytes,
+		"durationMs": time.Since(start).Milliseconds(), "executionCount": res.ExecutionCount,
+	}
+	if b.Cut {
+		data["artifact"] = b.Artifact
+	}
+	if res.Error != nil {
+		data["error"] = res.Error.Name + ": " + res.Error.Value
+	}
+	if _, err := s.append(ctx, EvToolFinished, data); err != nil {
+		return "", err
+	}
+	return b.Text, nil
+}
+
+// checkpoint commits the worktree onto the session branch when the turn changed it.
+func (s *Session) checkpoint(ctx context.Context, turn int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	msg := fmt.Sprintf("arbor: turn %d of session %s\n\n%s", turn, s.meta.ID, firstLine(s.meta.Task))
+	commit, changed, err := s.ws.Repo.Checkpoint(ctx, s.meta.Worktree, msg, nil)
+	if err != nil {
+		s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": "checkpoint: " + err.Error()})
+		return
+	}
+	if !changed {
+		return
+	}
+	s.mu.Lock()
+	s.head = commit
+	s.mu.Unlock()
+	s.append(ctx, EvCheckpoint, map[string]any{"turn": turn, "commit": commit})
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 72 {
+		s = s[:72]
+	}
+	return s
+}

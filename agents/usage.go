@@ -1,0 +1,28 @@
+package agents
+
+// Usage is the accounting of one session, or of a subtree when rolled up.
+type Usage struct {
+	ModelCalls         int64   `json:"modelCalls"`
+	InputTokens        int64   `json:"inputTokens"`
+	OutputTokens       int64   `json:"outputTokens"`
+	CostUSD            float64 `json:"costUSD"`
+	KernelExecs        int64   `json:"kernelExecs"`
+	Messages           int64   `json:"messages"`
+	HumanInterventions int64   `json:"humanInterventions"`
+	Retries            int64   `json:"retries"`
+	HarnessEdits       int64   `json:"harnessEdits"`
+}
+
+// Add returns u + v.
+func (u Usage) Add(v Usage) Usage {
+	u.ModelCalls += v.ModelCalls
+	u.InputTokens += v.InputTokens
+	u.OutputTokens += v.OutputTokens
+	u.CostUSD += v.CostUSD
+	u.KernelExecs += v.KernelExecs
+	u.Messages += v.Messages
+	u.HumanInterventions += v.HumanInterventions
+	u.Retries += v.Retries
+	u.HarnessEdits += v.HarnessEdits
+	return u
+}

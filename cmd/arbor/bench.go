@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/arborhq/arbor/bench"
+	"github.com/arborhq/arbor/server/startbench"
+)
+
+func cmdBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	runs := fs.Int("runs", 5, "repetitions where a figure is a median")
+	pos, err := flags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents [--json]")
+	}
+	var rep *bench.Report
+	switch pos[0] {
+	case "startup":
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		rep, err = startbench.Run(ctx, exe, *runs)
+		if err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git or agents", pos[0])
+	}
+	if *asJSON {
+		return rep.WriteJSON(os.Stdout)
+	}
+	return rep.WriteTable(os.Stdout)
+}

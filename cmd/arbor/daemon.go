@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/arborhq/arbor/agents"
+	"github.com/arborhq/arbor/server"
+	"github.com/arborhq/arbor/workspace"
+)
+
+func cmdDaemon(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "stop":
+			return daemonStop(ctx)
+		case "status":
+			return daemonStatus(ctx)
+		}
+	}
+	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	ov := workspace.OverridesFromEnv()
+	socket := fs.String("socket", workspace.SocketPath(), "Unix socket to listen on (ARBOR_SOCKET)")
+	stateDir := fs.String("state-dir", workspace.UserDirs().State, "daemon state directory (ARBOR_STATE_DIR)")
+	idle := fs.Duration("idle-timeout", 15*time.Minute, "exit after this long with no clients and no live sessions (0 = never)")
+	fs.StringVar(&ov.ModelBaseURL, "model-base-url", ov.ModelBaseURL, "OpenAI-compatible base URL (ARBOR_MODEL_BASE_URL)")
+	fs.StringVar(&ov.Model, "model", ov.Model, "model id (ARBOR_MODEL)")
+	fs.StringVar(&ov.APIKeyEnv, "api-key-env", ov.APIKeyEnv, "name of the variable holding the API key (ARBOR_API_KEY_ENV)")
+	fs.StringVar(&ov.KernelPython, "kernel-python", ov.KernelPython, "Python with ipykernel (ARBOR_KERNEL_PYTHON)")
+	verbose := fs.Bool("v", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	svc, err := agents.New(agents.Options{StateDir: *stateDir, Overrides: ov, Logger: logger})
+	if err != nil {
+		return err
+	}
+	return server.RunDaemon(ctx, server.DaemonOptions{
+		Socket: *socket, IdleTimeout: *idle, Version: version, Logger: logger, Agents: svc,
+	})
+}
+
+func daemonStop(ctx context.Context) error {
+	c, err := connect(ctx, false, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var st server.DaemonStatus
+	if err := c.Call(ctx, server.MethodDaemonStop, nil, &st); err != nil {
+		return err
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("daemon pid %d did not stop within 30s", st.PID)
+	}
+	fmt.Printf("daemon pid %d stopped\n", st.PID)
+	return nil
+}
+
+func daemonStatus(ctx context.Context) error {
+	c, err := connect(ctx, false, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var st server.DaemonStatus
+	if err := c.Call(ctx, server.MethodDaemonStatus, nil, &st); err != nil {
+		return err
+	}
+	return printJSON(st)
+}
+
+func cmdLSP(ctx context.Context, args []string) error {
+	nc, err := server.Dial(ctx, server.DialOptions{
+		Socket: workspace.SocketPath(), Autostart: true,
+		LogFile: workspace.UserDirs().State + "/daemon.log",
+	})
+	if err != nil {
+		return err
+	}
+	return server.Forward(ctx, nc, os.Stdin, os.Stdout)
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/arborhq/arbor/server"
+)
+
+type lsEntry struct {
+	ID       string       `json:"id"`
+	Parent   string       `json:"parent"`
+	Name     string       `json:"name,omitempty"`
+	Task     string       `json:"task"`
+	State    string       `json:"state"`
+	Error    string       `json:"error,omitempty"`
+	Branch   string       `json:"branch"`
+	Worktree string       `json:"worktree"`
+	Model    string       `json:"model"`
+	Usage    server.Usage `json:"usage"`
+	Own      server.Usage `json:"own"`
+	Total    server.Usage `json:"total"`
+	Children []string     `json:"children"`
+}
+
+func listSessions(ctx context.Context, all bool) ([]server.Session, error) {
+	c, err := connect(ctx, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	p := &server.SessionsParams{}
+	if !all {
+		p.Dir, _ = os.Getwd()
+	}
+	var res server.SessionsResult
+	if err := c.Call(ctx, server.MethodSessions, p, &res); err != nil {
+		return nil, err
+	}
+	return res.Sessions, nil
+}
+
+func toEntries(ss []server.Session) []lsEntry {
+	out := make([]lsEntry, 0, len(ss))
+	for _, s := range ss {
+		ch := s.Children
+		if ch == nil {
+			ch = []string{}
+		}
+		out = append(out, lsEntry{ID: s.ID, Parent: s.Parent, Name: s.Name, Task: s.Task, State: s.State, Error: s.Error,
+			Branch: s.Branch, Worktree: s.Worktree, Model: s.Model, Usage: s.Usage, Own: s.Usage, Total: s.Total, Children: ch})
+	}
+	return out
+}
+
+func cmdLs(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print a JSON array")
+	all := fs.Bool("all", false, "sessions of every repository")
+	if _, err := flags(fs, args); err != nil {
+		return err
+	}
+	ss, err := listSessions(ctx, *all)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(toEntries(ss))
+	}
+	if len(ss) == 0 {
+		fmt.Println(`no sessions in this repository; start one with: arbor run "task"`)
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tMODEL\tTOKENS\tBRANCH\tTASK")
+	for _, s := range ss {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID[:12], s.State, s.Model,
+			s.Total.InputTokens+s.Total.OutputTokens, s.Branch, truncate(firstLine(s.Task), 50))
+	}
+	return tw.Flush()
+}
+
+func cmdTree(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("tree", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print a JSON array of nodes with own and total usage")
+	all := fs.Bool("all", false, "sessions of every repository")
+	if _, err := flags(fs, args); err != nil {
+		return err
+	}
+	ss, err := listSessions(ctx, *all)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(toEntries(ss))
+	}
+	byID := map[string]server.Session{}
+	for _, s := range ss {
+		byID[s.ID] = s
+	}
+	var walk func(id, prefix string, last bool, root bool)
+	walk = func(id, prefix string, last, root bool) {
+		s := byID[id]
+		branch, next := "├─ ", prefix+"│  "
+		if last {
+			branch, next = "└─ ", prefix+"   "
+		}
+		if root {
+			branch, next = "", ""
+		}
+		label := s.ID[:8]
+		if s.Name != "" {
+			label += " " + s.Name
+		}
+		fmt.Printf("%s%s%s [%s] %s  tokens %d (total %d)  %s\n", prefix, branch, label, s.State, s.Branch,
+			s.Usage.InputTokens+s.Usage.OutputTokens, s.Total.InputTokens+s.Total.OutputTokens, truncate(firstLine(s.Task), 40))
+		for i, c := range s.Children {
+			if _, ok := byID[c]; ok {
+				walk(c, next, i == len(s.Children)-1, false)
+			}
+		}
+	}
+	for _, s := range ss {
+		if _, hasParent := byID[s.Parent]; !hasParent {
+			walk(s.ID, "", true, true)
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.TrimSpace(s[:n-1]) + "…"
+}

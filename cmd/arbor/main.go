@@ -1,0 +1,81 @@
+// Command arbor is the Arbor daemon, its editor forwarder, and its command line.
+//
+// Run `arbor help` for the commands. Everything but flag parsing and wiring lives in the
+// packages: server (protocol, daemon, forwarder), agents (sessions), kernel, gitstate.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const version = "0.1.0"
+
+type command struct {
+	name, args, help string
+	run              func(ctx context.Context, args []string) error
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"run", `"task" [--model M] [--detach] [--dir D]`, "start a session in the current repository and stream it", cmdRun},
+		{"ls", "[--json] [--all]", "list sessions of this repository (--all: every repository)", cmdLs},
+		{"tree", "[--json]", "show the session tree with states and rolled-up usage", cmdTree},
+		{"log", "ID [--json] [--follow]", "print a session's events (--follow until it settles)", cmdLog},
+		{"diff", "ID [--stat] [--json]", "the session's change against its merge-base", cmdDiff},
+		{"send", `ID "text" [--mode auto|steer|follow_up]`, "send a message to a session", cmdSend},
+		{"stop", "ID", "stop a session and its subagents", cmdStop},
+		{"daemon", "[stop|status] [flags]", "run the daemon (or stop it, or show its status)", cmdDaemon},
+		{"lsp", "", "stdio forwarder for editors; starts the daemon when needed", cmdLSP},
+		{"fake-model", "--script FILE [--addr 127.0.0.1:0]", "serve a scripted OpenAI-compatible model", cmdFakeModel},
+		{"demo", "[--keep]", "run a refactor on a throwaway repository with the built-in scripted model", cmdDemo},
+		{"bench", "startup|kernel|git|agents [--json]", "measure against references in the same run", cmdBench},
+		{"fsck", "[--repair] [DIR]", "check the event logs of a repository's sessions", cmdFsck},
+		{"version", "", "print the version", func(context.Context, []string) error { fmt.Println("arbor", version); return nil }},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) < 2 || os.Args[1] == "help" || os.Args[1] == "-h" || os.Args[1] == "--help" {
+		usage()
+		return
+	}
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			err := c.run(ctx, os.Args[2:])
+			var ec exitCode
+			if errors.As(err, &ec) {
+				os.Exit(int(ec))
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "arbor %s: %v\n", c.name, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(os.Stderr, "arbor: unknown command %q\n\n", os.Args[1])
+	usage()
+	os.Exit(2)
+}
+
+// exitCode ends the process with a status and no further message.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "arbor — recursive coding agents on git branches, driven from your editor\n\nUsage:")
+	for _, c := range commands {
+		fmt.Fprintf(os.Stderr, "  arbor %-10s %s\n      %s\n", c.name, c.args, c.help)
+	}
+	fmt.Fprintln(os.Stderr, "\nEnvironment: ARBOR_MODEL_BASE_URL, ARBOR_MODEL, ARBOR_API_KEY_ENV, ARBOR_KERNEL_PYTHON, ARBOR_SOCKET, ARBOR_STATE_DIR")
+}

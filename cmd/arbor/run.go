@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/arborhq/arbor/server"
+)
+
+func cmdRun(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	model := fs.String("model", "", "configured model name (default: the configured default)")
+	detach := fs.Bool("detach", false, "print the session id and return; the session keeps running")
+	dir := fs.String("dir", ".", "a directory inside the git repository to work on")
+	pos, err := flags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return fmt.Errorf(`usage: arbor run "task" [--model M] [--detach]`)
+	}
+	task := pos[0]
+	for _, p := range pos[1:] {
+		task += " " + p
+	}
+	abs, err := absDir(*dir)
+	if err != nil {
+		return err
+	}
+	f := newFollower(os.Stdout, false)
+	c, err := connect(ctx, true, f.notify)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var s server.Session
+	if err := c.Call(ctx, server.MethodSessionCreate, &server.SessionCreateParams{Task: task, Dir: abs, Model: *model}, &s); err != nil {
+		return err
+	}
+	fmt.Printf("session %s on branch %s\n", s.ID, s.Branch)
+	if *detach {
+		fmt.Printf("follow it with: arbor log %s --follow\n", s.ID[:8])
+		return nil
+	}
+	return f.follow(ctx, c, s.ID)
+}
+
+// follower prints a session's events until it settles.
+type follower struct {
+	w       *os.File
+	json    bool
+	events  chan server.Event
+	behind  chan struct{}
+	lastSeq uint64
+}
+
+func newFollower(w *os.File, asJSON bool) *follower {
+	return &follower{w: w, json: asJSON, events: make(chan server.Event, 1024), behind: make(chan struct{}, 1)}
+}
+
+func (f *follower) notify(method string, params json.RawMessage) {
+	switch method {
+	case server.NotifyEvent:
+		var e server.Event
+		if json.Unmarshal(params, &e) == nil {
+			f.events <- e
+		}
+	case server.NotifyFellBehind:
+		select {
+		case f.behind <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// follow attaches and prints until the session is idle, failed, stopped or inactive. Exit
+// status 1 when it failed.
+func (f *follower) follow(ctx context.Context, c *server.Client, id string) error {
+	var ar server.AttachResult
+	if err := c.Call(ctx, server.MethodSessionAttach, &server.AttachParams{ID: id}, &ar); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.Done():
+			return fmt.Errorf("the daemon closed the connection")
+		case <-f.behind:
+			if err := c.Call(ctx, server.MethodSessionAttach, &server.AttachParams{ID: id, SinceSeq: f.lastSeq + 1}, &ar); err != nil {
+				return err
+			}
+		case e := <-f.events:
+			if e.Seq <= f.lastSeq {
+				continue // replay and live may overlap
+			}
+			f.lastSeq = e.Seq
+			printEvent(f.w, e, f.json)
+			if e.Type != "state_changed" {
+				continue
+			}
+			if done, err := f.settledAfter(ctx, c, id, e); done || err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// settledAfter reports whether the session has settled with e as its last state change; it
+// prints the events that followed e, and returns exitCode(1) for a failed session.
+func (f *follower) settledAfter(ctx context.Context, c *server.Client, id string, e server.Event) (bool, error) {
+	var st struct{ State string }
+	json.Unmarshal(e.Data, &st)
+	if !settled(st.State) {
+		return false, nil
+	}
+	var lr server.LogResult
+	if err := c.Call(ctx, server.MethodSessionLog, &server.LogParams{ID: id, SinceSeq: e.Seq + 1}, &lr); err != nil {
+		return false, err
+	}
+	for _, later := range lr.Events {
+		if later.Type == "state_changed" {
+			return false, nil
+		}
+	}
+	for _, later := range lr.Events {
+		if later.Seq > f.lastSeq {
+			f.lastSeq = later.Seq
+			printEvent(f.w, later, f.json)
+		}
+	}
+	if st.State == server.StateFailed {
+		return true, exitCode(1)
+	}
+	return true, nil
+}
+
+func settled(state string) bool {
+	switch state {
+	case server.StateIdle, server.StateFailed, server.StateStopped, server.StateInactive:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"sync"
+
+	"go.lsp.dev/jsonrpc2"
+)
+
+// Client is a typed arbor/* client over one connection; the CLI uses it.
+type Client struct {
+	rpc jsonrpc2.Conn
+
+	mu     sync.Mutex
+	notify func(method string, params json.RawMessage)
+}
+
+// NewClient starts reading from nc. onNotify (may be nil) gets every notification in order.
+func NewClient(ctx context.Context, nc net.Conn, onNotify func(method string, params json.RawMessage)) *Client {
+	c := &Client{rpc: jsonrpc2.NewConn(newStream(nc)), notify: onNotify}
+	c.rpc.Go(ctx, func(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
+		if _, isCall := req.(*jsonrpc2.Call); isCall {
+			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, "the arbor CLI answers no requests"))
+		}
+		c.mu.Lock()
+		f := c.notify
+		c.mu.Unlock()
+		if f != nil {
+			f(req.Method(), req.Params())
+		}
+		return nil
+	})
+	return c
+}
+
+// Call sends a request and decodes its result into result (may be nil).
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	_, err := c.rpc.Call(ctx, method, params, result)
+	return err
+}
+
+// Notify sends a notification.
+func (c *Client) Notify(ctx context.Context, method string, params any) error {
+	return c.rpc.Notify(ctx, method, params)
+}
+
+// Done is closed when the connection ends.
+func (c *Client) Done() <-chan struct{} { return c.rpc.Done() }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.rpc.Close() }

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/arborhq/arbor/agents"
+	"github.com/arborhq/arbor/agents/eventlog"
+	"go.lsp.dev/jsonrpc2"
+)
+
+// queueLen bounds the notifications waiting for one client. A client that falls further
+// behind loses events for the sessions it attached and gets arbor/fellBehind to reattach.
+const queueLen = 4096
+
+type outMsg struct {
+	method  string
+	params  any
+	session string // for events: whose
+}
+
+// conn is one client connection's state.
+type conn struct {
+	srv *Server
+	rpc jsonrpc2.Conn
+	log *slog.Logger
+	out chan outMsg
+
+	mu          sync.Mutex
+	initialized bool
+	shutdown    bool
+	rootDir     string
+	caps        clientCaps
+	attached    map[string]bool
+	behind      map[string]uint64 // session → last seq queued before events were dropped
+	progress    map[string]string // session → progress token
+	unsubscribe func()
+	requests    sync.WaitGroup // handlers in flight
+}
+
+type clientCaps struct {
+	ShowDocument     bool
+	WorkDoneProgress bool
+}
+
+func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
+	c := &conn{
+		srv: srv, log: srv.log, out: make(chan outMsg, queueLen),
+		attached: map[string]bool{}, behind: map[string]uint64{}, progress: map[string]string{},
+	}
+	c.rpc = jsonrpc2.NewConn(newStream(nc))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); c.writeLoop(ctx) }()
+	c.rpc.Go(ctx, c.handle)
+	c.unsubscribe = srv.agents.Subscribe(c)
+	select {
+	case <-c.rpc.Done():
+	case <-ctx.Done():
+		c.rpc.Close()
+		<-c.rpc.Done()
+	}
+	c.unsubscribe()
+	cancel()
+	wg.Wait()
+	c.requests.Wait()
+}
+
+// writeLoop sends queued notifications in order.
+func (c *conn) writeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-c.out:
+			if err := c.rpc.Notify(ctx, m.method, m.params); err != nil {
+				return
+			}
+			c.flushBehind(ctx)
+		}
+	}
+}
+
+func (c *conn) flushBehind(ctx context.Context) {
+	c.mu.Lock()
+	if len(c.behind) == 0 || len(c.out) > queueLen/2 {
+		c.mu.Unlock()
+		return
+	}
+	behind := c.behind
+	c.behind = map[string]uint64{}
+	c.mu.Unlock()
+	for sess, seq := range behind {
+		c.rpc.Notify(ctx, NotifyFellBehind, &FellBehindParams{Session: sess, LastSeq: seq})
+	}
+}
+
+// enqueue never blocks: a full queue detaches the session's events and marks it behind.
+func (c *conn) enqueue(m outMsg, seq uint64) {
+	select {
+	case c.out <- m:
+	default:
+		if m.session == "" {
+			return // tree deltas: the next one, or a reattach, brings the client up to date
+		}
+		c.mu.Lock()
+		delete(c.attached, m.session)
+		if _, ok := c.behind[m.session]; !ok {
+			c.behind[m.session] = seq - 1
+		}
+		c.mu.Unlock()
+	}
+}
+
+// Event implements agents.Listener.
+func (c *conn) Event(session string, rec eventlog.Record) {
+	c.mu.Lock()
+	on := c.attached[session]
+	c.mu.Unlock()
+	if !on {
+		return
+	}
+	c.enqueue(outMsg{method: NotifyEvent, session: session, params: &Event{
+		Session: session, Seq: rec.Seq, TS: rec.TS, Type: rec.Type, Data: rec.Data}}, rec.Seq)
+}
+
+// SessionChanged implements agents.Listener.
+func (c *conn) SessionChanged(info agents.Info) {
+	c.mu.Lock()
+	ready := c.initialized
+	c.mu.Unlock()
+	if !ready {
+		return
+	}
+	c.enqueue(outMsg{method: NotifySessionTree, params: &SessionTreeParams{Sessions: []Session{toSession(info)}}}, 0)
+	c.progressFor(info)
+}
+
+// call sends a server→client request; used for window/showDocument and progress creation.
+func (c *conn) call(ctx context.Context, method string, params, result any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.rpc.Call(ctx, method, params, result)
+	return err
+}
+
+func decode[T any](raw json.RawMessage) (T, error) {
+	var v T
+	if len(raw) == 0 || string(raw) == "null" {
+		return v, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, errInvalidParams{fmt.Sprintf("invalid params: %v", err)}
+	}
+	return v, nil
+}

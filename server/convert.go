@@ -1,0 +1,20 @@
+package server
+
+import "github.com/arborhq/arbor/agents"
+
+func toSession(in agents.Info) Session {
+	return Session{
+		ID: in.ID, Parent: in.Parent, Name: in.Name, Task: in.Task, State: in.State.String(),
+		Error: in.Error, Model: in.Model, Branch: in.Branch, Worktree: in.Worktree,
+		BaseCommit: in.BaseCommit, Workspace: in.Workspace, Created: in.Created, LastSeq: in.LastSeq,
+		Usage: toUsage(in.Usage), Total: toUsage(in.Total), Children: in.Children,
+	}
+}
+
+func toUsage(u agents.Usage) Usage {
+	return Usage{
+		ModelCalls: u.ModelCalls, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CostUSD: u.CostUSD, KernelExecs: u.KernelExecs, Messages: u.Messages,
+		HumanInterventions: u.HumanInterventions, Retries: u.Retries, HarnessEdits: u.HarnessEdits,
+	}
+}

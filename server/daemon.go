@@ -1,0 +1,263 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/arborhq/arbor/agents"
+	"golang.org/x/sys/unix"
+)
+
+// DaemonOptions configure RunDaemon.
+type DaemonOptions struct {
+	Socket      string        // Unix socket path; its directory is created 0700
+	IdleTimeout time.Duration // exit after this long with no clients and no live sessions; 0 = never
+	Version     string
+	Logger      *slog.Logger
+	Agents      *agents.Service
+}
+
+// Validate checks required fields.
+func (o DaemonOptions) Validate() error {
+	if o.Socket == "" {
+		return errors.New("daemon: no socket path")
+	}
+	if o.Agents == nil {
+		return errors.New("daemon: no agents service")
+	}
+	return nil
+}
+
+// Server is the running daemon.
+type Server struct {
+	opts    DaemonOptions
+	log     *slog.Logger
+	agents  *agents.Service
+	started time.Time
+	ready   chan struct{} // closed when recovery finished
+	clients atomic.Int64
+	lastUse atomic.Int64 // unix nanos of the last client disconnect
+	stop    chan struct{}
+	once    sync.Once
+}
+
+// ErrAlreadyRunning means another daemon holds the lock.
+var ErrAlreadyRunning = errors.New("an arbor daemon is already running")
+
+// RunDaemon listens first, recovers sessions in the background, and serves until ctx ends,
+// arbor/daemon.stop arrives, or it has been idle for IdleTimeout.
+func RunDaemon(ctx context.Context, opts DaemonOptions) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	lock, err := acquireLock(opts.Socket)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	ln, err := listen(opts.Socket)
+	if err != nil {
+		return err
+	}
+	s := &Server{opts: opts, log: opts.Logger, agents: opts.Agents, started: time.Now(),
+		ready: make(chan struct{}), stop: make(chan struct{})}
+	s.lastUse.Store(time.Now().UnixNano())
+	s.log.Info("daemon listening", "socket", opts.Socket, "pid", os.Getpid())
+
+	go func() {
+		defer close(s.ready)
+		if err := s.agents.Recover(context.WithoutCancel(ctx)); err != nil {
+			s.log.Error("recover sessions", "err", err)
+		}
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-s.stop:
+		case <-s.idle(ctx):
+			s.log.Info("idle timeout: no clients and no live sessions")
+		}
+		cancel()
+		ln.Close()
+	}()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			s.log.Error("accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err := checkPeer(nc); err != nil {
+			s.log.Warn("refused connection", "err", err)
+			nc.Close()
+			continue
+		}
+		s.clients.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				s.clients.Add(-1)
+				s.lastUse.Store(time.Now().UnixNano())
+			}()
+			s.serveConn(ctx, nc)
+		}()
+	}
+	wg.Wait()
+	<-s.ready
+	os.Remove(opts.Socket)
+	closeCtx, cc := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cc()
+	return s.agents.Close(closeCtx)
+}
+
+// Stop ends the daemon.
+func (s *Server) Stop() { s.once.Do(func() { close(s.stop) }) }
+
+// waitReady holds session requests until recovery finished (lifecycle methods pass at once).
+func (s *Server) waitReady(ctx context.Context, method string) error {
+	if !strings.HasPrefix(method, "arbor/") || method == MethodDaemonStatus || method == MethodDaemonStop {
+		return nil
+	}
+	select {
+	case <-s.ready:
+		return nil
+	case <-s.stop:
+		return errShuttingDown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// idle fires once nobody has been connected and no session has been live for IdleTimeout.
+func (s *Server) idle(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{})
+	if s.opts.IdleTimeout <= 0 {
+		return ch
+	}
+	go func() {
+		t := time.NewTicker(min(s.opts.IdleTimeout/4, 10*time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if s.clients.Load() > 0 || s.agents.Live() > 0 {
+					s.lastUse.Store(time.Now().UnixNano())
+					continue
+				}
+				if time.Since(time.Unix(0, s.lastUse.Load())) >= s.opts.IdleTimeout {
+					close(ch)
+					return
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// acquireLock takes the daemon lock next to the socket; a second daemon is refused with the
+// pid of the first.
+func acquireLock(socket string) (*os.File, error) {
+	dir := filepath.Dir(socket)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create socket directory %s: %w", dir, err)
+	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
+	path := socket + ".lock"
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open daemon lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		data, _ := os.ReadFile(path)
+		f.Close()
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+		return nil, fmt.Errorf("%w (pid %d, socket %s); stop it with `arbor daemon stop`", ErrAlreadyRunning, pid, socket)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
+}
+
+// checkDir refuses a socket directory that others can enter or that another user owns.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("socket directory %s belongs to uid %d, not to you (uid %d)", dir, st.Uid, os.Getuid())
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("socket directory %s is mode %v; make it 0700: %w", dir, fi.Mode().Perm(), err)
+		}
+	}
+	return nil
+}
+
+// listen removes a stale socket (we hold the lock, so nobody serves it) and listens 0600.
+func listen(socket string) (net.Listener, error) {
+	os.Remove(socket)
+	old := unix.Umask(0o177)
+	ln, err := net.Listen("unix", socket)
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", socket, err)
+	}
+	if err := os.Chmod(socket, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// checkPeer accepts only connections from our own uid.
+func checkPeer(nc net.Conn) error {
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if cerr != nil {
+		return fmt.Errorf("peer credentials: %w", cerr)
+	}
+	if int(cred.Uid) != os.Getuid() {
+		return fmt.Errorf("peer uid %d is not the daemon's uid %d", cred.Uid, os.Getuid())
+	}
+	return nil
+}

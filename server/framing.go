@@ -1,0 +1,156 @@
+// Package server speaks Arbor's one protocol — LSP plus arbor/* methods — on every connection:
+// the daemon's listener, the `arbor lsp` forwarder, and the client the CLI uses.
+//
+// Call [RunDaemon] to serve; [Dial] connects to the daemon (starting it when needed), [Forward]
+// copies an editor's stdio to it, and [NewClient] wraps a connection in typed calls.
+//
+// The package has three layers, as in gopls: framing (this file: no domain types, size
+// limits), the typed protocol (protocol.go) and thin handlers, one file per method family.
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.lsp.dev/jsonrpc2"
+)
+
+// MaxMessageBytes caps one JSON-RPC message. jsonrpc2's own stream allocates whatever
+// Content-Length asks for (up to 2 GiB), so the cap is checked before reading the body.
+const MaxMessageBytes = 32 << 20
+
+// stream is a jsonrpc2.Stream with LSP header framing, a size cap, and recovery from a
+// malformed body: the peer gets a parse error naming the problem and the connection goes on.
+type stream struct {
+	conn io.ReadWriteCloser
+	in   *bufio.Reader
+	wmu  sync.Mutex
+	max  int64
+}
+
+func newStream(conn io.ReadWriteCloser) *stream {
+	return &stream{conn: conn, in: bufio.NewReaderSize(conn, 64<<10), max: MaxMessageBytes}
+}
+
+// Read returns the next well-formed message. Header errors and oversized frames end the
+// connection (the framing cannot be trusted after them); bad JSON only skips the message.
+func (s *stream) Read(ctx context.Context) (jsonrpc2.Message, int64, error) {
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, total, err
+		}
+		length, n, err := s.readHeader()
+		total += n
+		if err != nil {
+			s.writeError(nil, jsonrpc2.ParseError, err.Error())
+			return nil, total, err
+		}
+		if length > s.max {
+			err := fmt.Errorf("message of %d bytes exceeds the limit of %d bytes", length, s.max)
+			s.writeError(nil, jsonrpc2.ParseError, err.Error())
+			return nil, total, err
+		}
+		data := make([]byte, length)
+		if _, err := io.ReadFull(s.in, data); err != nil {
+			return nil, total, fmt.Errorf("read message body: %w", err)
+		}
+		total += length
+		msg, err := jsonrpc2.DecodeMessage(data)
+		if err != nil {
+			s.writeError(requestID(data), jsonrpc2.ParseError, "malformed JSON-RPC message: "+err.Error())
+			continue
+		}
+		return msg, total, nil
+	}
+}
+
+func (s *stream) readHeader() (length int64, total int64, err error) {
+	length = -1
+	for {
+		line, err := s.in.ReadString('\n')
+		total += int64(len(line))
+		if err != nil {
+			if err == io.EOF && total == 0 {
+				return 0, total, io.EOF
+			}
+			return 0, total, fmt.Errorf("read header: %w", err)
+		}
+		if len(line) > 1024 {
+			return 0, total, fmt.Errorf("header line of %d bytes is too long", len(line))
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			break
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			return 0, total, fmt.Errorf("invalid header line %q: want \"Name: value\"", line)
+		}
+		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
+			length, err = strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+			if err != nil || length <= 0 {
+				return 0, total, fmt.Errorf("invalid Content-Length %q", value)
+			}
+		}
+	}
+	if length < 0 {
+		return 0, total, fmt.Errorf("missing Content-Length header")
+	}
+	return length, total, nil
+}
+
+// requestID digs the id out of a message that failed to decode, so the error can answer it.
+func requestID(data []byte) json.RawMessage {
+	var probe struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(data, &probe) == nil && len(probe.ID) > 0 {
+		return probe.ID
+	}
+	return nil
+}
+
+func (s *stream) writeError(id json.RawMessage, code jsonrpc2.Code, msg string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	body, _ := json.Marshal(struct {
+		V     string          `json:"jsonrpc"`
+		ID    json.RawMessage `json:"id"`
+		Error *jsonrpc2.Error `json:"error"`
+	}{"2.0", id, jsonrpc2.NewError(code, msg)})
+	s.writeRaw(body)
+}
+
+func (s *stream) writeRaw(body []byte) (int64, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	n, err := fmt.Fprintf(s.conn, "Content-Length: %d\r\n\r\n", len(body))
+	if err != nil {
+		return int64(n), err
+	}
+	m, err := s.conn.Write(body)
+	return int64(n + m), err
+}
+
+// Write sends one message.
+func (s *stream) Write(ctx context.Context, msg jsonrpc2.Message) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return 0, fmt.Errorf("marshal message: %w", err)
+	}
+	return s.writeRaw(body)
+}
+
+// Close closes the underlying connection.
+func (s *stream) Close() error { return s.conn.Close() }

@@ -1,0 +1,52 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+
+	"github.com/arborhq/arbor/gitstate"
+)
+
+func (c *conn) sessionDiff(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[DiffParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	d, err := c.srv.agents.Diff(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	return toDiffResult(d), nil
+}
+
+func toDiffResult(d *gitstate.Diff) *DiffResult {
+	res := &DiffResult{Base: d.Base, Head: d.Head, Patch: d.Unified(), Files: make([]FileDiff, 0, len(d.Files))}
+	for _, f := range d.Files {
+		fd := FileDiff{Path: f.Path, OldPath: f.OldPath, Status: f.Status, Additions: f.Additions, Deletions: f.Deletions, Binary: f.Binary}
+		for _, h := range f.Hunks {
+			fd.Hunks = append(fd.Hunks, Hunk{OldStart: h.OldStart, OldLines: h.OldLines, NewStart: h.NewStart, NewLines: h.NewLines, Header: h.Header, Lines: h.Lines})
+		}
+		res.Files = append(res.Files, fd)
+	}
+	return res
+}
+
+func (c *conn) sessionFileAt(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[FileAtParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	if p.Side != "base" && p.Side != "head" {
+		return nil, errInvalidParams{`fileAt: side must be "base" or "head", got "` + p.Side + `"`}
+	}
+	data, err := c.srv.agents.FileAt(ctx, p.ID, p.Path, p.Side)
+	if errors.Is(err, os.ErrNotExist) {
+		return &FileAtResult{Missing: true}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &FileAtResult{Content: string(data)}, nil
+}

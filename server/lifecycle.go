@@ -1,0 +1,73 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+
+	"go.lsp.dev/protocol"
+	"go.lsp.dev/uri"
+)
+
+// Command ids for workspace/executeCommand and code actions.
+const (
+	CmdNewTask       = "arbor.newTask"
+	CmdSpawnSubagent = "arbor.spawnSubagent"
+	CmdStop          = "arbor.stop"
+	CmdSend          = "arbor.send"
+)
+
+// CodeActionKind is the kind of Arbor's code actions.
+const CodeActionKind protocol.CodeActionKind = "refactor.rewrite.arbor"
+
+func (c *conn) initialize(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[protocol.InitializeParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	switch {
+	case len(p.WorkspaceFolders) > 0:
+		c.rootDir = uri.URI(p.WorkspaceFolders[0].URI).Filename()
+	case p.RootURI != "":
+		c.rootDir = p.RootURI.Filename()
+	case p.RootPath != "":
+		c.rootDir = p.RootPath
+	}
+	if w := p.Capabilities.Window; w != nil {
+		c.caps.WorkDoneProgress = w.WorkDoneProgress
+		c.caps.ShowDocument = w.ShowDocument != nil && w.ShowDocument.Support
+	}
+	c.mu.Unlock()
+	return &protocol.InitializeResult{
+		Capabilities: protocol.ServerCapabilities{
+			CodeActionProvider: &protocol.CodeActionOptions{CodeActionKinds: []protocol.CodeActionKind{CodeActionKind}},
+			ExecuteCommandProvider: &protocol.ExecuteCommandOptions{
+				Commands: []string{CmdNewTask, CmdSpawnSubagent, CmdStop, CmdSend},
+			},
+		},
+		ServerInfo: &protocol.ServerInfo{Name: "arbor", Version: c.srv.opts.Version},
+	}, nil
+}
+
+func (c *conn) shutdownReq(ctx context.Context, _ json.RawMessage) (any, error) {
+	c.mu.Lock()
+	c.shutdown = true
+	c.mu.Unlock()
+	return nil, nil
+}
+
+// sendFullTree gives a newly initialized client every session of its workspace (or all).
+func (c *conn) sendFullTree(ctx context.Context) {
+	c.mu.Lock()
+	dir := c.rootDir
+	c.mu.Unlock()
+	infos, err := c.srv.agents.List(dir)
+	if err != nil {
+		infos, _ = c.srv.agents.List("")
+	}
+	out := make([]Session, 0, len(infos))
+	for _, in := range infos {
+		out = append(out, toSession(in))
+	}
+	c.enqueue(outMsg{method: NotifySessionTree, params: &SessionTreeParams{Full: true, Sessions: out}}, 0)
+}

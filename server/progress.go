@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/arborhq/arbor/agents"
+	"go.lsp.dev/protocol"
+)
+
+// progressFor reports running sessions through $/progress to clients that support it: begin
+// when a session starts running, end when it stops. Progress params are always passed by
+// pointer: ProgressToken marshals through a pointer receiver, and by value it becomes {},
+// which crashes Neovim 0.7.2's handler.
+func (c *conn) progressFor(info agents.Info) {
+	c.mu.Lock()
+	if !c.caps.WorkDoneProgress {
+		c.mu.Unlock()
+		return
+	}
+	token, active := c.progress[info.ID]
+	running := info.State == agents.Running
+	switch {
+	case running && !active:
+		token = fmt.Sprintf("arbor/%s/%d", info.ID, info.LastSeq)
+		c.progress[info.ID] = token
+	case !running && active:
+		delete(c.progress, info.ID)
+	default:
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	title := "Arbor: " + firstLine(info.Task)
+	go func() {
+		ctx := context.Background()
+		tok := protocol.NewProgressToken(token)
+		if running {
+			if err := c.call(ctx, protocol.MethodWorkDoneProgressCreate, &protocol.WorkDoneProgressCreateParams{Token: *tok}, nil); err != nil {
+				return
+			}
+			c.enqueue(outMsg{method: protocol.MethodProgress, params: &protocol.ProgressParams{Token: *tok,
+				Value: &protocol.WorkDoneProgressBegin{Kind: protocol.WorkDoneProgressKindBegin, Title: title, Message: "running on " + info.Branch}}}, 0)
+			return
+		}
+		c.enqueue(outMsg{method: protocol.MethodProgress, params: &protocol.ProgressParams{Token: *tok,
+			Value: &protocol.WorkDoneProgressEnd{Kind: protocol.WorkDoneProgressKindEnd, Message: info.State.String()}}}, 0)
+	}()
+}
+
+func firstLine(s string) string {
+	for i, r := range s {
+		if r == '\n' || i >= 60 {
+			return s[:i]
+		}
+	}
+	return s
+}

@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/arborhq/arbor/agents"
+)
+
+func (c *conn) sessionCreate(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[SessionCreateParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	if p.Dir == "" && p.Parent == "" {
+		c.mu.Lock()
+		p.Dir = c.rootDir
+		c.mu.Unlock()
+	}
+	req := agents.CreateRequest{Task: p.Task, Dir: p.Dir, Parent: p.Parent, Name: p.Name, Model: p.Model}
+	if s := p.Selection; s != nil && s.Text != "" {
+		req.Selection = fmt.Sprintf("%s lines %d-%d:\n%s", s.URI, s.StartLine+1, s.EndLine+1, s.Text)
+	}
+	sess, err := c.srv.agents.Create(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return toSession(c.srv.agents.Info(sess)), nil
+}
+
+func (c *conn) sessions(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[SessionsParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := c.srv.agents.List(p.Dir)
+	if err != nil {
+		return nil, err
+	}
+	res := &SessionsResult{Sessions: make([]Session, 0, len(infos))}
+	for _, in := range infos {
+		res.Sessions = append(res.Sessions, toSession(in))
+	}
+	return res, nil
+}
+
+func (c *conn) sessionGet(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[SessionRef](raw)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := c.srv.agents.Get(p.ID)
+	if err != nil {
+		return nil, err
+	}
+	return toSession(c.srv.agents.Info(sess)), nil
+}
+
+func (c *conn) sessionSend(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[SendParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	status, err := c.srv.agents.Send(ctx, p.ID, p.Text, p.Mode)
+	if err != nil {
+		return nil, err
+	}
+	return &SendResult{Status: status}, nil
+}
+
+func (c *conn) sessionStop(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[SessionRef](raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.srv.agents.Stop(ctx, p.ID); err != nil {
+		return nil, err
+	}
+	return c.sessionGet(ctx, raw)
+}

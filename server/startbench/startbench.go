@@ -1,0 +1,206 @@
+// Package startbench measures how fast Arbor's real binary gets going: daemon start to a
+// ready socket, the idle memory of a daemon plus an editor's forwarder, and a client's launch
+// to the first kernel result of a new session.
+//
+// Call [Run] with the path of the arbor binary.
+package startbench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/arborhq/arbor/agents/model/scripted"
+	"github.com/arborhq/arbor/bench"
+)
+
+const script = `{"rules":[{"when":{"task":"bench","turn":1},"code":"1+1"}],"default":{"text":"done"}}`
+
+// The seed harness's figures on this kind of machine (stated in the issue; it is not
+// installable here, so they stand as the reference).
+const (
+	seedReadyMs   = 693
+	seedIdleRSSMB = 235
+	seedFirstMs   = 6200
+)
+
+// Run starts daemons from exe in a private temp dir and measures them.
+func Run(ctx context.Context, exe string, runs int) (*bench.Report, error) {
+	if runs <= 0 {
+		runs = 5
+	}
+	tmp, err := os.MkdirTemp("", "arbor-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	s, err := scripted.Parse([]byte(script), "startup bench")
+	if err != nil {
+		return nil, err
+	}
+	mctx, stop := context.WithCancel(ctx)
+	defer stop()
+	url, _, err := scripted.Serve(mctx, "127.0.0.1:0", s, nil)
+	if err != nil {
+		return nil, err
+	}
+	repo := filepath.Join(tmp, "repo")
+	if err := gitRepo(repo); err != nil {
+		return nil, err
+	}
+	env := append(os.Environ(), "ARBOR_SOCKET="+filepath.Join(tmp, "run", "arbor.sock"),
+		"ARBOR_STATE_DIR="+filepath.Join(tmp, "state"), "XDG_CONFIG_HOME="+filepath.Join(tmp, "config"),
+		"ARBOR_MODEL_BASE_URL="+url, "ARBOR_MODEL=scripted")
+
+	rep := &bench.Report{Suite: "startup"}
+	var ready []time.Duration
+	for i := 0; i < runs; i++ {
+		d, err := daemonReady(ctx, exe, env, filepath.Join(tmp, "run", "arbor.sock"))
+		if err != nil {
+			return nil, err
+		}
+		ready = append(ready, d)
+	}
+	rep.Add(bench.Figure{Name: "daemon start → ready socket (p50)", Value: bench.Ms(bench.Percentile(ready, 50)), Unit: "ms",
+		Reference: "seed harness, stated", RefValue: seedReadyMs, Goal: "<= 50 ms"})
+
+	rss, err := idleRSS(ctx, exe, env, filepath.Join(tmp, "run", "arbor.sock"))
+	if err != nil {
+		return nil, err
+	}
+	rep.Add(bench.Figure{Name: "idle daemon + forwarder RSS", Value: rss, Unit: "MB",
+		Reference: "seed harness, stated", RefValue: seedIdleRSSMB, Goal: "<= 25 MB"})
+
+	var first []time.Duration
+	for i := 0; i < runs; i++ {
+		d, err := firstResult(ctx, exe, env, repo)
+		if err != nil {
+			return nil, err
+		}
+		first = append(first, d)
+	}
+	stopDaemon(exe, env)
+	rep.Add(bench.Figure{Name: "arbor run → first 1+1 result (p50)", Value: bench.Ms(bench.Percentile(first, 50)), Unit: "ms",
+		Reference: "seed harness, stated", RefValue: seedFirstMs, Goal: "<= 1000 ms"})
+	return rep, nil
+}
+
+func daemonReady(ctx context.Context, exe string, env []string, sock string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, exe, "daemon", "--idle-timeout", "0")
+	cmd.Env = env
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	for time.Since(start) < 10*time.Second {
+		if c, err := net.Dial("unix", sock); err == nil {
+			d := time.Since(start)
+			c.Close()
+			return d, nil
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	return 0, fmt.Errorf("daemon did not listen on %s", sock)
+}
+
+func idleRSS(ctx context.Context, exe string, env []string, sock string) (float64, error) {
+	d := exec.CommandContext(ctx, exe, "daemon", "--idle-timeout", "0")
+	d.Env = env
+	if err := d.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { d.Process.Signal(os.Interrupt); d.Wait() }()
+	for i := 0; i < 1000; i++ {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	fwd := exec.CommandContext(ctx, exe, "lsp")
+	fwd.Env = env
+	in, _ := fwd.StdinPipe()
+	if err := fwd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { in.Close(); fwd.Wait() }()
+	time.Sleep(500 * time.Millisecond)
+	a, err := rssMB(d.Process.Pid)
+	if err != nil {
+		return 0, err
+	}
+	b, err := rssMB(fwd.Process.Pid)
+	if err != nil {
+		return 0, err
+	}
+	return a + b, nil
+}
+
+func rssMB(pid int) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.Fields(rest)[0])
+			return float64(kb) / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+}
+
+// firstResult launches `arbor run` (daemon already warm after the first run) and times the
+// first kernel result line.
+func firstResult(ctx context.Context, exe string, env []string, repo string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, exe, "run", "bench one plus one")
+	cmd.Env, cmd.Dir = env, repo
+	out, _ := cmd.StdoutPipe()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer cmd.Wait()
+	sc := bufio.NewScanner(out)
+	var d time.Duration
+	for sc.Scan() {
+		if d == 0 && strings.Contains(sc.Text(), "result (ok)") {
+			d = time.Since(start)
+		}
+	}
+	if d == 0 {
+		return 0, fmt.Errorf("arbor run printed no kernel result")
+	}
+	return d, nil
+}
+
+func stopDaemon(exe string, env []string) {
+	cmd := exec.Command(exe, "daemon", "stop")
+	cmd.Env = env
+	cmd.Run()
+}
+
+func gitRepo(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	os.WriteFile(filepath.Join(dir, "README.md"), []byte("bench\n"), 0o644)
+	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init"}} {
+		c := exec.Command("git", args...)
+		c.Dir = dir
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %v: %v %s", args, err, out)
+		}
+	}
+	return nil
+}

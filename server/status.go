@@ -1,0 +1,22 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+)
+
+func (c *conn) daemonStatus(ctx context.Context, _ json.RawMessage) (any, error) {
+	s := c.srv
+	return &DaemonStatus{
+		PID: os.Getpid(), Version: s.opts.Version, Socket: s.opts.Socket, Started: s.started,
+		Sessions: s.agents.Count(), Live: s.agents.Live(), Clients: int(s.clients.Load()),
+		Workspaces: s.agents.Workspaces(),
+	}, nil
+}
+
+// daemonStop answers first, then stops the daemon: the reply must reach the client.
+func (c *conn) daemonStop(ctx context.Context, _ json.RawMessage) (any, error) {
+	go c.srv.Stop()
+	return &DaemonStatus{PID: os.Getpid(), Socket: c.srv.opts.Socket}, nil
+}

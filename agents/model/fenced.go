@@ -9,7 +9,7 @@ import (
 
 // fenceRE finds ```python (or ```py) blocks. The closing fence must start a
 // line, so backticks inside the code do not end the block early.
-var fenceRE = regexp.MustCompile("(?ms)^[ \t]*```(?:python|py|python3)[ \t]*\r?\n(.*?)^[ \t]*```[ \t]*$")
+var fenceRE = regexp.MustCompile("(?ms)^[ \t]*```(?:python|py|python3)[ \t]*\r?\n(.*?)^[ \t]*```[ \t]*\r?$")
 
 // parseFenced splits reply text into prose and the python blocks it holds.
 // The returned text has the blocks removed; each block becomes a tool call

@@ -43,7 +43,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) models(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, openai.ModelsList{Models: []openai.Model{{
+	writeJSON(w, http.StatusOK, wireModels{Object: "list", Data: []wireModel{{
 		ID: h.s.model, Object: "model", OwnedBy: "arbor-scripted",
 	}}})
 }

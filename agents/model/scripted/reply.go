@@ -125,28 +125,32 @@ func (a answer) arguments() string {
 	return string(b)
 }
 
-func (a answer) finishReason() openai.FinishReason {
+func (a answer) finishReason() *string {
+	r := "stop"
 	if a.code != "" {
-		return openai.FinishReasonToolCalls
+		r = "tool_calls"
 	}
-	return openai.FinishReasonStop
+	return &r
 }
 
-func (a answer) usage() openai.Usage {
-	return openai.Usage{PromptTokens: a.promptTokens, CompletionTokens: a.outputTokens, TotalTokens: a.promptTokens + a.outputTokens}
+func (a answer) usage() *wireUsage {
+	return &wireUsage{PromptTokens: a.promptTokens, CompletionTokens: a.outputTokens, TotalTokens: a.promptTokens + a.outputTokens}
 }
 
-func (a answer) response(model string) openai.ChatCompletionResponse {
-	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: a.text}
+func (a answer) response(model string) wireChunk {
+	msg := &wireMessage{Role: "assistant"}
+	if text := a.text; text != "" || a.code == "" {
+		msg.Content = &text // null beside tool calls, as OpenAI sends it
+	}
 	if a.code != "" {
-		msg.ToolCalls = []openai.ToolCall{{
-			ID: a.callID, Type: openai.ToolTypeFunction,
-			Function: openai.FunctionCall{Name: "python", Arguments: a.arguments()},
+		msg.ToolCalls = []wireToolCall{{
+			ID: a.callID, Type: "function",
+			Function: wireFunction{Name: "python", Arguments: a.arguments()},
 		}}
 	}
-	return openai.ChatCompletionResponse{
+	return wireChunk{
 		ID: "chatcmpl-scripted", Object: "chat.completion", Model: model,
-		Choices: []openai.ChatCompletionChoice{{Message: msg, FinishReason: a.finishReason()}},
+		Choices: []wireChoice{{Message: msg, FinishReason: a.finishReason()}},
 		Usage:   a.usage(),
 	}
 }
@@ -163,17 +167,17 @@ func (h *handler) stream(w http.ResponseWriter, model string, a answer, includeU
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	send := func(delta openai.ChatCompletionStreamChoiceDelta, finish openai.FinishReason) {
-		chunk := openai.ChatCompletionStreamResponse{
+	send := func(delta *wireMessage, finish *string) {
+		writeEvent(w, wireChunk{
 			ID: "chatcmpl-scripted", Object: "chat.completion.chunk", Model: model,
-			Choices: []openai.ChatCompletionStreamChoice{{Delta: delta, FinishReason: finish}},
-		}
-		writeEvent(w, chunk)
+			Choices: []wireChoice{{Delta: delta, FinishReason: finish}},
+		})
 		flusher.Flush()
 	}
-	send(openai.ChatCompletionStreamChoiceDelta{Role: openai.ChatMessageRoleAssistant}, "")
+	empty := ""
+	send(&wireMessage{Role: "assistant", Content: &empty}, nil)
 	for _, piece := range pieces(a.text, 16) {
-		send(openai.ChatCompletionStreamChoiceDelta{Content: piece}, "")
+		send(&wireMessage{Content: &piece}, nil)
 		if cut {
 			// Abort the connection without the chunked terminator: the client
 			// sees an unexpected EOF mid-reply, as when a proxy drops it.
@@ -182,22 +186,20 @@ func (h *handler) stream(w http.ResponseWriter, model string, a answer, includeU
 	}
 	if a.code != "" {
 		zero := 0
-		send(openai.ChatCompletionStreamChoiceDelta{ToolCalls: []openai.ToolCall{{
-			Index: &zero, ID: a.callID, Type: openai.ToolTypeFunction,
-			Function: openai.FunctionCall{Name: "python"},
-		}}}, "")
+		send(&wireMessage{ToolCalls: []wireToolCall{{
+			Index: &zero, ID: a.callID, Type: "function", Function: wireFunction{Name: "python"},
+		}}}, nil)
 		for _, piece := range pieces(a.arguments(), 24) {
-			send(openai.ChatCompletionStreamChoiceDelta{ToolCalls: []openai.ToolCall{{
-				Index: &zero, Function: openai.FunctionCall{Arguments: piece},
-			}}}, "")
+			send(&wireMessage{ToolCalls: []wireToolCall{{
+				Index: &zero, Function: wireFunction{Arguments: piece},
+			}}}, nil)
 		}
 	}
-	send(openai.ChatCompletionStreamChoiceDelta{}, a.finishReason())
+	send(&wireMessage{}, a.finishReason())
 	if includeUsage {
-		u := a.usage()
-		writeEvent(w, openai.ChatCompletionStreamResponse{
+		writeEvent(w, wireChunk{
 			ID: "chatcmpl-scripted", Object: "chat.completion.chunk", Model: model,
-			Choices: []openai.ChatCompletionStreamChoice{}, Usage: &u,
+			Choices: []wireChoice{}, Usage: a.usage(),
 		})
 	}
 	w.Write([]byte("data: [DONE]\n\n"))

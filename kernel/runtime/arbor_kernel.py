@@ -20,6 +20,7 @@ def main():
     import arbor_runtime
 
     restore = os.environ.pop("ARBOR_RESTORE", "")
+    arbor_runtime.patch_kernel(app.kernel)
     arbor_runtime.boot(app.shell, restore)
     app.start()
 

@@ -282,6 +282,33 @@ def surface():
     }
 
 
+def patch_kernel(kernel):
+    """Make SIGINT stop a cell stuck in an await.
+
+    ipykernel 6.17 cancels an async cell on SIGINT through tornado's add_callback, which never
+    runs while the cell awaits (measured: a cell awaiting an Event ignores interrupts forever).
+    Cancelling the cell's future with call_soon_threadsafe on the running loop works.
+    """
+    import contextlib
+    import signal
+
+    @contextlib.contextmanager
+    def cancel_on_sigint(future):
+        loop = asyncio.get_event_loop()
+
+        def handle(*_):
+            loop.call_soon_threadsafe(future.cancel)
+
+        save = signal.signal(signal.SIGINT, handle)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, save)
+
+    if hasattr(kernel, "_cancel_on_sigint"):
+        kernel._cancel_on_sigint = cancel_on_sigint
+
+
 def boot(shell, restore_dir=""):
     """Restore a snapshot (if any) into the user namespace, then install the surface."""
     if restore_dir:

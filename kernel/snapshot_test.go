@@ -1,0 +1,88 @@
+package kernel
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSnapshotRestore(t *testing.T) {
+	k := startKernel(t, Options{Host: &recordingHost{}})
+	mustOK(t, k, `
+import json, socket, os as operating_system
+n = 42
+data = {'a': [1, 2, 3], 'b': 'text'}
+big = list(range(100000))
+def square(v):
+    return v * v + n
+class Point:
+    def __init__(self, x): self.x = x
+p = Point(3)
+f = lambda v: v + 1
+sock = socket.socket()
+gen = (i for i in range(3))
+_private = 1
+`)
+	dir := filepath.Join(t.TempDir(), "snap")
+	m, err := k.Snapshot(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := map[string]string{}
+	for _, v := range m.Vars {
+		saved[v.Name] = v.Method
+	}
+	want := map[string]string{"n": "pickle", "data": "pickle", "big": "pickle", "square": "dill",
+		"Point": "dill", "p": "dill", "f": "dill", "json": "import", "operating_system": "import", "socket": "import"}
+	for name, method := range want {
+		if saved[name] != method {
+			t.Errorf("%s saved with %q, want %q (manifest %+v)", name, saved[name], method, m.Vars)
+		}
+	}
+	skipped := map[string]string{}
+	for _, v := range m.Skipped {
+		skipped[v.Name] = v.Reason
+	}
+	for _, name := range []string{"sock", "gen"} {
+		if skipped[name] == "" {
+			t.Errorf("%s not skipped with a reason: %+v", name, m.Skipped)
+		}
+	}
+	for _, name := range []string{"_private", "rlm", "harness", "In", "Out", "arbor_ping"} {
+		if _, ok := saved[name]; ok {
+			t.Errorf("%s should not be in the snapshot", name)
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("snapshot dir mode: %v %v", fi, err)
+	}
+	// A second snapshot replaces the first; only one data file remains.
+	if _, err := k.Snapshot(t.Context(), dir); err != nil {
+		t.Fatal(err)
+	}
+	if ds, _ := filepath.Glob(filepath.Join(dir, "data-*")); len(ds) != 1 {
+		t.Errorf("data files after two snapshots: %v", ds)
+	}
+
+	k2 := startKernel(t, Options{Restore: dir, Host: &recordingHost{}})
+	r := k2.Restored()
+	if r == nil || len(r.Vars) != len(m.Vars) || r.Error != "" {
+		t.Fatalf("Restored() = %+v", r)
+	}
+	if !strings.Contains(r.Summary(), "not restored: ") || !strings.Contains(r.Summary(), "sock") {
+		t.Errorf("summary %q", r.Summary())
+	}
+	res := mustOK(t, k2, "print(n, data['b'], len(big), square(2), p.x, f(1), json.dumps(1), operating_system.sep)\nawait arbor_ping('runtime ok')")
+	if !strings.HasPrefix(res.Text, "42 text 100000 46 3 2 1 /\n'runtime ok'") {
+		t.Errorf("restored namespace: %q", res.Text)
+	}
+}
+
+func TestRestoreMissingSnapshot(t *testing.T) {
+	k := startKernel(t, Options{Restore: filepath.Join(t.TempDir(), "none")})
+	if r := k.Restored(); r == nil || r.Error == "" {
+		t.Fatalf("Restored() = %+v, want an error", r)
+	}
+	mustOK(t, k, "1")
+}

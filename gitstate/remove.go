@@ -1,0 +1,120 @@
+package gitstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// DirtyError lists the paths that hold uncommitted work and so stopped an operation.
+type DirtyError struct {
+	Dir   string
+	Files []string
+}
+
+func (e *DirtyError) Error() string {
+	const show = 10
+	files := e.Files
+	more := ""
+	if len(files) > show {
+		more = fmt.Sprintf(" and %d more", len(files)-show)
+		files = files[:show]
+	}
+	return fmt.Sprintf("%s has uncommitted changes in %s%s", e.Dir, strings.Join(files, ", "), more)
+}
+
+// RemoveWorktree deletes the linked worktree at dir and its registration. It refuses, naming the
+// files, when the worktree holds uncommitted changes (untracked, non-ignored files included) or
+// is locked, unless force. The branch is kept.
+func (r *Repo) RemoveWorktree(ctx context.Context, dir string, force bool) error {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("remove worktree %s: %w", dir, err)
+	}
+	defer unlock()
+	if err := r.removeWorktree(ctx, dir, force); err != nil {
+		return fmt.Errorf("remove worktree %s: %w", dir, err)
+	}
+	r.logger.Info("worktree removed", "dir", dir, "force", force)
+	return nil
+}
+
+func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error {
+	dir = filepath.Clean(dir)
+	admin, err := r.worktreeAdmin(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory is gone already: drop the registration that still points at it.
+		if admin := r.adminFor(dir); admin != "" {
+			return os.RemoveAll(admin)
+		}
+		return fmt.Errorf("no such worktree")
+	}
+	if err != nil {
+		return err
+	}
+	if !force {
+		if b, err := os.ReadFile(filepath.Join(admin, "locked")); err == nil {
+			return fmt.Errorf("worktree is locked (%s); unlock it with git worktree unlock, or force", strings.TrimSpace(string(b)))
+		}
+		files, err := r.uncommitted(ctx, dir, admin)
+		if err != nil {
+			return err
+		}
+		if len(files) > 0 {
+			return &DirtyError{Dir: dir, Files: files}
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(admin)
+}
+
+// uncommitted lists paths whose worktree or index content differs from HEAD. Callers hold the
+// lock.
+func (r *Repo) uncommitted(ctx context.Context, dir, admin string) ([]string, error) {
+	_, head, err := r.headAt(filepath.Join(admin, "HEAD"))
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.git.CommitObject(head)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, err
+	}
+	idx, idxTime, err := readIndex(filepath.Join(admin, "index"))
+	if err != nil {
+		return nil, err
+	}
+	s := r.newScan(dir, tree, idx, idxTime)
+	if err := s.run(ctx, []string{""}); err != nil {
+		return nil, err
+	}
+	files := make([]string, 0, len(s.changes))
+	for p := range s.changes {
+		files = append(files, p)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// adminFor finds the admin dir whose gitdir file points at dir/.git, or "".
+func (r *Repo) adminFor(dir string) string {
+	ents, _ := os.ReadDir(filepath.Join(r.common, "worktrees"))
+	for _, e := range ents {
+		admin := filepath.Join(r.common, "worktrees", e.Name())
+		b, err := os.ReadFile(filepath.Join(admin, "gitdir"))
+		if err == nil && filepath.Clean(strings.TrimSpace(string(b))) == filepath.Join(dir, ".git") {
+			return admin
+		}
+	}
+	return ""
+}

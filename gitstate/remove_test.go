@@ -1,0 +1,57 @@
+package gitstate
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRemoveWorktree(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "s")
+
+	writeFiles(t, wt, map[string]string{"a.go": "edited\n", "untracked.txt": "u\n", "ignored.log": "i\n"})
+	err := r.RemoveWorktree(t.Context(), wt, false)
+	var dirty *DirtyError
+	if !errors.As(err, &dirty) || strings.Join(dirty.Files, ",") != "a.go,untracked.txt" {
+		t.Fatalf("RemoveWorktree(dirty) = %v, want DirtyError naming a.go, untracked.txt", err)
+	}
+	if _, err := os.Stat(filepath.Join(wt, "a.go")); err != nil {
+		t.Fatalf("refused removal still deleted files: %v", err)
+	}
+	if _, _, err := r.Checkpoint(t.Context(), wt, "save", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RemoveWorktree(t.Context(), wt, false); err != nil {
+		t.Fatalf("RemoveWorktree(clean) = %v", err)
+	}
+	if _, err := os.Stat(wt); !os.IsNotExist(err) {
+		t.Errorf("worktree dir still there: %v", err)
+	}
+	if list := git(t, root, "worktree", "list"); strings.Contains(list, wt) {
+		t.Errorf("git worktree list still shows it:\n%s", list)
+	}
+	if got := git(t, root, "show", "arbor/s:untracked.txt"); got != "u" {
+		t.Errorf("branch lost the checkpoint: %q", got)
+	}
+
+	// Forced removal of dirty work, and removal of a worktree whose directory vanished.
+	wt2 := addSession(t, r, "s2")
+	writeFiles(t, wt2, map[string]string{"a.go": "edited\n"})
+	if err := r.RemoveWorktree(t.Context(), wt2, true); err != nil {
+		t.Fatalf("forced: %v", err)
+	}
+	wt3 := addSession(t, r, "s3")
+	os.RemoveAll(wt3)
+	if err := r.RemoveWorktree(t.Context(), wt3, false); err != nil {
+		t.Fatalf("vanished: %v", err)
+	}
+	if list := git(t, root, "worktree", "list", "--porcelain"); strings.Count(list, "worktree ") != 1 {
+		t.Errorf("worktrees left:\n%s", list)
+	}
+	assertFsck(t, root)
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -21,13 +20,17 @@ import (
 // counted in Reply.Retries; see the package doc. Errors name the endpoint,
 // never the key; errors.Is(err, ErrContextOverflow) reports an overflow.
 func (c *Client) Complete(ctx context.Context, req Request, onDelta func(string)) (*Reply, error) {
+	if len(req.Messages) == 0 {
+		return nil, fmt.Errorf("model %s: request has no messages", c.cfg.Name)
+	}
 	oreq, err := c.chatRequest(req)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: build request: %w", c.cfg.Name, err)
 	}
 	maxRetries := max(c.cfg.MaxRetries, 0)
 	for retries := 0; ; retries++ {
-		reply, timedOut, err := c.attempt(ctx, oreq, onDelta)
+		hint := new(retryHint)
+		reply, timedOut, err := c.attempt(withRetryHint(ctx, hint), oreq, onDelta)
 		if err == nil {
 			reply.Retries = retries
 			return reply, nil
@@ -43,7 +46,7 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(string)
 			c.log.Debug("model call failed", "err", e.msg, "retries", retries)
 			return nil, e
 		}
-		delay := c.backoff(retries + 1)
+		delay := c.retryDelay(retries+1, hint.after)
 		c.log.Warn("model call failed; retrying", "err", e.msg, "retry", retries+1, "delay", delay)
 		if req.OnRetry != nil {
 			req.OnRetry(retries+1, e)
@@ -56,18 +59,6 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(string)
 			return nil, fmt.Errorf("model %s: call abandoned while waiting to retry (%s): %w", c.cfg.Name, e.msg, context.Cause(ctx))
 		}
 	}
-}
-
-// backoff is the delay before retry n (from 1): Backoff doubled per retry,
-// capped, with the upper half jittered so that concurrent sessions hitting
-// the same rate limit spread out.
-func (c *Client) backoff(n int) time.Duration {
-	d := c.cfg.Backoff
-	for i := 1; i < n && d < maxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, maxBackoff)
-	return d/2 + rand.N(d/2+1)
 }
 
 // attempt makes one streaming request under the per-attempt timeout.

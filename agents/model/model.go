@@ -119,7 +119,7 @@ func New(cfg Config, logger *slog.Logger) (*Client, error) {
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	// Per-attempt deadlines come from contexts; an http.Client timeout would
 	// also cut long healthy streams.
-	oc.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	oc.HTTPClient = &http.Client{Transport: hintTransport{base: http.DefaultTransport.(*http.Transport).Clone()}}
 	c := &Client{cfg: cfg, key: key, api: openai.NewClientWithConfig(oc), log: logger.With("model", cfg.Name)}
 	if key != "" {
 		c.redact = strings.NewReplacer(key, "[redacted]")

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/arborhq/arbor/agents/model"
 )
@@ -177,4 +179,53 @@ func TestKeyNeverLeaks(t *testing.T) {
 	if strings.Contains(logs.String(), key) {
 		t.Errorf("logs contain the key:\n%s", logs.String())
 	}
+}
+
+// TestRetryAfterHonoured checks that the server's Retry-After-Ms sets the
+// delay (read from the retry log line, not measured).
+func TestRetryAfterHonoured(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			w.Header().Set("Retry-After-Ms", "300")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, `{"error":{"message":"Rate limit reached","type":"requests"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, sse(`{"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`, "[DONE]"))
+	}))
+	defer srv.Close()
+	var logs syncBuffer
+	c, err := model.New(model.Config{BaseURL: srv.URL + "/v1", Model: "m", Backoff: time.Millisecond},
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := c.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: "user", Content: "hi"}}}, nil)
+	if err != nil || reply.Retries != 1 {
+		t.Fatalf("Complete = %+v, %v; want success after 1 retry", reply, err)
+	}
+	if !strings.Contains(logs.String(), "delay=300ms") {
+		t.Errorf("retry log does not show the server's 300ms:\n%s", logs.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

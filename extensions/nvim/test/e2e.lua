@@ -45,7 +45,11 @@ local function run()
   local t0 = vim.loop.hrtime()
   vim.cmd('ArborRun add one and one')
   -- ArborRun's callback stores the session; catch its id from the store.
+  local client = require('arbor.client')
   wait_for('arbor/session.create did not answer within 20s (is the daemon up? see the log above)', 20000, function()
+    if not client.id() then
+      error('`' .. bin .. ' lsp` exited before arbor/session.create answered (see the log above)', 0)
+    end
     for _, s in ipairs(arbor.store.all()) do
       if s.task == 'add one and one' then
         created = s

@@ -18,7 +18,7 @@ npm ci --no-audit --no-fund --loglevel=error >/dev/null || fail "npm ci failed"
 npm run --silent compile || fail "tsc failed"
 echo "vscode-test: built in $((SECONDS-start))s"
 set +e
-node --test --test-reporter=spec test/ ../test/ 2>&1 | tee /tmp/arbor-vscode-test.$$.log
+node --test --test-reporter=spec test/*.test.js ../test/*.test.js 2>&1 | tee /tmp/arbor-vscode-test.$$.log
 rc=${PIPESTATUS[0]}
 set -e
 summary=$(grep -E '^ℹ (pass|fail) ' /tmp/arbor-vscode-test.$$.log | awk '{print $3}' | paste -sd' ')

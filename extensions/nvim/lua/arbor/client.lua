@@ -13,6 +13,7 @@ M.config = {
 }
 
 local client_id = nil
+local lsp_client = nil -- set in on_init: 0.7 lists a client in get_client_by_id only after on_init
 local ready = false
 local queue = {} -- requests sent before initialize finished
 local event_listeners = {} -- session id -> { fn, ... }
@@ -91,7 +92,7 @@ end
 
 --- Starts the client unless it runs; returns its id.
 function M.start()
-  if client_id and vim.lsp.get_client_by_id(client_id) then
+  if client_id then
     return client_id
   end
   ready, queue = false, {}
@@ -104,7 +105,8 @@ function M.start()
     workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
     init_options = { client = 'nvim' },
     handlers = handlers,
-    on_init = function()
+    on_init = function(c)
+      lsp_client = c
       ready = true
       local q = queue
       queue = {}
@@ -114,7 +116,7 @@ function M.start()
     end,
     on_exit = function(code, signal)
       local was = client_id
-      client_id, ready = nil, false
+      client_id, lsp_client, ready = nil, nil, false
       for _, fn in ipairs(queue) do
         pcall(fn, true)
       end
@@ -161,7 +163,7 @@ function M.request(method, params, cb)
     return
   end
   local function send(failed)
-    local c = vim.lsp.get_client_by_id(client_id or -1)
+    local c = lsp_client
     if failed or not c then
       cb({ message = 'arbor lsp exited before it answered ' .. method })
       return
@@ -185,7 +187,7 @@ function M.stop()
   if client_id then
     vim.lsp.stop_client(client_id)
   end
-  client_id, ready = nil, false
+  client_id, lsp_client, ready = nil, nil, false
 end
 
 return M

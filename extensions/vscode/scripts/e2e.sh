@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# End-to-end test in a real VS Code: code-server (VS Code 1.139) driven by headless Chromium
+# (playwright-core). A fresh profile with the Arbor extension opens a temp git repository;
+# F1 → "Arbor: New Task" → a task → Enter; the session must appear in the Sessions view, idle,
+# on its arbor/… branch, and its transcript must open. Everything installed is cached under
+# $ARBOR_E2E_CACHE (default ~/.cache/arbor-vscode-e2e); the first run installs for ~3–5 minutes.
+# Usage: ARBOR_BIN=/abs/path/to/arbor extensions/vscode/scripts/e2e.sh
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+EXT=$(cd "$HERE/.." && pwd)
+fail() { echo "vscode-e2e: FAIL: $*" >&2; exit 1; }
+[ -n "${ARBOR_BIN:-}" ] || fail "set ARBOR_BIN to the absolute path of the arbor binary (make build writes bin/arbor)"
+[ -x "$ARBOR_BIN" ] || fail "ARBOR_BIN=$ARBOR_BIN is not an executable file"
+export ARBOR_BIN=$(cd "$(dirname "$ARBOR_BIN")" && pwd)/$(basename "$ARBOR_BIN")
+total=$SECONDS
+
+# 1. The tools (idempotent, cached outside the repository).
+s=$SECONDS
+bash "$HERE/e2e-install.sh" || fail "installing code-server/chromium/playwright failed (see above)"
+echo "vscode-e2e: install check took $((SECONDS-s))s"
+
+# 2. The extension, built with the system Node (the same build `npm ci && npm run compile` makes).
+s=$SECONDS
+(cd "$EXT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npm run --silent compile) || fail "building the extension failed"
+echo "vscode-e2e: extension built in $((SECONDS-s))s"
+
+source "$HERE/e2e-env.sh"
+RUN=$ARBOR_E2E_CACHE/run
+FAKE_PID=
+cleanup() {
+  local rc=$?
+  "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || true
+  if [ -n "$FAKE_PID" ]; then kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; fi
+  if [ $rc -ne 0 ]; then
+    echo "--- logs under $RUN (kept for inspection) ---" >&2
+    for f in "$RUN"/code-server.log "$RUN"/fake.err; do [ -f "$f" ] && { echo "== $f" >&2; tail -30 "$f" >&2; }; done
+    find "$RUN/data/logs" -name '*Arbor*' -type f 2>/dev/null | while read -r f; do echo "== $f" >&2; tail -30 "$f" >&2; done
+    find "$RUN/state" "$RUN/xdg" -name '*.log' -type f 2>/dev/null | while read -r f; do echo "== $f" >&2; tail -30 "$f" >&2; done
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+
+# 3. A fresh profile, a fresh repository and an isolated daemon on the scripted model.
+rm -rf "$RUN"
+mkdir -p "$RUN/ext" "$RUN/data/User" "$RUN/home" "$RUN/state" "$RUN/sock" "$RUN/xdg/state" "$RUN/xdg/data" "$RUN/xdg/config"
+chmod 700 "$RUN/sock"
+# The profile gets the extension as VS Code installs an unpacked one: a folder named
+# <publisher>.<name>-<version> in --extensions-dir (here a link to the built extension).
+ln -s "$EXT" "$RUN/ext/arbor.arbor-$(node -p "require('$EXT/package.json').version")"
+cat > "$RUN/data/User/settings.json" <<JSON
+{
+  "arbor.path": "$ARBOR_BIN",
+  "workbench.startupEditor": "none",
+  "security.workspace.trust.enabled": false,
+  "chat.disableAIFeatures": true,
+  "workbench.tips.enabled": false,
+  "extensions.ignoreRecommendations": true
+}
+JSON
+WS=$RUN/ws
+mkdir -p "$WS"
+git -C "$WS" init -q -b main
+git -C "$WS" config user.email e2e@example.invalid
+git -C "$WS" config user.name "arbor e2e"
+printf 'def add(a, b):\n    return a + b\n' > "$WS/calc.py"
+git -C "$WS" add . && git -C "$WS" commit -q -m init
+
+cat > "$RUN/script.json" <<'JSON'
+{
+  "rules": [
+    {"when": {"task": "add one and one", "turn": 1},
+     "code": "open('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
+    {"when": {"task": "add one and one", "turn": 2}, "text": "the sum is two"}
+  ],
+  "default": {"text": "nothing scripted for this"}
+}
+JSON
+"$ARBOR_BIN" fake-model --script "$RUN/script.json" --addr 127.0.0.1:0 > "$RUN/fake.out" 2> "$RUN/fake.err" &
+FAKE_PID=$!
+for _ in $(seq 100); do [ -s "$RUN/fake.out" ] && break; sleep 0.1; done
+URL=$(head -1 "$RUN/fake.out" | tr -d '\r')
+case "$URL" in http*) ;; *) fail "arbor fake-model printed no URL: $(cat "$RUN/fake.out" "$RUN/fake.err")";; esac
+
+# code-server passes its environment to the extension host, which passes it to `arbor lsp`,
+# which starts the daemon: so the daemon gets these.
+export ARBOR_SOCKET=$RUN/sock/arbor.sock ARBOR_STATE_DIR=$RUN/state
+export ARBOR_MODEL_BASE_URL=$URL ARBOR_MODEL=scripted ARBOR_KERNEL_PYTHON=${ARBOR_KERNEL_PYTHON:-/usr/bin/python3}
+export XDG_STATE_HOME=$RUN/xdg/state XDG_DATA_HOME=$RUN/xdg/data XDG_CONFIG_HOME=$RUN/xdg/config XDG_RUNTIME_DIR=$RUN/sock
+export E2E_RUN=$RUN E2E_WS=$WS E2E_PORT=${E2E_PORT:-18089} E2E_SHOT=$ARBOR_E2E_CACHE/arbor-e2e.png
+export NODE_PATH=$ARBOR_E2E_CACHE/tools/node_modules
+
+# 4. The test.
+s=$SECONDS
+set +e
+node --test --test-reporter=spec "$EXT/e2e/sessions.e2e.js"
+rc=$?
+set -e
+echo "vscode-e2e: UI test took $((SECONDS-s))s; screenshot: $E2E_SHOT"
+[ $rc -eq 0 ] || fail "the real-VS-Code test failed (see above; screenshot $E2E_SHOT)"
+echo "vscode-e2e: PASS ($((SECONDS-total))s in all)"

@@ -38,6 +38,15 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(string)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("model %s: call abandoned: %w", c.cfg.Name, context.Cause(ctx))
 		}
+		if oreq.StreamOptions != nil && rejectsStreamOptions(err) {
+			// Some servers (older Azure API versions, some proxies) refuse
+			// stream_options. Drop it for good; usage is then estimated.
+			c.log.Info("endpoint refuses stream_options; continuing without server-reported usage")
+			c.noStreamOptions.Store(true)
+			oreq.StreamOptions = nil
+			retries--
+			continue
+		}
 		e := c.classify(err, timedOut)
 		if !e.retry || retries >= maxRetries {
 			if retries > 0 {

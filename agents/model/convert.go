@@ -62,11 +62,9 @@ func (c *Client) chatRequest(req Request) (openai.ChatCompletionRequest, error) 
 		}
 		msgs = append(msgs, om)
 	}
-	r := openai.ChatCompletionRequest{
-		Model:         c.cfg.Model,
-		Messages:      msgs,
-		Stream:        true,
-		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+	r := openai.ChatCompletionRequest{Model: c.cfg.Model, Messages: msgs, Stream: true}
+	if !c.noStreamOptions.Load() {
+		r.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
 	if !fenced {
 		r.Tools = []openai.Tool{pythonTool}
@@ -119,6 +117,23 @@ func fencedMessage(m Message) (openai.ChatCompletionMessage, error) {
 	default:
 		return openai.ChatCompletionMessage{}, fmt.Errorf("unknown role %q; expected system, user, assistant or tool", m.Role)
 	}
+}
+
+// EstimateTokens estimates the tokens req takes in the model's context, at 4
+// characters per token plus a little per message, the same rule used when a
+// server reports no usage. Compare it with Config().ContextWindow to decide
+// when to compact before the server refuses with [ErrContextOverflow].
+func (c *Client) EstimateTokens(req Request) int64 {
+	oreq, err := c.chatRequest(req)
+	if err != nil {
+		return 0
+	}
+	const perMessage = 4 // role and framing tokens of chat templates
+	chars := estimateRequestChars(oreq)
+	if len(oreq.Tools) > 0 {
+		chars += len(toolDescription) + 120 // the schema around it
+	}
+	return int64(estimateTokens(chars) + perMessage*len(oreq.Messages))
 }
 
 // estimateRequestChars counts what the 4-chars-per-token estimate sees.

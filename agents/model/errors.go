@@ -1,6 +1,8 @@
 package model
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -66,6 +69,8 @@ func (c *Client) classify(err error, timedOut bool) *endpointError {
 		e.overflow = reqErr.HTTPStatusCode != http.StatusTooManyRequests && overflowText(body)
 		e.retry = !e.overflow && retryStatus(reqErr.HTTPStatusCode, "")
 		e.msg = fmt.Sprintf("%s %s: %s", ep, statusPhrase(reqErr.HTTPStatusCode, reqErr.HTTPStatus), snippet(body))
+	case isTLSErr(err):
+		e.msg = fmt.Sprintf("%s refused: TLS failed (check the URL's scheme and the server's certificate): %v", ep, unwrapURL(err))
 	case errors.As(err, &urlErr):
 		// Connection-level failure before any response: refused, reset, DNS.
 		e.msg, e.retry = fmt.Sprintf("%s unreachable: %v", ep, urlErr.Err), true
@@ -97,6 +102,42 @@ func apiMessage(err error) string {
 		return snippet(string(reqErr.Body))
 	}
 	return err.Error()
+}
+
+// rejectsStreamOptions spots a 400 that names stream_options.
+func rejectsStreamOptions(err error) bool {
+	var apiErr *openai.APIError
+	if errors.As(err, &apiErr) && apiErr.HTTPStatusCode == http.StatusBadRequest {
+		m := strings.ToLower(apiErr.Message)
+		return strings.Contains(m, "stream_options") || strings.Contains(m, "include_usage")
+	}
+	var reqErr *openai.RequestError
+	if errors.As(err, &reqErr) && reqErr.HTTPStatusCode == http.StatusBadRequest {
+		return strings.Contains(strings.ToLower(string(reqErr.Body)), "stream_options")
+	}
+	return false
+}
+
+// isTLSErr reports certificate and handshake failures, which retrying
+// cannot fix.
+func isTLSErr(err error) bool {
+	var (
+		verr *tls.CertificateVerificationError
+		rerr tls.RecordHeaderError
+		uerr x509.UnknownAuthorityError
+		herr x509.HostnameError
+		cerr x509.CertificateInvalidError
+	)
+	return errors.As(err, &verr) || errors.As(err, &rerr) || errors.As(err, &uerr) ||
+		errors.As(err, &herr) || errors.As(err, &cerr)
+}
+
+func unwrapURL(err error) error {
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return urlErr.Err
+	}
+	return err
 }
 
 func isNetErr(err error) bool {
@@ -152,7 +193,11 @@ func statusPhrase(code int, status string) string {
 func snippet(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 300 {
-		s = s[:300] + "…"
+		i := 300
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i] + "…"
 	}
 	if s == "" {
 		s = "(empty body)"

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -96,6 +97,8 @@ type Client struct {
 	api    *openai.Client
 	log    *slog.Logger
 	redact *strings.Replacer
+	// noStreamOptions is set once the endpoint has refused stream_options.
+	noStreamOptions atomic.Bool
 }
 
 // New validates cfg, reads the API key from the environment and returns a

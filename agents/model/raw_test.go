@@ -229,3 +229,65 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestTLSFailureNotRetried(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.NotFoundHandler()) // self-signed: not trusted
+	defer srv.Close()
+	c := newClient(t, srv.URL+"/v1", nil)
+	var retries int
+	_, err := c.Complete(t.Context(), model.Request{
+		Messages: []model.Message{{Role: "user", Content: "hi"}},
+		OnRetry:  func(int, error) { retries++ },
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), "TLS failed") || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("error = %v; want a TLS certificate failure", err)
+	}
+	if retries != 0 {
+		t.Errorf("retried %d times; a TLS failure is not transient", retries)
+	}
+}
+
+func TestStreamOptionsRefused(t *testing.T) {
+	t.Parallel()
+	var withOpts, without atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("stream_options")) {
+			withOpts.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"message":"Unrecognized request argument supplied: stream_options","type":"invalid_request_error"}}`)
+			return
+		}
+		without.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, sse(`{"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`, "[DONE]"))
+	}))
+	defer srv.Close()
+	c := newClient(t, srv.URL+"/v1", nil)
+	for range 2 {
+		reply, err := c.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: "user", Content: "hi"}}}, nil)
+		if err != nil || reply.Text != "ok" || reply.Retries != 0 || !reply.Usage.Estimated {
+			t.Fatalf("Complete = %+v, %v; want ok with estimated usage and no retries", reply, err)
+		}
+	}
+	if withOpts.Load() != 1 || without.Load() != 2 {
+		t.Errorf("requests with stream_options %d, without %d; want 1 and 2 (remembered)", withOpts.Load(), without.Load())
+	}
+}
+
+func TestEstimateTokens(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, "http://127.0.0.1:9/v1", nil)
+	small := model.Request{System: "s", Messages: []model.Message{{Role: "user", Content: "hi"}}}
+	big := model.Request{System: "s", Messages: []model.Message{
+		{Role: "user", Content: strings.Repeat("x", 4000)},
+		{Role: "assistant", ToolCalls: []model.ToolCall{{ID: "a", Code: strings.Repeat("y", 400)}}},
+		{Role: "tool", ToolCallID: "a", Content: strings.Repeat("z", 4000)},
+	}}
+	s, b := c.EstimateTokens(small), c.EstimateTokens(big)
+	if s <= 0 || b < 2100 || b > 2300 {
+		t.Errorf("EstimateTokens = %d (small), %d (big); want positive and about 2100-2300", s, b)
+	}
+}

@@ -210,7 +210,8 @@ func TestCompleteRobustness(t *testing.T) {
 				Messages: []model.Message{{Role: model.RoleUser, Content: tt.task}},
 				OnRetry:  func(n int, err error) { retried = append(retried, n) },
 			}
-			reply, err := c.Complete(t.Context(), req, nil)
+			var streamed strings.Builder
+			reply, err := c.Complete(t.Context(), req, func(s string) { streamed.WriteString(s) })
 			if len(retried) != tt.wantRetries {
 				t.Errorf("OnRetry called %d times; want %d", len(retried), tt.wantRetries)
 			}
@@ -230,6 +231,11 @@ func TestCompleteRobustness(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			// A cut attempt's partial text was streamed before the retry
+			// started over; OnRetry told the caller to drop it.
+			if !strings.HasSuffix(streamed.String(), reply.Text) {
+				t.Errorf("streamed %q does not end with the reply %q", streamed.String(), reply.Text)
 			}
 			if reply.Text != tt.wantText || reply.Retries != tt.wantRetries {
 				t.Errorf("reply = %q after %d retries; want %q after %d", reply.Text, reply.Retries, tt.wantText, tt.wantRetries)

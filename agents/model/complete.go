@@ -33,6 +33,8 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(string)
 		reply, timedOut, err := c.attempt(withRetryHint(ctx, hint), oreq, onDelta)
 		if err == nil {
 			reply.Retries = retries
+			c.log.Debug("model call done", "input_tokens", reply.Usage.InputTokens, "output_tokens", reply.Usage.OutputTokens,
+				"estimated", reply.Usage.Estimated, "tool_calls", len(reply.ToolCalls), "finish", reply.FinishReason, "retries", retries)
 			return reply, nil
 		}
 		if ctx.Err() != nil {
@@ -122,7 +124,7 @@ func (c *Client) finish(oreq openai.ChatCompletionRequest, acc *accumulator) *Re
 		}
 		id := tc.id
 		if id == "" {
-			id = fencedID()
+			id = newCallID("call_arbor_")
 		}
 		r.ToolCalls = append(r.ToolCalls, ToolCall{ID: id, Code: codeFromArgs(tc.args.String())})
 	}

@@ -26,7 +26,7 @@ func parseFenced(text string) (string, []ToolCall) {
 		prose.WriteString(text[prev:loc[0]])
 		code := strings.TrimRight(text[loc[2]:loc[3]], "\r\n")
 		if strings.TrimSpace(code) != "" {
-			calls = append(calls, ToolCall{ID: fencedID(), Code: code})
+			calls = append(calls, ToolCall{ID: newCallID("call_fenced_"), Code: code})
 		}
 		prev = loc[1]
 	}
@@ -57,8 +57,9 @@ func collapseBlankLines(s string) string {
 	return strings.TrimSpace(s)
 }
 
-func fencedID() string {
+// newCallID synthesizes a tool call ID where the model gave none.
+func newCallID(prefix string) string {
 	var b [8]byte
 	rand.Read(b[:])
-	return "call_fenced_" + hex.EncodeToString(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }

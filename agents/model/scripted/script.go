@@ -40,7 +40,8 @@
 //     content chunk (a non-stream request gets a truncated body).
 //     {"garbage": true, "times": N} answers 200 with a body that is not JSON.
 //     "times" is how many matching requests fail before the reply is given
-//     normally; 0 means every one fails. Use status 400 with code
+//     normally (counted per rule over the script's lifetime, across all
+//     conversations); 0 means every one fails. Use status 400 with code
 //     "context_length_exceeded" to exercise context overflow handling.
 //
 // Unknown fields are refused, so a typo in a script fails at load time.

@@ -59,6 +59,12 @@ local handlers = {
     if not ev then
       return
     end
+    -- A state change of an attached session can beat its arbor/sessionTree delta: show it now.
+    local s = store.get(ev.session)
+    if s and ev.type == 'state_changed' and type(ev.data) == 'table' and type(ev.data.state) == 'string'
+      and (s.lastSeq or 0) < (ev.seq or 0) then
+      store.upsert(vim.tbl_extend('force', s, { state = ev.data.state, lastSeq = ev.seq }))
+    end
     for _, fn in ipairs(event_listeners[ev.session] or {}) do
       fn(ev)
     end

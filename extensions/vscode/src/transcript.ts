@@ -52,13 +52,14 @@ export function renderEvent(e: Event): string {
       if (str(d.text)) body.push(d.text as string);
       const calls = Array.isArray(d.toolCalls) ? d.toolCalls : Array.isArray(d.tool_calls) ? d.tool_calls : [];
       for (const c of calls as Array<Record<string, unknown>>) {
-        const code = str(c.code) ?? str((c.arguments as Record<string, unknown> | undefined)?.code) ?? str(c.arguments);
+        const code = str(c.code) ?? str(c.Code) ?? str((c.arguments as Record<string, unknown> | undefined)?.code) ?? str(c.arguments);
         if (code) body.push(fenced(code, 'python'));
       }
       break;
     }
     case 'tool_started':
-      if (str(d.code)) body.push(fenced(d.code as string, 'python'));
+      // The code is in the assistant_message just before; say only that it runs.
+      body.push(`running cell${str(d.callId) ? ' `' + d.callId + '`' : ''}…`);
       break;
     case 'tool_finished':
       if (str(d.output)) body.push(fenced(d.output as string));

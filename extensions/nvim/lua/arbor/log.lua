@@ -53,15 +53,14 @@ function M.render_event(ev)
       vim.list_extend(lines, split(s(d.text)))
     end
     for _, c in ipairs(type(d.toolCalls) == 'table' and d.toolCalls or type(d.tool_calls) == 'table' and d.tool_calls or {}) do
-      local code = type(c) == 'table' and (s(c.code) or (type(c.arguments) == 'table' and s(c.arguments.code)) or s(c.arguments))
+      local code = type(c) == 'table' and (s(c.code) or s(c.Code) or (type(c.arguments) == 'table' and s(c.arguments.code)) or s(c.arguments))
       if code then
         fenced(lines, code, 'python')
       end
     end
   elseif t == 'tool_started' then
-    if s(d.code) then
-      fenced(lines, s(d.code), 'python')
-    end
+    -- The code is in the assistant_message just before; say only that it runs.
+    table.insert(lines, 'running cell' .. (s(d.callId) and (' ' .. s(d.callId)) or '') .. '…')
   elseif t == 'tool_finished' then
     if s(d.output) then
       fenced(lines, s(d.output))

@@ -55,6 +55,10 @@ cmd('ArborFork', function(o)
   arbor().fork(o.args)
 end, { nargs = '?', complete = complete_id, desc = 'Arbor: fork a session' })
 
+cmd('ArborDiscard', function(o)
+  arbor().discard(o.args, o.bang)
+end, { nargs = '?', bang = true, complete = complete_id, desc = 'Arbor: discard a session (! drops unmerged work)' })
+
 cmd('ArborStatus', function()
   arbor().status()
 end, { desc = 'Arbor: daemon status' })

@@ -17,7 +17,7 @@ export class Commands {
 
   /** Registers every command; the ids are also the ones the languageclient must not register. */
   static readonly ids = ['arbor.newTask', 'arbor.spawnSubagent', 'arbor.stop', 'arbor.send', 'arbor.fork',
-    'arbor.openTranscript', 'arbor.reviewDiff', 'arbor.refresh', 'arbor.daemonStatus'];
+    'arbor.openTranscript', 'arbor.reviewDiff', 'arbor.discard', 'arbor.refresh', 'arbor.daemonStatus'];
 
   register(): vscode.Disposable[] {
     const r = (id: string, fn: (arg: Arg) => Promise<unknown>) =>
@@ -30,6 +30,7 @@ export class Commands {
       r('arbor.fork', this.fork),
       r('arbor.openTranscript', this.openTranscript),
       r('arbor.reviewDiff', this.reviewDiff),
+      r('arbor.discard', this.discardCommand),
       r('arbor.refresh', this.refresh),
       r('arbor.daemonStatus', this.daemonStatus),
     ];
@@ -100,13 +101,28 @@ export class Commands {
       vscode.window.showInformationMessage(`Arbor: ${sessionTitle(s, 40)} has no changes against ${d.base?.slice(0, 8) ?? 'its base'}.`);
       return;
     }
-    type Item = vscode.QuickPickItem & { file?: P.FileDiff };
+    type Item = vscode.QuickPickItem & { file?: P.FileDiff; action?: 'patch' | 'accept' | 'discard' };
+    const acceptButton = { iconPath: new vscode.ThemeIcon('check'), tooltip: 'Accept this file onto your branch' };
     const items: Item[] = [
-      { label: '$(diff) Whole patch', description: `${d.files.length} files` },
-      ...d.files.map(f => ({ label: f.path, description: `${f.status} +${f.additions} −${f.deletions}`, file: f })),
+      ...d.files.map(f => ({ label: f.path, description: `${f.status} +${f.additions} −${f.deletions}`, file: f, buttons: [acceptButton] })),
+      { label: '', kind: vscode.QuickPickItemKind.Separator },
+      { label: '$(diff) Whole patch', description: `${d.files.length} files`, action: 'patch' },
+      { label: '$(check-all) Accept all', description: 'squash the session\'s change onto your current branch', action: 'accept' },
+      { label: '$(trash) Discard session', description: 'remove its worktree (asks first)', action: 'discard' },
     ];
-    const pick = await vscode.window.showQuickPick(items, { title: `Arbor: diff of ${sessionTitle(s, 40)} (${s.branch})` });
+    const qp = vscode.window.createQuickPick<Item>();
+    qp.title = `Arbor: diff of ${sessionTitle(s, 40)} (${s.branch})`;
+    qp.items = items;
+    const pick = await new Promise<Item | undefined>(resolve => {
+      qp.onDidAccept(() => resolve(qp.selectedItems[0]));
+      qp.onDidTriggerItemButton(e => { resolve(undefined); void this.accept(s, [e.item.file!.path]).catch(showError); });
+      qp.onDidHide(() => resolve(undefined));
+      qp.show();
+    });
+    qp.dispose();
     if (!pick) return;
+    if (pick.action === 'accept') return void await this.accept(s);
+    if (pick.action === 'discard') return void await this.discard(s);
     if (!pick.file) {
       const doc = await vscode.workspace.openTextDocument({ content: d.patch, language: 'diff' });
       await vscode.window.showTextDocument(doc);
@@ -116,6 +132,28 @@ export class Commands {
     await vscode.commands.executeCommand('vscode.diff',
       fileUri(s.id, f.oldPath || f.path, 'base'), fileUri(s.id, f.path, 'head'),
       `${f.path} (${s.branch})`);
+  }
+
+  /** Brings the session's change (or some files of it) onto the user's branch. */
+  private async accept(s: P.Session, files?: string[]): Promise<void> {
+    const what = files ? files.join(', ') : `all of ${sessionTitle(s, 40)}`;
+    const ok = await vscode.window.showWarningMessage(`Arbor: accept ${what} onto your current branch?`, { modal: true }, 'Accept');
+    if (ok !== 'Accept') return;
+    const res = await this.client.accept({ id: s.id, files });
+    vscode.window.showInformationMessage(`Arbor: accepted ${res.files?.length ?? 0} file(s) as ${res.commit?.slice(0, 8)}.`);
+  }
+
+  private async discard(s: P.Session): Promise<void> {
+    const ok = await vscode.window.showWarningMessage(
+      `Arbor: discard ${sessionTitle(s, 40)}? Its worktree is removed; unmerged work on ${s.branch} is dropped only with "Discard anyway".`,
+      { modal: true }, 'Discard', 'Discard anyway');
+    if (!ok) return;
+    await this.client.discard({ id: s.id, force: ok === 'Discard anyway' });
+  }
+
+  async discardCommand(arg: Arg): Promise<void> {
+    const s = await this.session(arg, 'Discard which session?');
+    if (s) await this.discard(s);
   }
 
   async refresh(): Promise<void> {

@@ -184,6 +184,22 @@ function M.fork(id, at_seq)
   end)
 end
 
+function M.discard(id, force)
+  resolve(id, 'Discard:', function(x)
+    local prompt = 'Discard session ' .. x:sub(1, 8) .. ' and its worktree' .. (force and ', dropping unmerged work?' or '?')
+    if vim.fn.confirm(prompt, '&Yes\n&No', 2) ~= 1 then
+      return
+    end
+    client.request(P.MethodSessionDiscard, { id = x, force = force or nil }, function(err)
+      if err then
+        warn('discard: ' .. client.error_message(err) .. (force and '' or ' (:ArborDiscard! forces)'))
+      else
+        client.notify('discarded ' .. x:sub(1, 8))
+      end
+    end)
+  end)
+end
+
 function M.status()
   client.request(P.MethodDaemonStatus, {}, function(err, st)
     if err then

@@ -45,6 +45,7 @@ func newClient(t *testing.T, url string, mod func(*model.Config)) *model.Client 
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(c.CloseIdleConnections)
 	return c
 }
 
@@ -281,5 +282,31 @@ func TestCompleteCanceled(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Complete after cancel = %v; want context.Canceled", err)
+	}
+}
+
+func TestCompleteConcurrent(t *testing.T) {
+	t.Parallel()
+	url := startScripted(t, conversationScript)
+	c := newClient(t, url, nil)
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			task := "say hi"
+			if i%2 == 1 {
+				task = "count to ten"
+			}
+			reply, err := c.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: task}}}, nil)
+			if err == nil && reply.Text == "" && len(reply.ToolCalls) != 1 {
+				err = errors.New("empty reply")
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(string)
 			return reply, nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("model %s: call abandoned: %w", c.cfg.Name, context.Cause(ctx))
+			return nil, c.abandoned(ctx, "")
 		}
 		if oreq.StreamOptions != nil && rejectsStreamOptions(err) {
 			// Some servers (older Azure API versions, some proxies) refuse
@@ -67,9 +67,18 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(string)
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("model %s: call abandoned while waiting to retry (%s): %w", c.cfg.Name, e.msg, context.Cause(ctx))
+			return nil, c.abandoned(ctx, " while waiting to retry ("+e.msg+")")
 		}
 	}
+}
+
+// abandoned reports a call stopped by the caller's ctx. errors.Is works for
+// both ctx.Err() and a custom cancellation cause.
+func (c *Client) abandoned(ctx context.Context, when string) error {
+	if cause := context.Cause(ctx); cause != ctx.Err() {
+		return fmt.Errorf("model %s: call abandoned%s: %w: %w", c.cfg.Name, when, ctx.Err(), cause)
+	}
+	return fmt.Errorf("model %s: call abandoned%s: %w", c.cfg.Name, when, ctx.Err())
 }
 
 // attempt makes one streaming request under the per-attempt timeout.

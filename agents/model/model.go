@@ -95,6 +95,7 @@ type Client struct {
 	cfg    Config
 	key    string
 	api    *openai.Client
+	http   *http.Client
 	log    *slog.Logger
 	redact *strings.Replacer
 	// noStreamOptions is set once the endpoint has refused stream_options.
@@ -122,13 +123,18 @@ func New(cfg Config, logger *slog.Logger) (*Client, error) {
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	// Per-attempt deadlines come from contexts; an http.Client timeout would
 	// also cut long healthy streams.
-	oc.HTTPClient = &http.Client{Transport: hintTransport{base: http.DefaultTransport.(*http.Transport).Clone()}}
-	c := &Client{cfg: cfg, key: key, api: openai.NewClientWithConfig(oc), log: logger.With("model", cfg.Name)}
+	hc := &http.Client{Transport: hintTransport{base: http.DefaultTransport.(*http.Transport).Clone()}}
+	oc.HTTPClient = hc
+	c := &Client{cfg: cfg, key: key, api: openai.NewClientWithConfig(oc), http: hc, log: logger.With("model", cfg.Name)}
 	if key != "" {
 		c.redact = strings.NewReplacer(key, "[redacted]")
 	}
 	return c, nil
 }
+
+// CloseIdleConnections closes kept-alive connections to the endpoint, for a
+// client that is no longer needed or a server about to stop.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 
 // Config returns the client's configuration with defaults filled in.
 func (c *Client) Config() Config { return c.cfg }

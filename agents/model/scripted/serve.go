@@ -11,6 +11,8 @@ import (
 	"time"
 )
 
+const shutdownGrace = 200 * time.Millisecond
+
 // Serve listens on addr (default "127.0.0.1:0") and serves the script until
 // ctx ends. It returns the base URL clients use, e.g.
 // "http://127.0.0.1:PORT/v1", and wait, which blocks until the server has
@@ -46,7 +48,11 @@ func Serve(ctx context.Context, addr string, s *Script, logger *slog.Logger) (ur
 	go func() {
 		defer close(stopped)
 		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		// Handlers see ctx end too, so in-flight replies finish at once; the
+		// short grace is for writes in progress. Waiting longer gains
+		// nothing: net/http keeps a connection that never sent a request
+		// (a client's spare dial) open for 5s before it counts as idle.
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 		defer cancel()
 		if err := srv.Shutdown(shutdownCtx); err != nil {
 			srv.Close()

@@ -157,15 +157,22 @@ func (c *Client) finish(oreq openai.ChatCompletionRequest, acc *accumulator) *Re
 
 func estimateTokens(chars int) int { return (chars + 3) / 4 }
 
-// codeFromArgs extracts the code argument. Models sometimes send the code
-// bare or as a JSON string instead of {"code": ...}; the kernel then reports
+// codeFromArgs extracts the code argument. Models sometimes name the field
+// differently, send the code as a JSON string or bare; the kernel then reports
 // any syntax error to the model, which is better than dropping the call.
 func codeFromArgs(args string) string {
-	var obj struct {
-		Code *string `json:"code"`
-	}
-	if err := json.Unmarshal([]byte(args), &obj); err == nil && obj.Code != nil {
-		return *obj.Code
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(args), &obj); err == nil {
+		raw, ok := obj["code"]
+		if !ok && len(obj) == 1 {
+			for _, v := range obj {
+				raw = v
+			}
+		}
+		var code string
+		if json.Unmarshal(raw, &code) == nil {
+			return code
+		}
 	}
 	var s string
 	if err := json.Unmarshal([]byte(args), &s); err == nil {

@@ -89,6 +89,15 @@ func TestCompleteServerQuirks(t *testing.T) {
 			wantUsage: model.Usage{InputTokens: 7, OutputTokens: 3},
 		},
 		{
+			name: "keep-alive comments (OpenRouter) and odd argument names",
+			bodies: []string{": OPENROUTER PROCESSING\n\n: OPENROUTER PROCESSING\n\n" + sse(role,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"python","arguments":"{\"source\": \"print(3)\"}"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":7,"completion_tokens":3}}`,
+				"[DONE]")},
+			wantCode:  []string{"print(3)"},
+			wantUsage: model.Usage{InputTokens: 7, OutputTokens: 3},
+		},
+		{
 			name:        "clean end without finish reason is a cut, retried",
 			bodies:      []string{sse(role, text("partial")), sse(role, text("full"), stop)},
 			wantText:    "full",

@@ -24,12 +24,9 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 		return nil, fmt.Errorf("execute: %w", ctx.Err())
 	}
 	defer func() { <-k.execSem }()
-	if k.isClosed() {
-		return nil, fmt.Errorf("execute: %w", ErrDead)
-	}
-	p := k.current()
-	if p.isExited() {
-		return nil, fmt.Errorf("execute: %w", ErrDead)
+	p, revived, err := k.ensureRunning(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("execute: %w", err)
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -51,7 +48,11 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 	}
 	defer p.ch.unregister(h.MsgID)
 
+	defer k.markDirty()
 	st := &execState{res: &Result{}, onOutput: opts.OnOutput}
+	if revived != "" {
+		st.notice(revived)
+	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	rung := 0
@@ -92,7 +93,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 				k.log.Warn("kernel: cell ignored SIGINT; restarting the kernel")
 				st.res.Status = StatusTimeout
 				notice := fmt.Sprintf("The cell ran past its %v timeout and ignored interrupt_request and SIGINT, so Arbor killed and restarted the kernel.", timeout)
-				if m, err := k.restart(context.WithoutCancel(ctx), p); err != nil {
+				if m, err := k.replace(context.WithoutCancel(ctx), p); err != nil {
 					notice += fmt.Sprintf(" The restart failed (%v); the kernel is not running.", err)
 				} else {
 					notice += " " + restoreNotice(m)

@@ -15,31 +15,51 @@ import (
 	"time"
 )
 
-// Kernel is one live IPython kernel. Its methods are safe for concurrent use; cells run one at a
-// time in the order Execute is called.
+// Kernel is one session's IPython kernel. Its methods are safe for concurrent use; cells run one
+// at a time in the order Execute is called. The process behind it may be replaced — by the
+// timeout ladder, by Revive after a death, or by a Manager that parked it to save memory — and
+// each replacement restores the latest snapshot.
 type Kernel struct {
 	opts     Options
 	log      *slog.Logger
 	python   string
 	launcher string
+	spawn    spawnFunc
 	bridge   *bridge
+	mgr      *Manager // nil for kernels from Start
 
 	execSem chan struct{} // one cell at a time; a channel so waiting honours ctx
 
 	mu       sync.Mutex
-	p        *proc // current process; replaced by a restart
+	p        *proc // current process; nil while being replaced
 	restored *Manifest
 	lastSnap string // dir of the last snapshot taken
 	closed   bool
+	parked   bool          // process stopped on purpose (Manager eviction); revived on use
+	done     chan struct{} // closed when the current process dies unexpectedly, or on Close
+	lastUse  time.Time
 
-	done     chan struct{} // closed when the kernel is dead for good
-	doneOnce sync.Once
-	wg       sync.WaitGroup // watcher goroutines
+	dirty      chan struct{} // a cell ran since the last automatic snapshot (cap 1)
+	stopCtx    context.Context
+	stopCancel context.CancelFunc // called by Close: stops the snapshot loop
+	loopWG     sync.WaitGroup     // the snapshot loop
+	wg         sync.WaitGroup     // process watchers
 }
 
 // Start launches a kernel and returns once it answers kernel_info with iopub connected. ctx
 // bounds startup only; the kernel outlives it. Call Close to stop it.
 func Start(ctx context.Context, opts Options) (*Kernel, error) {
+	k, err := newKernel(opts, spawnExec)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.boot(ctx); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func newKernel(opts Options, spawn spawnFunc) (*Kernel, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -54,34 +74,55 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("start kernel: state dir: %w", err)
-	}
-	if err := os.Chmod(opts.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("start kernel: state dir: %w", err)
+	for _, d := range []string{opts.StateDir, opts.Snapshot} {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("start kernel: %w", err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("start kernel: %w", err)
+		}
 	}
 	launcher, err := installRuntime(filepath.Join(opts.StateDir, "runtime"))
 	if err != nil {
 		return nil, err
 	}
 	k := &Kernel{
-		opts: opts, log: log, python: py, launcher: launcher,
+		opts: opts, log: log, python: py, launcher: launcher, spawn: spawn,
 		execSem: make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		dirty:   make(chan struct{}, 1),
+		lastUse: time.Now(),
 	}
-	if opts.Host != nil {
-		if k.bridge, err = newBridge(opts.StateDir, opts.Host, log); err != nil {
-			return nil, err
+	k.stopCtx, k.stopCancel = context.WithCancel(context.Background())
+	return k, nil
+}
+
+// boot starts the bridge, the first process and the snapshot loop.
+func (k *Kernel) boot(ctx context.Context) error {
+	if k.opts.Host != nil {
+		var err error
+		if k.bridge, err = newBridge(k.opts.StateDir, k.opts.Host, k.log); err != nil {
+			return err
+		}
+		if d := filepath.Dir(k.bridge.path); d != k.opts.StateDir {
+			k.opts.sandboxBinds = append(k.opts.sandboxBinds, d)
 		}
 	}
-	p, err := k.launch(ctx, opts.Restore)
+	p, err := k.launch(ctx, k.opts.Restore)
 	if err != nil {
 		k.closeBridge()
-		return nil, err
+		k.stopCancel()
+		return err
 	}
-	k.p = p
-	k.watch(p)
-	return k, nil
+	k.setProc(p)
+	if k.opts.Snapshot != "" {
+		k.loopWG.Add(1)
+		go k.snapshotLoop()
+	}
+	return nil
 }
 
 // launch starts one process for k, restoring the snapshot in restore when it is not "".
@@ -91,21 +132,55 @@ func (k *Kernel) launch(ctx context.Context, restore string) (*proc, error) {
 		s.restore = restore
 		s.report = filepath.Join(k.opts.StateDir, "restore-"+s.tag+".json")
 	}
-	p, err := launch(ctx, k.opts, s, k.log)
+	p, err := launch(ctx, k.opts, s, k.spawn, k.log)
 	if err != nil {
 		return nil, err
 	}
+	var m *Manifest
 	if restore != "" {
-		m, err := readRestoreReport(s.report)
-		if err != nil {
+		if m, err = readRestoreReport(s.report); err != nil {
 			k.log.Warn("kernel: restore report", "err", err)
 		}
-		k.mu.Lock()
-		k.restored = m
-		k.mu.Unlock()
 	}
-	k.log.Info("kernel: started", "pid", p.pid, "dir", k.opts.Dir, "transport", p.conn.Transport)
+	k.mu.Lock()
+	k.restored = m
+	k.mu.Unlock()
+	if k.mgr != nil {
+		k.mgr.record(p)
+	}
+	k.log.Info("kernel: started", "pid", p.pid, "dir", k.opts.Dir, "transport", p.conn.Transport, "restored", restore != "")
 	return p, nil
+}
+
+// setProc installs p as the current process and watches it.
+func (k *Kernel) setProc(p *proc) {
+	k.mu.Lock()
+	k.p = p
+	k.parked = false
+	k.mu.Unlock()
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		<-p.exited
+		if k.mgr != nil {
+			k.mgr.forget(p)
+		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.p != p || k.parked || k.closed {
+			return // replaced or stopped on purpose
+		}
+		k.log.Warn("kernel: process died", "pid", p.pid, "status", exitReason(p))
+		closeOnce(k.done)
+	}()
+}
+
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
 }
 
 // secretEnv matches variable names that look like credentials. Model API keys must never reach
@@ -133,44 +208,36 @@ func (k *Kernel) env() []string {
 	return append(env, k.opts.Env...)
 }
 
-// watch closes k.done when p dies, unless p was replaced by a restart or k was closed first.
-func (k *Kernel) watch(p *proc) {
-	k.wg.Add(1)
-	go func() {
-		defer k.wg.Done()
-		<-p.exited
-		k.mu.Lock()
-		current := k.p == p
-		k.mu.Unlock()
-		if current {
-			if !k.isClosed() {
-				k.log.Warn("kernel: process died", "pid", p.pid, "status", p.waitErr)
-			}
-			k.markDone()
-		}
-	}()
-}
-
-func (k *Kernel) markDone() { k.doneOnce.Do(func() { close(k.done) }) }
-
 func (k *Kernel) isClosed() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.closed
 }
 
-// current returns the live process.
+// current returns the live process (nil while one is being replaced).
 func (k *Kernel) current() *proc {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.p
 }
 
-// Done is closed when the kernel process dies (or after Close).
-func (k *Kernel) Done() <-chan struct{} { return k.done }
+// Done is closed when the kernel process dies unexpectedly, or after Close. A restart by the
+// timeout ladder or a Manager's parking does not close it. With Options.Revive, the next
+// Execute after a death starts a new process and Done then returns a new channel.
+func (k *Kernel) Done() <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.done
+}
 
-// PID is the process id of the current kernel process (the leader of its process group).
-func (k *Kernel) PID() int { return k.current().pid }
+// PID is the process id of the current kernel process (the leader of its process group), or 0
+// while none runs.
+func (k *Kernel) PID() int {
+	if p := k.current(); p != nil {
+		return p.pid
+	}
+	return 0
+}
 
 // Restored describes the snapshot restored at the last (re)start, or nil if none was.
 func (k *Kernel) Restored() *Manifest {
@@ -179,14 +246,14 @@ func (k *Kernel) Restored() *Manifest {
 	return k.restored
 }
 
-// ErrDead is returned when a kernel is used after it died or was closed.
+// ErrDead is returned when a kernel is used after it died (without Revive) or was closed.
 var ErrDead = errors.New("kernel is not running")
 
 // Interrupt asks the kernel to interrupt the running cell: interrupt_request on the control
 // channel, falling back to SIGINT to the process group when control does not answer.
 func (k *Kernel) Interrupt(ctx context.Context) error {
 	p := k.current()
-	if p.isExited() {
+	if p == nil || p.isExited() {
 		return fmt.Errorf("interrupt kernel: %w", ErrDead)
 	}
 	if err := p.interruptRequest(ctx, time.Second); err == nil {
@@ -227,19 +294,53 @@ func (p *proc) interruptRequest(ctx context.Context, wait time.Duration) error {
 	}
 }
 
-// Close shuts the kernel down: shutdown_request on control, a short wait, then SIGKILL to the
-// whole process group. It returns when the process is reaped and every goroutine has exited.
+// Close shuts the kernel down: a final automatic snapshot (if enabled and a cell ran since the
+// last one), shutdown_request on control, a short wait, then SIGKILL to the whole process
+// group. It returns when the process is reaped and every goroutine has exited.
 func (k *Kernel) Close(ctx context.Context) error {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
-		<-k.done
+		k.wg.Wait()
 		return nil
 	}
+	k.mu.Unlock()
+	// Stop the snapshot loop first: it re-marks a pending snapshot as dirty, which is then
+	// taken here, once, before the process goes away.
+	k.stopCancel()
+	k.loopWG.Wait()
+	if k.opts.Snapshot != "" {
+		select {
+		case <-k.dirty:
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			if _, err := k.Snapshot(sctx, k.opts.Snapshot); err != nil && !errors.Is(err, ErrDead) {
+				k.log.Warn("kernel: snapshot at close", "err", err)
+			}
+			cancel()
+		default:
+		}
+	}
+	k.mu.Lock()
 	k.closed = true
 	p := k.p
 	k.mu.Unlock()
+	if p != nil {
+		p.shutdown(ctx)
+	}
+	k.closeBridge()
+	k.mu.Lock()
+	closeOnce(k.done)
+	k.mu.Unlock()
+	k.wg.Wait()
+	if k.mgr != nil {
+		k.mgr.remove(k)
+	}
+	k.log.Info("kernel: closed")
+	return nil
+}
 
+// shutdown asks the process to exit, kills its group and releases its channels.
+func (p *proc) shutdown(ctx context.Context) {
 	if !p.isExited() {
 		if h, box, err := p.ch.request(p.ch.control, "shutdown_request", map[string]bool{"restart": false}); err == nil {
 			t := time.NewTimer(time.Second)
@@ -263,13 +364,15 @@ func (k *Kernel) Close(ctx context.Context) error {
 	// Kill the group even after a clean exit: cells may have left subprocesses behind.
 	p.kill()
 	<-p.exited
-	p.ch.close()
-	p.sockCancel()
-	k.closeBridge()
-	k.markDone()
-	k.wg.Wait()
-	k.log.Info("kernel: closed", "pid", p.pid)
-	return nil
+	p.release()
+}
+
+// release closes the channels of an exited process.
+func (p *proc) release() {
+	p.releaseOnce.Do(func() {
+		p.ch.close()
+		p.sockCancel()
+	})
 }
 
 func (k *Kernel) closeBridge() {

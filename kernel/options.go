@@ -37,9 +37,27 @@ type Options struct {
 	Restore  string       // snapshot dir to restore before the runtime boots ("" = none)
 	Logger   *slog.Logger // nil discards
 
+	// Snapshot is the directory for automatic snapshots: taken after cells (debounced by
+	// SnapshotDelay) and at Close, and restored by restarts. "" disables automatic snapshots;
+	// restarts then restore the last explicit [Kernel.Snapshot], or Restore.
+	Snapshot      string
+	SnapshotDelay time.Duration // quiet time after a cell before the automatic snapshot; 0 = 1 s
+
+	// Revive makes Execute start a new process, restoring the latest snapshot, when the kernel
+	// died since the last cell; Result.Notice tells the model. Without it a dead kernel stays
+	// dead (Execute returns ErrDead).
+	Revive bool
+
+	// Sandbox runs the kernel under a sandbox: "" (none) or "bwrap" (bubblewrap: read-only
+	// system, read-write Dir, StateDir and a private /tmp, no network unless AllowNetwork).
+	Sandbox      string
+	AllowNetwork bool
+
 	// InterruptGrace is how long each rung of the timeout ladder (interrupt_request, then
 	// SIGINT to the process group) waits for the cell to stop before the next rung; 0 means 2 s.
 	InterruptGrace time.Duration
+
+	sandboxBinds []string // extra read-write paths (a bridge socket outside StateDir)
 }
 
 // Validate reports the first field that cannot work.
@@ -58,6 +76,14 @@ func (o Options) Validate() error {
 			return fmt.Errorf("kernel options: Env entry %q is not KEY=VALUE", kv)
 		}
 	}
+	switch o.Sandbox {
+	case "", "bwrap":
+	default:
+		return fmt.Errorf("kernel options: Sandbox %q is not supported; want \"\" or \"bwrap\"", o.Sandbox)
+	}
+	if o.Snapshot != "" && !filepath.IsAbs(o.Snapshot) {
+		return fmt.Errorf("kernel options: Snapshot %q is not absolute", o.Snapshot)
+	}
 	if o.InterruptGrace < 0 {
 		return fmt.Errorf("kernel options: InterruptGrace %v is negative", o.InterruptGrace)
 	}
@@ -69,6 +95,13 @@ func (o Options) grace() time.Duration {
 		return 2 * time.Second
 	}
 	return o.InterruptGrace
+}
+
+func (o Options) snapshotDelay() time.Duration {
+	if o.SnapshotDelay <= 0 {
+		return time.Second
+	}
+	return o.SnapshotDelay
 }
 
 // DefaultTimeout bounds a cell when ExecOptions.Timeout is 0.

@@ -18,7 +18,6 @@ import (
 // proc is one kernel process and the channels to it. A Kernel replaces its proc when the
 // timeout ladder restarts it.
 type proc struct {
-	cmd    *exec.Cmd
 	pid    int
 	conn   connInfo
 	ch     *channels
@@ -27,7 +26,11 @@ type proc struct {
 	exited  chan struct{} // closed when the process has been waited for
 	waitErr error         // valid after exited
 
-	sockCancel context.CancelFunc
+	started time.Time // for the orphan registry
+
+	logPath     string // forked kernels write their output here
+	sockCancel  context.CancelFunc
+	releaseOnce sync.Once
 }
 
 // launchSpec is what a launch needs beyond Options.
@@ -38,18 +41,20 @@ type launchSpec struct {
 	restore, report  string
 }
 
-// launch starts a kernel process in its own process group and waits until it answers
-// kernel_info with iopub connected. ctx bounds only this wait.
-func launch(ctx context.Context, o Options, s launchSpec, log *slog.Logger) (*proc, error) {
-	cf, err := newConnInfo(o.StateDir, s.tag)
-	if err != nil {
-		return nil, err
+// spawnFunc starts a kernel process for connPath; the plain one execs the launcher, the fork
+// server forks a pre-imported template.
+type spawnFunc func(ctx context.Context, o Options, s launchSpec, connPath string) (*proc, error)
+
+// spawnExec starts the launcher as a child process in its own process group.
+func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*proc, error) {
+	argv := []string{s.python, s.launcher, connPath}
+	if o.Sandbox != "" {
+		var err error
+		if argv, err = sandboxArgv(o, argv); err != nil {
+			return nil, err
+		}
 	}
-	connPath := filepath.Join(o.StateDir, "kernel-"+s.tag+".json")
-	if err := cf.write(connPath); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(s.python, s.launcher, connPath)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = o.Dir
 	cmd.Env = s.env
 	if s.restore != "" {
@@ -58,7 +63,7 @@ func launch(ctx context.Context, o Options, s launchSpec, log *slog.Logger) (*pr
 	// Own process group: interrupt_request uses killpg when the kernel leads its group, and
 	// Close kills the whole group so grandchildren (subprocesses of cells) die too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &proc{cmd: cmd, conn: cf, stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
+	p := &proc{stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
@@ -69,6 +74,29 @@ func launch(ctx context.Context, o Options, s launchSpec, log *slog.Logger) (*pr
 		// Waiting on the child notices death within milliseconds (no heartbeat polling).
 		p.waitErr = cmd.Wait()
 		close(p.exited)
+	}()
+	return p, nil
+}
+
+// launch starts a kernel process and waits until it answers kernel_info with iopub connected.
+// ctx bounds only this wait.
+func launch(ctx context.Context, o Options, s launchSpec, spawn spawnFunc, log *slog.Logger) (*proc, error) {
+	cf, err := newConnInfo(o.StateDir, s.tag)
+	if err != nil {
+		return nil, err
+	}
+	connPath := filepath.Join(o.StateDir, "kernel-"+s.tag+".json")
+	if err := cf.write(connPath); err != nil {
+		return nil, err
+	}
+	p, err := spawn(ctx, o, s, connPath)
+	if err != nil {
+		os.Remove(connPath)
+		return nil, err
+	}
+	p.conn = cf
+	go func() {
+		<-p.exited
 		os.Remove(connPath)
 		cf.removeIPC()
 	}()

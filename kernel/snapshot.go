@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 )
 
 // Snapshot caps; a variable or total beyond them is skipped with the reason in the manifest.
@@ -20,6 +19,17 @@ const (
 // are skipped with a reason rather than failing the snapshot. Files are replaced atomically.
 // It runs as a silent cell, so it waits for the running cell to finish.
 func (k *Kernel) Snapshot(ctx context.Context, dir string) (*Manifest, error) {
+	select {
+	case k.execSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("snapshot: %w", ctx.Err())
+	}
+	defer func() { <-k.execSem }()
+	return k.snapshotLocked(ctx, dir)
+}
+
+// snapshotLocked is Snapshot for a caller holding execSem.
+func (k *Kernel) snapshotLocked(ctx context.Context, dir string) (*Manifest, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
@@ -46,16 +56,11 @@ func (k *Kernel) Snapshot(ctx context.Context, dir string) (*Manifest, error) {
 	return m, nil
 }
 
-// executeSilent runs code without touching history or the execution count.
+// executeSilent runs code without touching history or the execution count. The caller holds
+// execSem.
 func (k *Kernel) executeSilent(ctx context.Context, code string) (*Result, error) {
-	select {
-	case k.execSem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-k.execSem }()
 	p := k.current()
-	if p.isExited() || k.isClosed() {
+	if p == nil || p.isExited() || k.isClosed() {
 		return nil, ErrDead
 	}
 	h, box, err := p.ch.request(p.ch.shell, "execute_request", map[string]any{
@@ -78,51 +83,4 @@ func (k *Kernel) executeSilent(ctx context.Context, code string) (*Result, error
 		}
 	}
 	return st.res, nil
-}
-
-// snapshotSource is the snapshot a restart restores: the last one taken, else the one the
-// kernel started from.
-func (k *Kernel) snapshotSource() string {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.lastSnap != "" {
-		return k.lastSnap
-	}
-	return k.opts.Restore
-}
-
-// restart replaces old (which must be the current process) with a fresh one that restores the
-// latest snapshot. The caller holds execSem.
-func (k *Kernel) restart(ctx context.Context, old *proc) (*Manifest, error) {
-	src := k.snapshotSource()
-	if src != "" {
-		if _, err := os.Stat(filepath.Join(src, "manifest.json")); err != nil {
-			src = ""
-		}
-	}
-	// Launch the replacement first would double memory; kill first. Mark the replacement
-	// before the kill so the watcher does not report the kernel dead for good.
-	k.mu.Lock()
-	k.p = nil
-	k.restored = nil
-	k.mu.Unlock()
-	old.kill()
-	<-old.exited
-	old.ch.close()
-	old.sockCancel()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	p, err := k.launch(ctx, src)
-	if err != nil {
-		k.mu.Lock()
-		k.p = old // dead: Execute reports ErrDead, Done closes
-		k.mu.Unlock()
-		k.markDone()
-		return nil, fmt.Errorf("restart kernel: %w", err)
-	}
-	k.mu.Lock()
-	k.p = p
-	k.mu.Unlock()
-	k.watch(p)
-	return k.Restored(), nil
 }

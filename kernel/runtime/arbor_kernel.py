@@ -5,8 +5,7 @@ import os
 import sys
 
 
-def main():
-    conn = sys.argv[1]
+def main(conn):
     here = os.path.dirname(os.path.abspath(__file__))
     # Like ipykernel_launcher: the launcher's own directory is not the user's import path;
     # the kernel's cwd (the worktree) is.
@@ -15,6 +14,7 @@ def main():
     sys.path.append(here)
     from ipykernel.kernelapp import IPKernelApp
 
+    IPKernelApp.clear_instance()  # a forked child starts from a clean singleton
     app = IPKernelApp.instance()
     app.initialize(["-f", conn, "--IPKernelApp.quiet=True"])
     import arbor_runtime
@@ -26,4 +26,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1])

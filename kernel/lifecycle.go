@@ -1,0 +1,184 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// snapshotSource is the snapshot a new process restores: the last one taken, else the
+// automatic snapshot dir, else the one the kernel started from — whichever has a manifest.
+func (k *Kernel) snapshotSource() string {
+	k.mu.Lock()
+	cands := []string{k.lastSnap, k.opts.Snapshot, k.opts.Restore}
+	k.mu.Unlock()
+	for _, d := range cands {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "manifest.json")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
+// replace stops old (if still running) and starts a new process that restores the latest
+// snapshot. The caller holds execSem. On failure the kernel is dead: Done closes.
+func (k *Kernel) replace(ctx context.Context, old *proc) (*Manifest, error) {
+	src := k.snapshotSource()
+	// Kill before launching: running both would double the memory of a large namespace.
+	// Clearing k.p first tells the watcher this death is on purpose.
+	k.mu.Lock()
+	k.p = nil
+	k.restored = nil
+	k.mu.Unlock()
+	if old != nil {
+		if !old.isExited() {
+			old.kill()
+			<-old.exited
+		}
+		old.release()
+	}
+	if k.mgr != nil {
+		if err := k.mgr.admit(ctx, k); err != nil {
+			k.failReplace(old)
+			return nil, fmt.Errorf("restart kernel: %w", err)
+		}
+		defer k.mgr.bootDone()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	p, err := k.launch(ctx, src)
+	if err != nil {
+		k.failReplace(old)
+		return nil, fmt.Errorf("restart kernel: %w", err)
+	}
+	k.mu.Lock()
+	if !isClosed(k.done) {
+		// keep the same channel: nobody saw a death
+	} else {
+		k.done = make(chan struct{})
+	}
+	k.mu.Unlock()
+	k.setProc(p)
+	return k.Restored(), nil
+}
+
+func (k *Kernel) failReplace(old *proc) {
+	k.mu.Lock()
+	k.p = old
+	closeOnce(k.done)
+	k.mu.Unlock()
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// ensureRunning revives a dead or parked kernel before a cell, returning the notice for the
+// model. The caller holds execSem.
+func (k *Kernel) ensureRunning(ctx context.Context) (*proc, string, error) {
+	k.mu.Lock()
+	p, parked, closed := k.p, k.parked, k.closed
+	k.lastUse = time.Now()
+	k.mu.Unlock()
+	if closed {
+		return nil, "", ErrDead
+	}
+	if p != nil && !p.isExited() {
+		return p, "", nil
+	}
+	if !parked && !k.opts.Revive {
+		return nil, "", ErrDead
+	}
+	why := "This session's kernel had been stopped to free memory; Arbor started a new one."
+	if !parked {
+		why = fmt.Sprintf("The previous kernel process died (%s); Arbor started a new one.", exitReason(p))
+	}
+	m, err := k.replace(context.WithoutCancel(ctx), p)
+	if err != nil {
+		return nil, "", err
+	}
+	return k.current(), why + " " + restoreNotice(m), nil
+}
+
+// park snapshots the namespace and stops the process to free memory, if the kernel is idle.
+// The next Execute revives it. It reports whether the kernel was parked.
+func (k *Kernel) park(ctx context.Context) bool {
+	select {
+	case k.execSem <- struct{}{}:
+	default:
+		return false // a cell is running
+	}
+	defer func() { <-k.execSem }()
+	k.mu.Lock()
+	p := k.p
+	ok := p != nil && !k.closed && !k.parked && k.opts.Snapshot != ""
+	k.mu.Unlock()
+	if !ok || p.isExited() {
+		return false
+	}
+	if _, err := k.snapshotLocked(ctx, k.opts.Snapshot); err != nil {
+		k.log.Warn("kernel: not parking: snapshot failed", "err", err)
+		return false
+	}
+	k.mu.Lock()
+	k.parked = true
+	k.mu.Unlock()
+	p.shutdown(ctx)
+	k.log.Info("kernel: parked", "pid", p.pid)
+	return true
+}
+
+// snapshotLoop takes the automatic snapshot once the kernel has been quiet for SnapshotDelay
+// after a cell. It holds no lock while waiting, so cells are never delayed by the timer.
+func (k *Kernel) snapshotLoop() {
+	defer k.loopWG.Done()
+	delay := k.opts.snapshotDelay()
+	for {
+		select {
+		case <-k.stopCtx.Done():
+			return
+		case <-k.dirty:
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-k.stopCtx.Done():
+			t.Stop()
+			k.markDirty() // Close takes the final snapshot
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(k.stopCtx, time.Minute)
+		_, err := k.Snapshot(ctx, k.opts.Snapshot)
+		cancel()
+		if err != nil {
+			if k.stopCtx.Err() != nil {
+				k.markDirty()
+				return
+			}
+			if !errors.Is(err, ErrDead) {
+				k.log.Warn("kernel: automatic snapshot", "err", err)
+			}
+		}
+	}
+}
+
+func (k *Kernel) markDirty() {
+	if k.opts.Snapshot == "" {
+		return
+	}
+	select {
+	case k.dirty <- struct{}{}:
+	default:
+	}
+}

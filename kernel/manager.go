@@ -1,0 +1,227 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// ManagerConfig configures a Manager.
+type ManagerConfig struct {
+	Python   string       // interpreter for every kernel; "" means FindPython()
+	StateDir string       // the manager's own state: orphan registry, fork server, pool
+	MaxLive  int          // kernel processes alive at once; beyond it idle ones are parked; 0 = 16
+	MaxBoots int          // kernels starting at once (the boot semaphore); 0 = 2
+	PoolSize int          // pre-warmed kernels kept ready (fork server only); 0 = none
+	Fork     bool         // start kernels by forking a pre-imported template (falls back to plain)
+	Logger   *slog.Logger // nil discards
+}
+
+// Manager starts kernels, keeps at most MaxLive processes alive by parking the least recently
+// used idle kernels (snapshot, then stop; revived with the namespace restored on next use),
+// re-provisions dead kernels on next use, records every process for [ReapOrphans], and bounds
+// concurrent boots.
+//
+// Use a Manager in the daemon; [Start] alone gives a kernel that nobody parks or revives
+// unless its Options ask for it.
+type Manager struct {
+	cfg  ManagerConfig
+	log  *slog.Logger
+	boot chan struct{}
+	fork *forkServer // nil when not forking
+
+	mu      sync.Mutex
+	kernels map[*Kernel]struct{}
+	closed  bool
+}
+
+// NewManager reaps kernels orphaned by a previous daemon under cfg.StateDir and returns a
+// manager. With cfg.Fork it starts the fork server; if that fails it logs why and launches
+// kernels plainly.
+func NewManager(cfg ManagerConfig) (*Manager, error) {
+	if cfg.StateDir == "" || !filepath.IsAbs(cfg.StateDir) {
+		return nil, fmt.Errorf("kernel manager: StateDir %q must be an absolute path", cfg.StateDir)
+	}
+	if cfg.MaxLive <= 0 {
+		cfg.MaxLive = 16
+	}
+	if cfg.MaxBoots <= 0 {
+		cfg.MaxBoots = 2
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Python == "" {
+		py, err := FindPython()
+		if err != nil {
+			return nil, fmt.Errorf("kernel manager: %w", err)
+		}
+		cfg.Python = py
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("kernel manager: %w", err)
+	}
+	killed, err := ReapOrphans(cfg.StateDir)
+	if err != nil {
+		cfg.Logger.Warn("kernel manager: reaping orphans", "err", err)
+	}
+	if len(killed) > 0 {
+		cfg.Logger.Info("kernel manager: killed orphan kernels", "pids", killed)
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger, boot: make(chan struct{}, cfg.MaxBoots), kernels: make(map[*Kernel]struct{})}
+	if cfg.Fork {
+		fs, err := startForkServer(cfg.Python, filepath.Join(cfg.StateDir, "forkserver"), cfg.PoolSize, m.log)
+		if err != nil {
+			m.log.Warn("kernel manager: fork server unavailable; launching kernels plainly", "err", err)
+		} else {
+			m.fork = fs
+		}
+	}
+	return m, nil
+}
+
+// Start starts a kernel for opts. The Manager fills in what opts leave empty: Python, Revive
+// (always on), and Snapshot (<StateDir>/snapshot) so the kernel can be parked and revived.
+// ctx bounds startup only.
+func (m *Manager) Start(ctx context.Context, opts Options) (*Kernel, error) {
+	if opts.Python == "" {
+		opts.Python = m.cfg.Python
+	}
+	opts.Revive = true
+	if opts.Snapshot == "" && opts.StateDir != "" {
+		opts.Snapshot = filepath.Join(opts.StateDir, "snapshot")
+	}
+	spawn := spawnExec
+	if m.fork != nil && opts.Sandbox == "" {
+		spawn = m.fork.spawn
+	}
+	k, err := newKernel(opts, spawn)
+	if err != nil {
+		return nil, err
+	}
+	k.mgr = m
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, errors.New("kernel manager is closed")
+	}
+	m.kernels[k] = struct{}{}
+	m.mu.Unlock()
+	if err := m.admit(ctx, k); err != nil {
+		m.remove(k)
+		return nil, err
+	}
+	err = k.boot(ctx)
+	m.bootDone()
+	if err != nil {
+		m.remove(k)
+		return nil, err
+	}
+	return k, nil
+}
+
+// admit takes a boot slot and makes room for one more live process by parking idle kernels.
+// Call bootDone when the boot has finished.
+func (m *Manager) admit(ctx context.Context, k *Kernel) error {
+	select {
+	case m.boot <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("wait for a kernel boot slot: %w", ctx.Err())
+	}
+	for _, v := range m.victims(k) {
+		if v.park(ctx) {
+			break
+		}
+	}
+	return nil
+}
+
+func (m *Manager) bootDone() { <-m.boot }
+
+// victims lists live kernels other than k, least recently used first, when the live count is
+// at the limit.
+func (m *Manager) victims(k *Kernel) []*Kernel {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type cand struct {
+		k   *Kernel
+		use int64
+	}
+	var live []cand
+	for o := range m.kernels {
+		if o == k {
+			continue
+		}
+		o.mu.Lock()
+		if o.p != nil && !o.parked && !o.closed {
+			live = append(live, cand{o, o.lastUse.UnixNano()})
+		}
+		o.mu.Unlock()
+	}
+	if len(live) < m.cfg.MaxLive {
+		return nil
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].use < live[j].use })
+	out := make([]*Kernel, len(live))
+	for i, c := range live {
+		out[i] = c.k
+	}
+	return out
+}
+
+// Live returns the number of kernel processes running now.
+func (m *Manager) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k := range m.kernels {
+		if p := k.current(); p != nil && !p.isExited() {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *Manager) record(p *proc) {
+	if err := recordProc(m.cfg.StateDir, p.pid); err != nil {
+		m.log.Warn("kernel manager: orphan registry", "err", err)
+	}
+}
+
+func (m *Manager) forget(p *proc) { forgetProc(m.cfg.StateDir, p.pid) }
+
+func (m *Manager) remove(k *Kernel) {
+	m.mu.Lock()
+	delete(m.kernels, k)
+	m.mu.Unlock()
+}
+
+// Close closes every kernel (each takes its final snapshot) and the fork server.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	ks := make([]*Kernel, 0, len(m.kernels))
+	for k := range m.kernels {
+		ks = append(ks, k)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, k := range ks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k.Close(context.Background())
+		}()
+	}
+	wg.Wait()
+	if m.fork != nil {
+		m.fork.close()
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package kernel
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func newTestManager(t *testing.T, cfg ManagerConfig) *Manager {
+	t.Helper()
+	cfg.Python = testPython(t)
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
+	cfg.Logger = testLogger(t)
+	m, err := NewManager(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func managedKernel(t *testing.T, m *Manager) *Kernel {
+	t.Helper()
+	k, err := m.Start(t.Context(), Options{Dir: t.TempDir(), StateDir: t.TempDir(), Host: &recordingHost{},
+		SnapshotDelay: 20 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// waitFile waits for path to exist (the automatic snapshot is asynchronous by design).
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+}
+
+func TestManagerRevivesDeadKernel(t *testing.T) {
+	for _, fork := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "fork"}[fork], func(t *testing.T) {
+			m := newTestManager(t, ManagerConfig{Fork: fork})
+			if fork && m.fork == nil {
+				t.Fatal("fork server did not start")
+			}
+			k := managedKernel(t, m)
+			mustOK(t, k, "x = 41\nimport os\nos.getcwd()")
+			waitFile(t, filepath.Join(k.opts.Snapshot, "manifest.json"))
+			pid := k.PID()
+			syscall.Kill(pid, syscall.SIGKILL)
+			<-k.Done()
+			res := mustOK(t, k, "x + 1")
+			if res.Text != "42\n" || !strings.Contains(res.Notice, "died") || !strings.Contains(res.Notice, "2/2 variables") {
+				t.Errorf("after death: %q notice %q", res.Text, res.Notice)
+			}
+			if k.PID() == pid {
+				t.Error("same pid after revival")
+			}
+			select {
+			case <-k.Done():
+				t.Error("Done of the revived kernel is closed")
+			default:
+			}
+			if r := mustOK(t, k, "await arbor_ping('bridge')"); !strings.Contains(r.Text, "bridge") {
+				t.Errorf("bridge after revival: %q", r.Text)
+			}
+			k.Close(t.Context())
+			if processAlive(k.PID()) {
+				t.Error("kernel alive after Close")
+			}
+		})
+	}
+}
+
+func TestManagerParksIdleKernels(t *testing.T) {
+	m := newTestManager(t, ManagerConfig{MaxLive: 1})
+	k1 := managedKernel(t, m)
+	mustOK(t, k1, "x = 'kept'")
+	k2 := managedKernel(t, m)
+	if n := m.Live(); n != 1 {
+		t.Fatalf("live kernels = %d, want 1", n)
+	}
+	mustOK(t, k2, "y = 2")
+	res := mustOK(t, k1, "x")
+	if res.Text != "'kept'\n" || !strings.Contains(res.Notice, "stopped to free memory") {
+		t.Fatalf("parked kernel: %q notice %q", res.Text, res.Notice)
+	}
+	if n := m.Live(); n != 1 {
+		t.Errorf("live kernels after revival = %d, want 1", n)
+	}
+	// k2 was parked to make room for k1 and comes back with its namespace.
+	if res := mustOK(t, k2, "y"); res.Text != "2\n" {
+		t.Errorf("k2: %q", res.Text)
+	}
+}
+
+func TestReapOrphans(t *testing.T) {
+	state := t.TempDir()
+	start := func() *exec.Cmd {
+		cmd := exec.Command("sleep", "300")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	orphan, other := start(), start()
+	if err := recordProc(state, orphan.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := recordProc(state, other.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	// The second record now names a different process start: a reused pid.
+	path := filepath.Join(procDir(state), filepath.Base(itoa(other.Process.Pid))+".json")
+	b, _ := os.ReadFile(path)
+	os.WriteFile(path, []byte(strings.Replace(string(b), `"start":`, `"start":1`, 1)), 0o600)
+
+	killed, err := ReapOrphans(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(killed) != 1 || killed[0] != orphan.Process.Pid {
+		t.Fatalf("killed %v, want [%d]", killed, orphan.Process.Pid)
+	}
+	orphan.Wait()
+	if !processAlive(other.Process.Pid) {
+		t.Error("a process with a reused pid was killed")
+	}
+	if ents, _ := os.ReadDir(procDir(state)); len(ents) != 0 {
+		t.Errorf("registry not emptied: %v", ents)
+	}
+}

@@ -1,0 +1,106 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// The orphan registry: one small file per live kernel process under <stateDir>/procs, naming
+// its pid, its start time (clock ticks since boot, /proc/<pid>/stat field 22) and the boot id.
+// A daemon that crashed leaves these behind; the next one calls ReapOrphans, which kills a
+// recorded process group only if a process with that pid still has that start time on this
+// boot — a reused pid is never killed.
+type procRecord struct {
+	PID    int    `json:"pid"`
+	Start  uint64 `json:"start"`
+	BootID string `json:"boot_id"`
+}
+
+func procDir(stateDir string) string { return filepath.Join(stateDir, "procs") }
+
+// procStart returns the start time of pid in clock ticks since boot.
+func procStart(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may contain spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	f := bytes.Fields(b[i+1:])
+	// f[0] is field 3 (state); starttime is field 22.
+	if len(f) < 20 {
+		return 0, errors.New("short /proc stat")
+	}
+	return strconv.ParseUint(string(f[19]), 10, 64)
+}
+
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return string(bytes.TrimSpace(b))
+}
+
+// recordProc writes the registry entry for pid.
+func recordProc(stateDir string, pid int) error {
+	start, err := procStart(pid)
+	if err != nil {
+		return fmt.Errorf("record kernel %d: %w", pid, err)
+	}
+	dir := procDir(stateDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("record kernel %d: %w", pid, err)
+	}
+	b, _ := json.Marshal(procRecord{PID: pid, Start: start, BootID: bootID()})
+	tmp := filepath.Join(dir, ".tmp-"+strconv.Itoa(pid))
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("record kernel %d: %w", pid, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, strconv.Itoa(pid)+".json")); err != nil {
+		return fmt.Errorf("record kernel %d: %w", pid, err)
+	}
+	return nil
+}
+
+func forgetProc(stateDir string, pid int) {
+	os.Remove(filepath.Join(procDir(stateDir), strconv.Itoa(pid)+".json"))
+}
+
+// ReapOrphans kills kernel process groups recorded under stateDir by a daemon that is gone,
+// and returns the pids it killed. Entries whose process no longer exists, or whose pid now
+// belongs to another process, are only removed.
+func ReapOrphans(stateDir string) ([]int, error) {
+	ents, err := os.ReadDir(procDir(stateDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reap orphan kernels: %w", err)
+	}
+	boot := bootID()
+	var killed []int
+	for _, e := range ents {
+		path := filepath.Join(procDir(stateDir), e.Name())
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var r procRecord
+		if json.Unmarshal(b, &r) == nil && r.PID > 1 && r.BootID == boot {
+			if start, err := procStart(r.PID); err == nil && start == r.Start {
+				_ = syscall.Kill(-r.PID, syscall.SIGKILL)
+				_ = syscall.Kill(r.PID, syscall.SIGKILL)
+				killed = append(killed, r.PID)
+			}
+		}
+		os.Remove(path)
+	}
+	return killed, nil
+}

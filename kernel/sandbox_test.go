@@ -1,0 +1,62 @@
+package kernel
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSandboxBwrap(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bubblewrap not installed")
+	}
+	// Outside the private /tmp, so the sandbox sees it (read-only).
+	outside, err := os.MkdirTemp("/var/tmp", "arbor-sandbox-test-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	wt := t.TempDir()
+	k := startKernel(t, Options{Dir: wt, Sandbox: "bwrap", Host: &recordingHost{}})
+	tests := []struct {
+		name, code string
+		status     string
+		want       string
+	}{
+		{"write in worktree", "open('inside.txt', 'w').write('ok')", "ok", "2"},
+		{"write outside", "open(" + pyQuote(filepath.Join(outside, "escape.txt")) + ", 'w').write('x')", "error", "Read-only file system"},
+		{"write home", "import os\nopen(os.path.expanduser('~/arbor-escape'), 'w')", "error", "Error"},
+		{"private tmp", "import os\nopen('/tmp/scratch', 'w').write('x')\nos.listdir('/tmp')", "ok", "scratch"},
+		{"no network", "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)", "error", "OSError"},
+		{"bridge works", "await arbor_ping('sandboxed')", "ok", "sandboxed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, k, tc.code)
+			if res.Status != tc.status || !strings.Contains(res.Text, tc.want) {
+				t.Errorf("%s → %s %q, want %s containing %q", tc.code, res.Status, res.Text, tc.status, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(wt, "inside.txt")); err != nil {
+		t.Errorf("write in the worktree did not land: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "escape.txt")); err == nil {
+		t.Error("sandboxed cell wrote outside its worktree")
+	}
+	if _, err := os.Stat("/tmp/scratch"); err == nil {
+		t.Error("sandboxed /tmp is the host's")
+	}
+}
+
+func TestSandboxMissingBwrap(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := sandboxArgv(Options{Dir: "/", StateDir: "/tmp"}, []string{"python"})
+	if err == nil || !strings.Contains(err.Error(), "bubblewrap") {
+		t.Fatalf("err = %v, want one naming bubblewrap", err)
+	}
+}
+
+func pyQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "\\'") + "'" }

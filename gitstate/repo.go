@@ -10,7 +10,10 @@ import (
 	"strings"
 
 	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // ErrNotRepo reports a directory that is not inside a git repository's worktree.
@@ -26,6 +29,7 @@ type Repo struct {
 	root   string
 	common string
 	git    *gogit.Repository // guarded by sem
+	store  *filesystem.Storage
 	logger *slog.Logger
 }
 
@@ -50,11 +54,16 @@ func Open(dir string, logger *slog.Logger) (*Repo, error) {
 		return nil, fmt.Errorf("%w: %s (bare repositories are not supported: %s)", ErrNotRepo, dir, common)
 	}
 	root := filepath.Dir(common)
-	g, err := gogit.PlainOpenWithOptions(root, &gogit.PlainOpenOptions{EnableDotGitCommonDir: true})
+	// Pack file descriptors stay open between reads (a checkout reads thousands of objects;
+	// reopening the pack for each was most of a fork's time), and BoundOS skips the per-call
+	// symlink walk of billy's default chroot.
+	st := filesystem.NewStorageWithOptions(osfs.New(common, osfs.WithBoundOS()),
+		cache.NewObjectLRUDefault(), filesystem.Options{MaxOpenDescriptors: 16})
+	g, err := gogit.Open(st, osfs.New(root, osfs.WithBoundOS()))
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", root, err)
 	}
-	return &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, logger: logger}, nil
+	return &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger}, nil
 }
 
 // findCommonDir walks up from dir to the first .git entry and returns the absolute common git
@@ -122,6 +131,13 @@ func readCommonDir(admin string) (string, error) {
 		c = filepath.Join(admin, c)
 	}
 	return filepath.Clean(c), nil
+}
+
+// Close releases the pack files the Repo keeps open. It waits for a running operation.
+func (r *Repo) Close() error {
+	r.sem <- struct{}{}
+	defer func() { <-r.sem }()
+	return r.store.Close()
 }
 
 // Root is the top level of the main worktree.

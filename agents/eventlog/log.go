@@ -1,0 +1,311 @@
+package eventlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+var (
+	// ErrQuarantined marks a log with a damaged record followed by valid ones. Open refuses such a
+	// log and changes nothing; `arbor fsck --repair` ([Repair]) is the way out.
+	ErrQuarantined = errors.New("event log quarantined")
+	// ErrClosed is returned by operations on a closed Log.
+	ErrClosed = errors.New("event log closed")
+	// ErrTooLarge is returned by Append for a record over Options.MaxRecordBytes.
+	ErrTooLarge = errors.New("event record too large")
+	// ErrLocked is returned by Open and Repair when another process holds the log open.
+	ErrLocked = errors.New("event log locked")
+)
+
+// DefaultMaxRecordBytes is the default for Options.MaxRecordBytes.
+const DefaultMaxRecordBytes = 4 << 20
+
+// Options configure Open. The zero value is ready to use.
+type Options struct {
+	// Logger receives recovery notices (torn tails copied aside). Nil discards them.
+	Logger *slog.Logger
+	// MaxRecordBytes bounds one line on disk, checksum included. Append refuses larger records
+	// with ErrTooLarge; reading accepts lines of any length. Zero means DefaultMaxRecordBytes.
+	MaxRecordBytes int
+}
+
+// Validate reports whether the options make sense.
+func (o Options) Validate() error {
+	if o.MaxRecordBytes < 0 {
+		return fmt.Errorf("eventlog options: MaxRecordBytes %d is negative", o.MaxRecordBytes)
+	}
+	return nil
+}
+
+// Log is an open event log. Its methods are safe for concurrent use.
+type Log struct {
+	path   string
+	logger *slog.Logger
+	max    int
+	f      *os.File
+	unlock func() error
+
+	mu      sync.Mutex
+	closed  bool
+	nextSeq uint64 // seq of the next Append
+	pending *batch // records waiting for the next write+fsync
+	durable uint64 // last seq known to be on disk
+	end     int64  // file length covering exactly the durable records
+	failed  error  // sticky: after a failed write or fsync nothing more is acknowledged
+
+	kick chan struct{} // wakes the flusher; capacity 1
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the flusher returns
+
+	fileMu sync.RWMutex // readers hold it shared so Close does not close the file under them
+
+	subs subscribers
+}
+
+// batch is a group of appends written with one write and made durable with one fsync.
+type batch struct {
+	buf  []byte
+	recs []Record
+	done chan struct{}
+	err  error
+}
+
+// Open opens the log at path, creating it and its directory if missing. It recovers a torn tail
+// (copied aside to path.torn-<time>, then truncated) and refuses a log whose middle is damaged with
+// an error matching ErrQuarantined. One process at a time may hold a log open.
+func Open(path string, opts Options) (*Log, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		path:   path,
+		logger: opts.Logger,
+		max:    opts.MaxRecordBytes,
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if l.logger == nil {
+		l.logger = slog.New(slog.DiscardHandler)
+	}
+	if l.max == 0 {
+		l.max = DefaultMaxRecordBytes
+	}
+	f, err := createFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("open event log %s: %w", path, err)
+	}
+	unlock, err := lockFile(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open event log %s: %w", path, err)
+	}
+	l.f, l.unlock = f, unlock
+	if err := l.recover(); err != nil {
+		unlock()
+		f.Close()
+		return nil, err
+	}
+	l.nextSeq = l.durable + 1
+	go l.flusher()
+	return l, nil
+}
+
+// recover validates the file, cuts a torn tail and positions the file at the end of the valid
+// prefix.
+func (l *Log) recover() error {
+	res, err := scan(io.NewSectionReader(l.f, 0, 1<<62), nil)
+	if err != nil {
+		return fmt.Errorf("open event log %s: read: %w", l.path, err)
+	}
+	if res.Corrupt {
+		return fmt.Errorf("open event log %s: %w", l.path, corruptError(l.path, res))
+	}
+	if res.Torn {
+		aside, err := cutTail(l.f, l.path, res.ValidEnd, res.Size)
+		if err != nil {
+			return fmt.Errorf("open event log %s: recover torn tail: %w", l.path, err)
+		}
+		l.logger.Warn("event log had a torn tail; copied aside and truncated",
+			"path", l.path, "offset", res.ValidEnd, "bytes", res.Size-res.ValidEnd,
+			"records", res.Records, "copy", aside, "detail", res.Detail)
+	}
+	if _, err := l.f.Seek(res.ValidEnd, io.SeekStart); err != nil {
+		return fmt.Errorf("open event log %s: %w", l.path, err)
+	}
+	l.durable, l.end = res.LastSeq, res.ValidEnd
+	return nil
+}
+
+// Path returns the file the log was opened from.
+func (l *Log) Path() string { return l.path }
+
+// LastSeq returns the seq of the last durable record, 0 for an empty log.
+func (l *Log) LastSeq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.durable
+}
+
+// Append adds a record of type typ whose data is data encoded with encoding/json (a
+// json.RawMessage is validated and passed through) and returns it once it is on disk. Seqs are
+// assigned in file order. If ctx ends while the record is being written, Append returns ctx's
+// error and the record may or may not be in the log. After a failed write or fsync the log
+// acknowledges nothing more: reopen it to learn what reached the disk.
+func (l *Log) Append(ctx context.Context, typ string, data any) (Record, error) {
+	if typ == "" {
+		return Record{}, fmt.Errorf("append to %s: empty event type", l.path)
+	}
+	if err := ctx.Err(); err != nil {
+		return Record{}, fmt.Errorf("append %s to %s: %w", typ, l.path, err)
+	}
+	raw, err := marshalData(data)
+	if err != nil {
+		return Record{}, fmt.Errorf("append %s to %s: encode data: %w", typ, l.path, err)
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return Record{}, fmt.Errorf("append %s to %s: %w", typ, l.path, ErrClosed)
+	}
+	if l.failed != nil {
+		l.mu.Unlock()
+		return Record{}, fmt.Errorf("append %s to %s: log failed earlier: %w", typ, l.path, l.failed)
+	}
+	rec := Record{Seq: l.nextSeq, TS: time.Now().UTC(), Type: typ, Data: raw}
+	b := l.pending
+	if b == nil {
+		b = &batch{done: make(chan struct{})}
+	}
+	n := len(b.buf)
+	b.buf = appendLine(b.buf, rec)
+	if size := len(b.buf) - n; size > l.max {
+		b.buf = b.buf[:n]
+		l.mu.Unlock()
+		return Record{}, fmt.Errorf("append %s to %s: %d bytes, limit %d: %w", typ, l.path, size, l.max, ErrTooLarge)
+	}
+	b.recs = append(b.recs, rec)
+	l.pending = b
+	l.nextSeq++
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return Record{}, fmt.Errorf("append %s to %s: outcome unknown: %w", typ, l.path, ctx.Err())
+	}
+	if b.err != nil {
+		return Record{}, fmt.Errorf("append %s to %s: %w", typ, l.path, b.err)
+	}
+	return rec, nil
+}
+
+// flusher writes pending batches, one write and one fsync each. While it syncs, new appends gather
+// in the next batch: that is the group commit.
+func (l *Log) flusher() {
+	defer close(l.done)
+	for {
+		select {
+		case <-l.kick:
+		case <-l.stop:
+			// Close has stopped new appends; write what is left.
+			l.flush()
+			return
+		}
+		l.flush()
+	}
+}
+
+func (l *Log) flush() {
+	l.mu.Lock()
+	b, failed := l.pending, l.failed
+	l.pending = nil
+	l.mu.Unlock()
+	if b == nil {
+		return
+	}
+	err := failed
+	if err == nil {
+		_, err = l.f.Write(b.buf)
+		if err == nil {
+			err = syncData(l.f)
+		}
+	}
+	l.mu.Lock()
+	if err != nil {
+		if l.failed == nil {
+			l.failed = err
+		}
+	} else {
+		l.durable = b.recs[len(b.recs)-1].Seq
+		l.end += int64(len(b.buf))
+	}
+	l.mu.Unlock()
+	b.err = err
+	close(b.done)
+	if err == nil {
+		l.subs.publish(b.recs)
+	}
+}
+
+// Records returns the durable records with Seq >= from, read from the file. It is safe to call
+// while other goroutines append.
+func (l *Log) Records(from uint64) ([]Record, error) {
+	l.fileMu.RLock()
+	defer l.fileMu.RUnlock()
+	l.mu.Lock()
+	closed, end := l.closed, l.end
+	l.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("read event log %s: %w", l.path, ErrClosed)
+	}
+	var out []Record
+	res, err := scan(io.NewSectionReader(l.f, 0, end), func(r Record) error {
+		if r.Seq >= from {
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read event log %s: %w", l.path, err)
+	}
+	if res.Torn || res.Corrupt {
+		// The durable prefix was validated on open and written by us since.
+		return nil, fmt.Errorf("read event log %s: %w", l.path, corruptError(l.path, res))
+	}
+	return out, nil
+}
+
+// Close writes and syncs pending appends, stops the log and releases the file. Appends that race
+// with Close either complete or fail with ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	l.subs.closeAll()
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	errUnlock := l.unlock()
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("close event log %s: %w", l.path, err)
+	}
+	if errUnlock != nil {
+		return fmt.Errorf("close event log %s: unlock: %w", l.path, errUnlock)
+	}
+	return nil
+}

@@ -25,6 +25,16 @@ local function wait_for(what, timeout, fn)
   end
 end
 
+-- Any warning or error the plugin shows the user fails the test.
+local complaints = {}
+local notify = vim.notify
+vim.notify = function(msg, level, opts)
+  if level and level >= vim.log.levels.WARN then
+    table.insert(complaints, msg)
+  end
+  return notify(msg, level, opts)
+end
+
 local function run()
   local arbor = require('arbor')
   arbor.setup({ cmd = { bin, 'lsp' } })
@@ -109,6 +119,12 @@ local function run()
   end
   table.insert(passed, 'diff')
 
+  -- Give late answers (e.g. the tree's arbor/sessions) a moment, then check nothing went wrong.
+  vim.wait(300, function() return false end, 50)
+  if #complaints > 0 then
+    error('the plugin showed warnings/errors: ' .. table.concat(complaints, ' | '), 0)
+  end
+  table.insert(passed, 'no warnings')
   arbor.disconnect()
   return passed
 end

@@ -164,6 +164,10 @@ function M.request(method, params, cb)
       notify(M.error_message(err), vim.log.levels.ERROR)
     end
   end
+  -- An empty Lua table encodes as [], which the daemon (rightly) refuses as params object.
+  if params == nil or (type(params) == 'table' and next(params) == nil) then
+    params = vim.empty_dict()
+  end
   if not M.start() then
     cb({ message = 'arbor is not running' })
     return

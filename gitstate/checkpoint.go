@@ -96,11 +96,11 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 		return plumbing.ZeroHash, false, fmt.Errorf("tree of %s: %w", head, err)
 	}
 	indexPath := filepath.Join(admin, "index")
-	idx, idxTime, err := readIndex(indexPath)
+	x, err := loadIndex(indexPath)
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
-	s := r.newScan(dir, tree, idx, idxTime)
+	s := r.newScan(dir, tree, x, scopes[0] == "")
 	if err := s.run(ctx, scopes); err != nil {
 		return plumbing.ZeroHash, false, err
 	}
@@ -126,8 +126,8 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 		}
 	}
 
-	if s.dirty {
-		if err := writeIndex(indexPath, s.newIndex(idx)); err != nil {
+	if s.dirty() {
+		if err := writeIndexBytes(indexPath, x.with(s.entries)); err != nil {
 			return commit, commit != head, err
 		}
 	}

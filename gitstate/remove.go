@@ -90,11 +90,11 @@ func (r *Repo) uncommitted(ctx context.Context, dir, admin string) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	idx, idxTime, err := readIndex(filepath.Join(admin, "index"))
+	x, err := loadIndex(filepath.Join(admin, "index"))
 	if err != nil {
 		return nil, err
 	}
-	s := r.newScan(dir, tree, idx, idxTime)
+	s := r.newScan(dir, tree, x, true)
 	if err := s.run(ctx, []string{""}); err != nil {
 		return nil, err
 	}

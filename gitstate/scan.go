@@ -8,9 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -26,37 +24,57 @@ const stageMerged index.Stage = 0
 // `git add -A <scopes>` would see it. Files whose stat data matches their index entry are
 // trusted without reading; others are hashed and, when new, written as blobs.
 type scan struct {
-	r       *Repo
-	dir     string
-	tree    *object.Tree // HEAD tree
+	r    *Repo
+	dir  string
+	tree *object.Tree // HEAD tree
+	x    *rawIndex
+	ign  *ignorer
+
+	// For a full scan every entry is visited, so maps beat binary searches.
 	idx     map[string]*index.Entry
-	idxTime time.Time
 	tracked map[string]bool // every directory holding an index entry
-	ign     *ignorer
 
 	// Results.
-	changes map[string]*treeFile // path → new content; nil means deleted (vs HEAD)
-	entries map[string]*index.Entry
-	removed map[string]bool // index entries to drop
-	dirty   bool            // the index needs rewriting (content or stat data changed)
+	changes map[string]*treeFile    // path → content on disk; nil means deleted (vs HEAD)
+	entries map[string]*index.Entry // index entries to replace (nil value: remove)
 }
 
-func (r *Repo) newScan(dir string, tree *object.Tree, idx *index.Index, idxTime time.Time) *scan {
-	s := &scan{r: r, dir: dir, tree: tree, idxTime: idxTime,
-		idx: make(map[string]*index.Entry, len(idx.Entries)), tracked: map[string]bool{},
-		ign: r.newIgnorer(dir), changes: map[string]*treeFile{}, entries: map[string]*index.Entry{},
-		removed: map[string]bool{}}
-	for _, e := range idx.Entries {
-		if e.Stage != stageMerged {
-			continue
-		}
-		s.idx[e.Name] = e
-		for d := path.Dir(e.Name); d != "." && !s.tracked[d]; d = path.Dir(d) {
-			s.tracked[d] = true
+func (r *Repo) newScan(dir string, tree *object.Tree, x *rawIndex, full bool) *scan {
+	s := &scan{r: r, dir: dir, tree: tree, x: x, ign: r.newIgnorer(dir),
+		changes: map[string]*treeFile{}, entries: map[string]*index.Entry{}}
+	if full {
+		s.idx = make(map[string]*index.Entry, x.len())
+		s.tracked = map[string]bool{}
+		for i := range x.len() {
+			if x.stage(i) != stageMerged {
+				continue
+			}
+			e := x.entry(i)
+			s.idx[e.Name] = e
+			for d := path.Dir(e.Name); d != "." && !s.tracked[d]; d = path.Dir(d) {
+				s.tracked[d] = true
+			}
 		}
 	}
 	return s
 }
+
+func (s *scan) lookup(p string) *index.Entry {
+	if s.idx != nil {
+		return s.idx[p]
+	}
+	return s.x.get(p)
+}
+
+func (s *scan) isTracked(dir string) bool {
+	if s.tracked != nil {
+		return s.tracked[dir]
+	}
+	return s.x.hasUnder(dir)
+}
+
+// dirty reports whether the index needs rewriting.
+func (s *scan) dirty() bool { return len(s.entries) > 0 }
 
 // run scans each scope ("" is the whole worktree; scopes must not nest).
 func (s *scan) run(ctx context.Context, scopes []string) error {
@@ -74,10 +92,9 @@ func (s *scan) run(ctx context.Context, scopes []string) error {
 				s.changes[p] = nil
 			}
 		}
-		for p := range s.idx {
-			if !seen[p] && under(p, sc) {
-				s.removed[p] = true
-				s.dirty = true
+		for _, p := range s.x.namesUnder(sc) {
+			if !seen[p] {
+				s.entries[p] = nil
 			}
 		}
 		for p, tf := range s.changes {
@@ -140,23 +157,22 @@ func (s *scan) walk(ctx context.Context, p string, seen map[string]bool) error {
 		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
 			return nil // sockets, fifos and devices are not content
 		}
-		_, tracked := s.idx[p]
-		if !tracked && s.ign.ignored(p, false) {
+		if s.lookup(p) == nil && s.ign.ignored(p, false) {
 			return nil
 		}
 		seen[p] = true
 		return s.file(p, abs, fi)
 	}
 	if p != "" {
-		if e, ok := s.idx[p]; ok && e.Mode == filemode.Submodule {
+		if e := s.lookup(p); e != nil && e.Mode == filemode.Submodule {
 			seen[p] = true // a gitlink: its commit changes only through git itself
-			s.entries[p] = e
+			s.changes[p] = &treeFile{path: p, mode: e.Mode, hash: e.Hash}
 			return nil
 		}
 		if _, err := os.Lstat(filepath.Join(abs, ".git")); err == nil {
 			return nil // a nested repository, which `git add -A` would not take in either
 		}
-		if !s.tracked[p] && s.ign.ignored(p, true) {
+		if !s.isTracked(p) && s.ign.ignored(p, true) {
 			return nil
 		}
 	}
@@ -189,9 +205,8 @@ func (s *scan) file(p, abs string, fi os.FileInfo) error {
 	case fi.Mode()&0o111 != 0:
 		mode = filemode.Executable
 	}
-	e := s.idx[p]
-	if e != nil && e.Mode == mode && statMatches(e, fi) && e.ModifiedAt.Before(s.idxTime) {
-		s.entries[p] = e
+	e := s.lookup(p)
+	if e != nil && e.Mode == mode && statMatches(e, fi) && e.ModifiedAt.Before(s.x.mtime) {
 		s.changes[p] = &treeFile{path: p, mode: mode, hash: e.Hash}
 		return nil
 	}
@@ -214,7 +229,6 @@ func (s *scan) file(p, abs string, fi os.FileInfo) error {
 	ne := &index.Entry{Name: p, Hash: h, Mode: mode}
 	fillStat(ne, fi)
 	s.entries[p] = ne
-	s.dirty = true
 	s.changes[p] = &treeFile{path: p, mode: mode, hash: h}
 	return nil
 }
@@ -239,23 +253,4 @@ func (r *Repo) writeBlob(data []byte) (plumbing.Hash, error) {
 		return h, err
 	}
 	return r.git.Storer.SetEncodedObject(obj)
-}
-
-// newIndex returns the index after the scan: untouched entries kept, scanned ones replaced.
-func (s *scan) newIndex(old *index.Index) *index.Index {
-	out := &index.Index{Version: old.Version}
-	for _, e := range old.Entries {
-		if s.removed[e.Name] {
-			continue
-		}
-		if _, ok := s.entries[e.Name]; ok {
-			continue // replaced, conflict stages included
-		}
-		out.Entries = append(out.Entries, e)
-	}
-	for _, e := range s.entries {
-		out.Entries = append(out.Entries, e)
-	}
-	sort.Slice(out.Entries, func(i, j int) bool { return out.Entries[i].Name < out.Entries[j].Name })
-	return out
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/format/index"
 )
 
 // WorktreeSpec describes a new session branch and its linked worktree.
@@ -140,7 +139,7 @@ func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.Re
 	if err != nil {
 		return err
 	}
-	if err := writeIndex(filepath.Join(admin, "index"), &index.Index{Version: 2, Entries: entries}); err != nil {
+	if err := writeIndexBytes(filepath.Join(admin, "index"), encodeIndex(entries).data); err != nil {
 		return err
 	}
 	return os.Remove(filepath.Join(admin, "locked"))

@@ -1,0 +1,182 @@
+// Package gitbench measures gitstate against the git CLI, both run in the same process on the
+// same generated repository, and reports ratios (`arbor bench git`).
+//
+// Call [Run] for the standard suite (20,000 files), or [RunOptions] for a smaller one.
+package gitbench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/arborhq/arbor/bench"
+	"github.com/arborhq/arbor/gitstate"
+)
+
+// Options sizes a run. Zero fields take the defaults of [Run].
+type Options struct {
+	Files      int    // files in the generated repository (20,000)
+	Rounds     int    // timed repetitions per figure; medians are reported (5)
+	Concurrent int    // forks created at once (50)
+	DiffFiles  int    // files changed in the diffed session (50)
+	Dir        string // where to generate the repository (a temporary directory, removed after)
+}
+
+// Validate reports options that cannot work.
+func (o Options) Validate() error {
+	if o.Files < 0 || o.Rounds < 0 || o.Concurrent < 0 || o.DiffFiles < 0 {
+		return fmt.Errorf("bench options %+v: negative sizes", o)
+	}
+	if o.DiffFiles > o.Files && o.Files > 0 {
+		return fmt.Errorf("bench options: %d diff files exceed %d files", o.DiffFiles, o.Files)
+	}
+	return nil
+}
+
+func (o *Options) defaults() {
+	if o.Files == 0 {
+		o.Files = 20000
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 5
+	}
+	if o.Concurrent == 0 {
+		o.Concurrent = 50
+	}
+	if o.DiffFiles == 0 {
+		o.DiffFiles = min(50, o.Files)
+	}
+}
+
+// Run generates a 20,000-file repository in a temporary directory and times, each beside the
+// git CLI doing the same job: fork vs `git worktree add`, a 1-file checkpoint vs
+// `git add -A && git commit`, a 50-file diff vs `git diff <merge-base> <branch>`, and 50
+// concurrent forks.
+func Run(ctx context.Context, logger *slog.Logger) (*bench.Report, error) {
+	return RunOptions(ctx, logger, Options{})
+}
+
+// RunOptions is [Run] with other sizes.
+func RunOptions(ctx context.Context, logger *slog.Logger, o Options) (*bench.Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o.defaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	dir := o.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "arbor-bench-git-")
+		if err != nil {
+			return nil, fmt.Errorf("bench git: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	logger.Info("generating repository", "files", o.Files, "dir", dir)
+	if err := Generate(ctx, dir, o.Files); err != nil {
+		return nil, fmt.Errorf("bench git: generate: %w", err)
+	}
+	r, err := gitstate.Open(dir, logger)
+	if err != nil {
+		return nil, fmt.Errorf("bench git: %w", err)
+	}
+	defer r.Close()
+	b := &run{ctx: ctx, logger: logger, o: o, r: r, dir: dir,
+		report: &bench.Report{Suite: fmt.Sprintf("git (%d files)", o.Files)}}
+	_, b.head, err = r.Head(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench git: %w", err)
+	}
+	for _, step := range []func() error{b.fork, b.checkpoint, b.diff, b.concurrent} {
+		if err := step(); err != nil {
+			return b.report, fmt.Errorf("bench git: %w", err)
+		}
+	}
+	return b.report, nil
+}
+
+type run struct {
+	ctx    context.Context
+	logger *slog.Logger
+	o      Options
+	r      *gitstate.Repo
+	dir    string
+	head   string
+	seq    int
+	report *bench.Report
+}
+
+// spec names a fresh session worktree (ours) or CLI worktree (kind "git").
+func (b *run) spec(kind string) gitstate.WorktreeSpec {
+	b.seq++
+	id := fmt.Sprintf("%s%04d", kind, b.seq)
+	return gitstate.WorktreeSpec{Name: id, Branch: "bench/" + id, Base: b.head,
+		Dir: filepath.Join(b.r.CommonDir(), "arbor", "worktrees", id)}
+}
+
+func (b *run) gitAdd(s gitstate.WorktreeSpec) error {
+	_, err := runGit(b.ctx, b.dir, "worktree", "add", "-q", "-b", s.Branch, s.Dir, s.Base)
+	return err
+}
+
+// timed runs f and returns how long it took.
+func timed(f func() error) (time.Duration, error) {
+	start := time.Now()
+	err := f()
+	return time.Since(start), err
+}
+
+func (b *run) fork() error {
+	var ours, ref []time.Duration
+	for i := range b.o.Rounds {
+		so, sg := b.spec("fork"), b.spec("git")
+		// Alternate which goes first so neither always meets a warmer cache.
+		steps := []func() error{
+			func() error {
+				d, err := timed(func() error { return b.r.Fork(b.ctx, so) })
+				ours = append(ours, d)
+				return err
+			},
+			func() error {
+				d, err := timed(func() error { return b.gitAdd(sg) })
+				ref = append(ref, d)
+				return err
+			},
+		}
+		if i%2 == 1 {
+			steps[0], steps[1] = steps[1], steps[0]
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return fmt.Errorf("fork: %w", err)
+			}
+		}
+		b.cleanup(so, sg)
+	}
+	b.add("fork (branch + worktree ready)", ours, "git worktree add -b", ref, "ratio <= 1.0")
+	return nil
+}
+
+// cleanup removes benchmark worktrees, untimed.
+func (b *run) cleanup(specs ...gitstate.WorktreeSpec) {
+	for _, s := range specs {
+		if err := b.r.RemoveWorktree(b.ctx, s.Dir, true); err != nil {
+			b.logger.Warn("bench cleanup", "dir", s.Dir, "err", err)
+		}
+	}
+}
+
+func (b *run) add(name string, ours []time.Duration, refName string, ref []time.Duration, goal string) {
+	f := bench.Figure{Name: name, Value: bench.Ms(bench.Percentile(ours, 50)), Unit: "ms", Goal: goal,
+		Note: fmt.Sprintf("median of %d", len(ours))}
+	if refName != "" {
+		f.Reference, f.RefValue = refName, bench.Ms(bench.Percentile(ref, 50))
+	}
+	b.logger.Info("bench figure", "name", f.Name, "ms", f.Value, "ref", f.RefValue)
+	b.report.Add(f)
+}

@@ -1,0 +1,51 @@
+package gitbench
+
+import (
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestRunSmall runs the whole suite on a small repository: every figure present, every
+// concurrent fork succeeded. Figures are not asserted (no timed assertions in unit tests).
+func TestRunSmall(t *testing.T) {
+	t.Parallel()
+	rep, err := RunOptions(t.Context(), slog.New(slog.DiscardHandler), Options{Files: 300, Rounds: 2, Concurrent: 6, DiffFiles: 10, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Figures) != 5 {
+		t.Fatalf("%d figures, want 5", len(rep.Figures))
+	}
+	for _, f := range rep.Figures {
+		if f.Value <= 0 || math.IsNaN(f.Ratio()) {
+			t.Errorf("figure %+v has no value or reference", f)
+		}
+	}
+	if n := rep.Figures[4].Note; !strings.HasPrefix(n, "6/6 succeeded") {
+		t.Errorf("concurrent note = %q", n)
+	}
+	var b strings.Builder
+	rep.WriteTable(&b)
+	t.Log("\n" + b.String())
+}
+
+// TestRunFull runs the standard suite when ARBOR_BENCH_GIT=1 (minutes, gigabytes of files):
+//
+//	ARBOR_BENCH_GIT=1 go test -run TestRunFull -v ./gitstate/gitbench
+func TestRunFull(t *testing.T) {
+	if os.Getenv("ARBOR_BENCH_GIT") != "1" {
+		t.Skip("set ARBOR_BENCH_GIT=1 to run the 20,000-file suite")
+	}
+	rep, err := Run(t.Context(), slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if rep != nil {
+		var b strings.Builder
+		rep.WriteTable(&b)
+		t.Log("\n" + b.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,58 @@
+package eventlog
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkAppend measures one append to acknowledgement with b.N appends spread over 8
+// goroutines (-cpu decides GOMAXPROCS, SetParallelism makes it 8 writers per P at -cpu 1).
+func BenchmarkAppend(b *testing.B) {
+	l, err := Open(filepath.Join(b.TempDir(), "events.jsonl"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	payload := []byte(`{"cell":7,"output":"ok 1.23 ms/op\n","ms":12.5}`)
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := l.Append(b.Context(), "tool_finished", payload); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkRecovery measures Open of a 10,000-record log: read, validate and position.
+func BenchmarkRecovery(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "events.jsonl")
+	size, err := writeBenchLog(path, 10_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	for b.Loop() {
+		l, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Close()
+	}
+	b.ReportMetric(float64(10_000*b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// TestBench runs Bench once so that it keeps working; it asserts nothing about the figures.
+func TestBench(t *testing.T) {
+	if testing.Short() || os.Getenv("ARBOR_BENCH") != "1" {
+		t.Skip("ARBOR_BENCH=1 runs the full eventlog bench")
+	}
+	r, err := Bench(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.WriteTable(t.Output())
+}

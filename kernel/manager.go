@@ -18,7 +18,7 @@ type ManagerConfig struct {
 	StateDir string       // the manager's own state: orphan registry, fork server, pool
 	MaxLive  int          // kernel processes alive at once; beyond it idle ones are parked; 0 = 16
 	MaxBoots int          // kernels starting at once (the boot semaphore); 0 = 2
-	PoolSize int          // pre-warmed kernels kept ready (fork server only); 0 = none
+	PoolSize int          // pre-warmed kernels kept ready (not counted in MaxLive); 0 = none
 	Fork     bool         // start kernels by forking a pre-imported template (falls back to plain)
 	Logger   *slog.Logger // nil discards
 }
@@ -36,8 +36,14 @@ type Manager struct {
 	boot chan struct{}
 	fork *forkServer // nil when not forking
 
+	stopCtx  context.Context // cancelled by Close
+	stop     context.CancelFunc
+	poolWant chan struct{}
+	poolWG   sync.WaitGroup
+
 	mu      sync.Mutex
 	kernels map[*Kernel]struct{}
+	pool    []*Kernel // booted, not yet handed out
 	closed  bool
 }
 
@@ -74,7 +80,9 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if len(killed) > 0 {
 		cfg.Logger.Info("kernel manager: killed orphan kernels", "pids", killed)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, boot: make(chan struct{}, cfg.MaxBoots), kernels: make(map[*Kernel]struct{})}
+	m := &Manager{cfg: cfg, log: cfg.Logger, boot: make(chan struct{}, cfg.MaxBoots),
+		kernels: make(map[*Kernel]struct{}), poolWant: make(chan struct{}, 1)}
+	m.stopCtx, m.stop = context.WithCancel(context.Background())
 	if cfg.Fork {
 		fs, err := startForkServer(cfg.Python, filepath.Join(cfg.StateDir, "forkserver"), cfg.PoolSize, m.log)
 		if err != nil {
@@ -83,7 +91,19 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 			m.fork = fs
 		}
 	}
+	if cfg.PoolSize > 0 {
+		m.poolWG.Add(1)
+		go m.fillPool()
+		m.wantPool()
+	}
 	return m, nil
+}
+
+func (m *Manager) spawner(opts Options) spawnFunc {
+	if m.fork != nil && opts.Sandbox == "" {
+		return m.fork.spawn
+	}
+	return spawnExec
 }
 
 // Start starts a kernel for opts. The Manager fills in what opts leave empty: Python, Revive
@@ -97,11 +117,10 @@ func (m *Manager) Start(ctx context.Context, opts Options) (*Kernel, error) {
 	if opts.Snapshot == "" && opts.StateDir != "" {
 		opts.Snapshot = filepath.Join(opts.StateDir, "snapshot")
 	}
-	spawn := spawnExec
-	if m.fork != nil && opts.Sandbox == "" {
-		spawn = m.fork.spawn
+	if k, err := m.fromPool(ctx, opts); err != nil || k != nil {
+		return k, err
 	}
-	k, err := newKernel(opts, spawn)
+	k, err := newKernel(opts, m.spawner(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -206,10 +225,16 @@ func (m *Manager) remove(k *Kernel) {
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
-	ks := make([]*Kernel, 0, len(m.kernels))
+	m.mu.Unlock()
+	m.stop()
+	m.poolWG.Wait()
+	m.mu.Lock()
+	ks := make([]*Kernel, 0, len(m.kernels)+len(m.pool))
 	for k := range m.kernels {
 		ks = append(ks, k)
 	}
+	ks = append(ks, m.pool...)
+	m.pool = nil
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, k := range ks {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,4 +143,64 @@ func TestReapOrphans(t *testing.T) {
 	if ents, _ := os.ReadDir(procDir(state)); len(ents) != 0 {
 		t.Errorf("registry not emptied: %v", ents)
 	}
+}
+
+func TestManagerPool(t *testing.T) {
+	m := newTestManager(t, ManagerConfig{Fork: true, PoolSize: 1})
+	// A snapshot to restore into the pooled kernel.
+	src := managedKernel(t, m)
+	mustOK(t, src, "z = [1, 2, 3]")
+	snap := t.TempDir()
+	if _, err := src.Snapshot(t.Context(), snap); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ { // wait for the pool to fill (asynchronous by design)
+		m.mu.Lock()
+		n := len(m.pool)
+		m.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	dir := t.TempDir()
+	k, err := m.Start(t.Context(), Options{Dir: dir, StateDir: t.TempDir(), Host: &recordingHost{},
+		Env: []string{"SESSION_VAR=yes"}, Restore: snap, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Restored() == nil || len(k.Restored().Vars) != 1 {
+		t.Errorf("Restored() = %+v", k.Restored())
+	}
+	res := mustOK(t, k, "import os\nprint(os.getcwd(), os.environ['SESSION_VAR'], z)\nawait arbor_ping('pooled')")
+	if !strings.Contains(res.Text, dir+" yes [1, 2, 3]\n'pooled'") {
+		t.Errorf("pooled kernel: %q", res.Text)
+	}
+	if res.ExecutionCount != 1 {
+		t.Errorf("execution count %d, want 1 (adoption is silent)", res.ExecutionCount)
+	}
+}
+
+func TestManagerCloseGoroutines(t *testing.T) {
+	base := runtime.NumGoroutine()
+	m, err := NewManager(ManagerConfig{Python: testPython(t), StateDir: t.TempDir(), Fork: true, PoolSize: 1, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := m.Start(t.Context(), Options{Dir: t.TempDir(), StateDir: t.TempDir(), Host: &recordingHost{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, k, "x = 1\nawait arbor_ping()")
+	pid, server := k.PID(), m.fork.cmd.Process.Pid
+	m.Close()
+	for _, p := range []int{pid, server} {
+		if processAlive(p) {
+			t.Errorf("process %d alive after Manager.Close", p)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(k.opts.Snapshot, "manifest.json")); err != nil {
+		t.Errorf("no final snapshot at close: %v", err)
+	}
+	waitGoroutines(t, base)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sort"
 	"sync"
 	"time"
 )
@@ -31,14 +32,15 @@ type Options struct {
 	// Logger receives recovery notices (torn tails copied aside). Nil discards them.
 	Logger *slog.Logger
 	// MaxRecordBytes bounds one line on disk, checksum included. Append refuses larger records
-	// with ErrTooLarge; reading accepts lines of any length. Zero means DefaultMaxRecordBytes.
+	// with ErrTooLarge. Zero means DefaultMaxRecordBytes; at most 64 MiB, the longest line a
+	// reader accepts whatever the options.
 	MaxRecordBytes int
 }
 
 // Validate reports whether the options make sense.
 func (o Options) Validate() error {
-	if o.MaxRecordBytes < 0 {
-		return fmt.Errorf("eventlog options: MaxRecordBytes %d is negative", o.MaxRecordBytes)
+	if o.MaxRecordBytes < 0 || o.MaxRecordBytes > maxLineBytes {
+		return fmt.Errorf("eventlog options: MaxRecordBytes %d is outside 0..%d", o.MaxRecordBytes, maxLineBytes)
 	}
 	return nil
 }
@@ -58,6 +60,7 @@ type Log struct {
 	durable uint64 // last seq known to be on disk
 	end     int64  // file length covering exactly the durable records
 	failed  error  // sticky: after a failed write or fsync nothing more is acknowledged
+	index   []position // every indexStride-th durable record, so reads can start mid-file
 
 	kick chan struct{} // wakes the flusher; capacity 1
 	stop chan struct{} // closed by Close
@@ -68,10 +71,15 @@ type Log struct {
 	subs subscribers
 }
 
+// indexStride is how many records lie between index entries: reads from a seq scan at most this
+// many records before the first they return.
+const indexStride = 512
+
 // batch is a group of appends written with one write and made durable with one fsync.
 type batch struct {
 	buf  []byte
 	recs []Record
+	offs []int64 // offset of each record's line in buf
 	done chan struct{}
 	err  error
 }
@@ -120,7 +128,10 @@ func Open(path string, opts Options) (*Log, error) {
 // recover validates the file, cuts a torn tail and positions the file at the end of the valid
 // prefix.
 func (l *Log) recover() error {
-	res, err := scan(io.NewSectionReader(l.f, 0, 1<<62), nil)
+	res, err := scanAt(io.NewSectionReader(l.f, 0, 1<<62), position{Seq: 1}, func(r Record, off int64) error {
+		l.indexRecord(r.Seq, off)
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("open event log %s: read: %w", l.path, err)
 	}
@@ -191,6 +202,7 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Record, error) 
 		return Record{}, fmt.Errorf("append %s to %s: %d bytes, limit %d: %w", typ, l.path, size, l.max, ErrTooLarge)
 	}
 	b.recs = append(b.recs, rec)
+	b.offs = append(b.offs, int64(n))
 	l.pending = b
 	l.nextSeq++
 	l.mu.Unlock()
@@ -246,6 +258,9 @@ func (l *Log) flush() {
 			l.failed = err
 		}
 	} else {
+		for i, r := range b.recs {
+			l.indexRecord(r.Seq, l.end+b.offs[i])
+		}
 		l.durable = b.recs[len(b.recs)-1].Seq
 		l.end += int64(len(b.buf))
 	}
@@ -257,32 +272,56 @@ func (l *Log) flush() {
 	}
 }
 
+// indexRecord notes where the record seq begins if it is an index point. Callers hold l.mu or own
+// l exclusively.
+func (l *Log) indexRecord(seq uint64, off int64) {
+	if (seq-1)%indexStride == 0 {
+		l.index = append(l.index, position{Seq: seq, Off: off, Line: int(seq - 1)})
+	}
+}
+
 // Records returns the durable records with Seq >= from, read from the file. It is safe to call
 // while other goroutines append.
 func (l *Log) Records(from uint64) ([]Record, error) {
+	var out []Record
+	err := l.Scan(from, func(r Record) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// Scan calls fn for each durable record with Seq >= from, in order, reading the file without
+// holding it in memory; an error from fn stops the scan and is returned. Records appended while
+// Scan runs are not included. fn must not call Close.
+func (l *Log) Scan(from uint64, fn func(Record) error) error {
 	l.fileMu.RLock()
 	defer l.fileMu.RUnlock()
 	l.mu.Lock()
 	closed, end := l.closed, l.end
+	at := position{Seq: 1}
+	if i := sort.Search(len(l.index), func(i int) bool { return l.index[i].Seq > from }); i > 0 {
+		at = l.index[i-1]
+	}
 	l.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("read event log %s: %w", l.path, ErrClosed)
+		return fmt.Errorf("read event log %s: %w", l.path, ErrClosed)
 	}
-	var out []Record
-	res, err := scan(io.NewSectionReader(l.f, 0, end), func(r Record) error {
+	res, err := scanAt(io.NewSectionReader(l.f, at.Off, end-at.Off), at, func(r Record, _ int64) error {
 		if r.Seq >= from {
-			out = append(out, r)
+			return fn(r)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read event log %s: %w", l.path, err)
+		return fmt.Errorf("read event log %s: %w", l.path, err)
 	}
 	if res.Torn || res.Corrupt {
-		// The durable prefix was validated on open and written by us since.
-		return nil, fmt.Errorf("read event log %s: %w", l.path, corruptError(l.path, res))
+		// The durable prefix was validated on open and written by us since: the file was
+		// changed under us.
+		return fmt.Errorf("read event log %s: %w", l.path, corruptError(l.path, res))
 	}
-	return out, nil
+	return nil
 }
 
 // Close writes and syncs pending appends, stops the log and releases the file. Appends that race

@@ -211,3 +211,54 @@ func TestOpenCreatesPrivate(t *testing.T) {
 		t.Errorf("dir mode %v, want 0700", di.Mode().Perm())
 	}
 }
+
+// TestRecordsFrom reads from many seqs around index points, with the index built both by
+// recovery and by appends.
+func TestRecordsFrom(t *testing.T) {
+	t.Parallel()
+	l, path := openTemp(t)
+	appendN := func(l *Log, n int) {
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range n / 8 {
+					if _, err := l.Append(t.Context(), "tick", []int{w, i}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	appendN(l, 3*indexStride)
+	l.Close()
+	l, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendN(l, indexStride)
+	all, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	if len(l.index) != 4 {
+		t.Errorf("index has %d entries, want 4", len(l.index))
+	}
+	l.mu.Unlock()
+	last := uint64(len(all))
+	if last != 4*indexStride || l.LastSeq() != last {
+		t.Fatalf("%d records, LastSeq %d", last, l.LastSeq())
+	}
+	for _, from := range []uint64{0, 1, 2, indexStride - 1, indexStride, indexStride + 1, indexStride + 2,
+		3 * indexStride, 3*indexStride + 1, 3*indexStride + 2, last - 1, last, last + 1, 1 << 40} {
+		got, err := l.Records(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := min(max(from, 1)-1, last)
+		sameRecords(t, got, all[start:])
+	}
+}

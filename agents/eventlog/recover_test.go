@@ -279,6 +279,7 @@ func TestDamage(t *testing.T) {
 		{"no newline", data[:len(data)-1], true, false, 9, 10, s10, "no newline"},
 		{"half line", data[:s10+7], true, false, 9, 10, s10, ""},
 		{"zeros after", splice(data, make([]byte, 4096)), true, false, 10, 11, len(data), ""},
+		{"huge zero run after", splice(data, make([]byte, maxLineBytes+100)), true, false, 10, 11, len(data), "over the"},
 		{"garbage lines after", splice(data, []byte("junk\n\nmore\tjunk\n")), true, false, 10, 11, len(data), ""},
 		{"bad crc last", badLast, true, false, 9, 10, s10, "checksum mismatch"},
 		{"bad crc middle", flipCRC, false, true, 3, 4, s4, "valid checksum"},

@@ -30,26 +30,52 @@ type scanResult struct {
 // valid prefix in order; an error from fn stops the scan and is returned. scan returns an error only
 // for I/O failures and fn's errors: damage is described in the result.
 func scan(r io.Reader, fn func(Record) error) (scanResult, error) {
+	var visit func(Record, int64) error
+	if fn != nil {
+		visit = func(r Record, _ int64) error { return fn(r) }
+	}
+	return scanAt(r, position{Seq: 1}, visit)
+}
+
+// position is where a scan starts: the seq expected at byte offset Off, on line Line (0-based).
+// Records uses it to start at an index entry instead of the beginning of the file; line numbers
+// in details are then relative to the start unless Line is known.
+type position struct {
+	Seq  uint64
+	Off  int64
+	Line int
+}
+
+// scanAt is scan for input that starts at position at of a log. fn also gets each record's
+// byte offset.
+func scanAt(r io.Reader, at position, fn func(Record, int64) error) (scanResult, error) {
 	lr := newLineReader(r)
 	defer lr.release()
 	var (
-		res    scanResult
-		off    int64
-		line   int
+		res    = scanResult{LastSeq: at.Seq - 1}
+		off    = at.Off
+		line   = at.Line
 		badOff int64 = -1
 	)
 	for {
-		b, complete, err := lr.next()
+		b, n, complete, err := lr.next()
 		if err != nil {
 			return res, err
 		}
-		if b == nil {
+		if n == 0 {
 			break
 		}
 		line++
-		n := int64(len(b))
-		if complete {
+		if complete && b != nil {
 			b = b[:len(b)-1]
+		}
+		if b == nil { // longer than maxLineBytes: no record is that long
+			if badOff < 0 {
+				badOff, res.BadLine = off, line
+				res.Detail = fmt.Sprintf("line %d at byte %d: %d bytes long, over the %d-byte limit", line, off, n, maxLineBytes)
+			}
+			off += n
+			continue
 		}
 		if badOff >= 0 {
 			// Past the first bad line, only look for evidence that it is not a torn tail.
@@ -79,7 +105,7 @@ func scan(r io.Reader, fn func(Record) error) (scanResult, error) {
 			continue
 		}
 		if fn != nil {
-			if err := fn(rec); err != nil {
+			if err := fn(rec, off); err != nil {
 				return res, err
 			}
 		}
@@ -98,6 +124,11 @@ func scan(r io.Reader, fn func(Record) error) (scanResult, error) {
 	}
 	return res, nil
 }
+
+// maxLineBytes bounds the lines scan holds in memory. A longer "line" is not a record (Append
+// refuses records over Options.MaxRecordBytes, which cannot exceed this) but typically a run of
+// zeros left by a crash or a disk fault; scan skips it without buffering it.
+const maxLineBytes = 64 << 20
 
 // lineReader yields lines of any length, each with its LF when it has one.
 type lineReader struct {
@@ -119,29 +150,39 @@ func (lr *lineReader) release() {
 	lr.br = nil
 }
 
-// next returns the next line and whether it ends in LF, or nil at the end of the input. The slice
-// is valid until the following call.
-func (lr *lineReader) next() (line []byte, complete bool, err error) {
+// next returns the next line with its LF if complete, and its length n in bytes; n is 0 at the
+// end of the input. A line over maxLineBytes comes back as nil with its length. The slice is valid
+// until the following call.
+func (lr *lineReader) next() (line []byte, n int64, complete bool, err error) {
 	b, err := lr.br.ReadSlice('\n')
 	if err == nil {
-		return b, true, nil
+		return b, int64(len(b)), true, nil
 	}
 	if errors.Is(err, bufio.ErrBufferFull) {
 		lr.buf = append(lr.buf[:0], b...)
+		n = int64(len(b))
 		for errors.Is(err, bufio.ErrBufferFull) {
 			b, err = lr.br.ReadSlice('\n')
-			lr.buf = append(lr.buf, b...)
+			n += int64(len(b))
+			if lr.buf != nil && len(lr.buf)+len(b) > maxLineBytes {
+				lr.buf = nil // too long: keep counting, stop keeping
+			}
+			if lr.buf != nil {
+				lr.buf = append(lr.buf, b...)
+			}
 		}
 		b = lr.buf
 		if err == nil {
-			return b, true, nil
+			return b, n, true, nil
 		}
+	} else {
+		n = int64(len(b))
 	}
 	if err == io.EOF {
-		if len(b) == 0 {
-			return nil, false, nil
+		if n == 0 {
+			return nil, 0, false, nil
 		}
-		return b, false, nil
+		return b, n, false, nil
 	}
-	return nil, false, err
+	return nil, 0, false, err
 }

@@ -55,11 +55,11 @@ type Log struct {
 
 	mu      sync.Mutex
 	closed  bool
-	nextSeq uint64 // seq of the next Append
-	pending *batch // records waiting for the next write+fsync
-	durable uint64 // last seq known to be on disk
-	end     int64  // file length covering exactly the durable records
-	failed  error  // sticky: after a failed write or fsync nothing more is acknowledged
+	nextSeq uint64     // seq of the next Append
+	pending *batch     // records waiting for the next write+fsync
+	durable uint64     // last seq known to be on disk
+	end     int64      // file length covering exactly the durable records
+	failed  error      // sticky: after a failed write or fsync nothing more is acknowledged
 	index   []position // every indexStride-th durable record, so reads can start mid-file
 
 	kick chan struct{} // wakes the flusher; capacity 1

@@ -52,9 +52,9 @@ func scanAt(r io.Reader, at position, fn func(Record, int64) error) (scanResult,
 	lr := newLineReader(r)
 	defer lr.release()
 	var (
-		res    = scanResult{LastSeq: at.Seq - 1}
-		off    = at.Off
-		line   = at.Line
+		res          = scanResult{LastSeq: at.Seq - 1}
+		off          = at.Off
+		line         = at.Line
 		badOff int64 = -1
 	)
 	for {

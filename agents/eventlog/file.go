@@ -115,3 +115,14 @@ func cutTail(f *os.File, path string, validEnd, size int64) (string, error) {
 	}
 	return aside, f.Sync()
 }
+
+// removeStaleTemps deletes temporary copies that a crash in the middle of copyAside left behind.
+// The caller holds the log's lock, so no copy is in progress.
+func removeStaleTemps(path string) {
+	for _, tag := range []string{"torn", "orig"} {
+		stale, _ := filepath.Glob(path + "." + tag + "-*.tmp")
+		for _, name := range stale {
+			os.Remove(name)
+		}
+	}
+}

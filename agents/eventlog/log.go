@@ -138,6 +138,7 @@ func (l *Log) recover() error {
 	if res.Corrupt {
 		return fmt.Errorf("open event log %s: %w", l.path, corruptError(l.path, res))
 	}
+	removeStaleTemps(l.path)
 	if res.Torn {
 		aside, err := cutTail(l.f, l.path, res.ValidEnd, res.Size)
 		if err != nil {

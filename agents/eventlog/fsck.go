@@ -3,7 +3,9 @@ package eventlog
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // CorruptError describes a quarantined log. It matches ErrQuarantined with errors.Is.
@@ -50,20 +52,20 @@ func ReadFile(path string) ([]Record, error) {
 
 // Report is what `arbor fsck` prints for one log.
 type Report struct {
-	Path     string
-	Records  int    // records in the valid prefix
-	LastSeq  uint64 // seq of the last valid record
-	TornTail bool   // a torn tail follows the valid prefix (Open would cut it)
-	Corrupt  bool   // a damaged record is followed by valid ones (Open refuses the log)
+	Path     string `json:"path"`
+	Records  int    `json:"records"`  // records in the valid prefix
+	LastSeq  uint64 `json:"lastSeq"`  // seq of the last valid record
+	TornTail bool   `json:"tornTail"` // a torn tail follows the valid prefix (Open would cut it)
+	Corrupt  bool   `json:"corrupt"`  // a damaged record is followed by valid ones (Open refuses the log)
 	// CorruptAt is the byte offset where the valid prefix ends when TornTail or Corrupt.
-	CorruptAt int64
-	Detail    string // what is wrong, empty for a clean log
+	CorruptAt int64  `json:"corruptAt,omitempty"`
+	Detail    string `json:"detail,omitempty"` // what is wrong, empty for a clean log
 
-	Size       int64  // file size in bytes
-	ValidBytes int64  // length of the valid prefix
-	Dropped    int    // Repair: lines with a valid checksum that were cut off with the tail
-	Backup     string // Repair: where the whole original was copied before it was cut
-	Repaired   bool   // Repair: the file was truncated to its valid prefix
+	Size       int64  `json:"size"`               // file size in bytes
+	ValidBytes int64  `json:"validBytes"`         // length of the valid prefix
+	Dropped    int    `json:"dropped,omitempty"`  // Repair: lines with a valid checksum cut off with the tail
+	Backup     string `json:"backup,omitempty"`   // Repair: where the whole original was copied first
+	Repaired   bool   `json:"repaired,omitempty"` // Repair: the file was truncated to its valid prefix
 }
 
 // OK reports whether the log needs no repair.
@@ -133,4 +135,31 @@ func Repair(path string) (*Report, error) {
 	rep.Detail = fmt.Sprintf("%s; kept %d records (%d bytes), dropped %d bytes holding %d lines with valid checksums; original saved as %s",
 		res.Detail, res.Records, res.ValidEnd, res.Size-res.ValidEnd, res.ValidAfter, rep.Backup)
 	return rep, nil
+}
+
+// LogName is the file name of a session's event log; CheckTree looks for it.
+const LogName = "events.jsonl"
+
+// CheckTree runs Check on every file named LogName under root, in lexical order: `arbor fsck`
+// over a workspace's sessions directory.
+func CheckTree(root string) ([]*Report, error) {
+	var reps []*Report
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || d.Name() != LogName {
+			return nil
+		}
+		rep, err := Check(path)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
+		return nil
+	})
+	if err != nil {
+		return reps, fmt.Errorf("check event logs under %s: %w", root, err)
+	}
+	return reps, nil
 }

@@ -361,3 +361,34 @@ func checkRepair(t *testing.T, path string, orig []byte, records, cut int) {
 func appendLineRaw(js []byte) []byte {
 	return fmt.Appendf(nil, "%s\t%08x\n", js, crc32.Checksum(js, castagnoli))
 }
+
+func TestCheckTree(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	data, ends := fixture(5)
+	files := map[string][]byte{
+		"a/events.jsonl":          data,
+		"b/events.jsonl":          data[:ends[3]+4],
+		"b/events.jsonl.torn-x":   []byte("junk"),
+		"c/artifacts/other.jsonl": []byte("ignored"),
+	}
+	for name, b := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reps, err := CheckTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 2 || !reps[0].OK() || reps[0].Records != 5 || !reps[1].TornTail || reps[1].Records != 4 {
+		for _, r := range reps {
+			t.Logf("%+v", r)
+		}
+		t.Fatal("unexpected reports")
+	}
+}

@@ -105,6 +105,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 			timer.Reset(grace)
 		}
 	}
+	st.finish()
 	if st.interrupted != "" {
 		st.res.Status = StatusTimeout
 		st.notice(fmt.Sprintf("The cell ran past its %v timeout; Arbor stopped it with %s. The kernel and its variables are intact.", timeout, st.interrupted))
@@ -135,9 +136,19 @@ type execState struct {
 	replied     bool
 	idle        bool
 	interrupted string // the ladder rung that was used, if any
+	replyErr    *ExecError
 }
 
 func (s *execState) finished() bool { return s.replied && s.idle }
+
+// finish fills in what only the reply said, once the cell is over.
+func (s *execState) finish() {
+	if s.res.Error == nil && s.replyErr != nil {
+		s.res.Error = s.replyErr
+		s.emit(Output{Kind: KindError, Text: errorText(s.replyErr)})
+		s.res.Text = s.text.String()
+	}
+}
 
 func (s *execState) notice(n string) {
 	if s.res.Notice != "" {
@@ -218,12 +229,9 @@ func (s *execState) handle(m *message) {
 		s.res.ExecutionCount = c.ExecutionCount
 		switch c.Status {
 		case StatusError:
-			if s.res.Error == nil {
-				if e := decodeError(m.Content); e != nil {
-					s.res.Error = e
-					s.emit(Output{Kind: KindError, Text: errorText(e)})
-				}
-			}
+			// The iopub error usually trails the reply; it is the one shown. The reply's copy
+			// is used only if iopub never delivers one (see finish).
+			s.replyErr = decodeError(m.Content)
 		case StatusAborted:
 			s.notice("The kernel aborted this cell without running it.")
 		case StatusOK:

@@ -184,3 +184,25 @@ func (k *Kernel) adopt(ctx context.Context, opts Options) error {
 	}
 	return nil
 }
+
+// WaitPool waits until the pre-warmed pool is full (for benchmarks and tests).
+func (m *Manager) WaitPool(ctx context.Context) error {
+	if m.cfg.PoolSize <= 0 {
+		return nil
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		m.mu.Lock()
+		n := len(m.pool)
+		m.mu.Unlock()
+		if n >= m.cfg.PoolSize {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the kernel pool: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,133 @@
+// Package kernelbench measures the kernel package for `arbor bench kernel`: every figure beside
+// a reference measured in the same run — Python's jupyter_client against the same ipykernel
+// (scripts embedded under ref/), or Arbor's own plain launch.
+//
+// Call [Run] with the figure groups wanted (nil for all): launch, exec, stdout, bridge,
+// interrupt, death, snapshot, many.
+package kernelbench
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/arborhq/arbor/bench"
+	"github.com/arborhq/arbor/kernel"
+)
+
+//go:embed ref/jc_bench.py
+var jcBench []byte
+
+// Groups lists the figure groups in the order Run measures them.
+var Groups = []string{"launch", "exec", "stdout", "bridge", "interrupt", "death", "snapshot", "many"}
+
+// ManyKernels is how many kernels the "many" group starts from the fork server.
+var ManyKernels = 100
+
+type env struct {
+	ctx    context.Context
+	py     string
+	dir    string // scratch, removed at the end
+	log    *slog.Logger
+	report *bench.Report
+}
+
+// Run measures the groups in which (nil or empty: all) and returns the report.
+func Run(ctx context.Context, which []string, logger *slog.Logger) (*bench.Report, error) {
+	if len(which) == 0 {
+		which = Groups
+	}
+	for _, w := range which {
+		if !slices.Contains(Groups, w) {
+			return nil, fmt.Errorf("kernel bench: unknown group %q; want one of %s", w, strings.Join(Groups, ", "))
+		}
+	}
+	py, err := kernel.FindPython()
+	if err != nil {
+		return nil, fmt.Errorf("kernel bench: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "arbor-kernelbench-")
+	if err != nil {
+		return nil, fmt.Errorf("kernel bench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	e := &env{ctx: ctx, py: py, dir: dir, log: logger, report: &bench.Report{Suite: "kernel"}}
+	steps := map[string]func() error{
+		"launch": e.launch, "exec": e.exec, "stdout": e.stdout, "bridge": e.bridge,
+		"interrupt": e.interrupt, "death": e.death, "snapshot": e.snapshot, "many": e.many,
+	}
+	for _, g := range Groups {
+		if !slices.Contains(which, g) {
+			continue
+		}
+		logger.Info("kernel bench", "group", g)
+		if err := steps[g](); err != nil {
+			return e.report, fmt.Errorf("kernel bench %s: %w", g, err)
+		}
+	}
+	return e.report, nil
+}
+
+// tmp returns a fresh directory under the scratch dir.
+func (e *env) tmp(name string) string {
+	d, err := os.MkdirTemp(e.dir, name+"-")
+	if err != nil {
+		panic(err) // the scratch dir was just created by us
+	}
+	return d
+}
+
+func (e *env) opts() kernel.Options {
+	return kernel.Options{Python: e.py, Dir: e.tmp("wt"), StateDir: e.tmp("st"), Logger: e.log}
+}
+
+func (e *env) start(o kernel.Options) (*kernel.Kernel, error) {
+	return kernel.Start(e.ctx, o)
+}
+
+func closeK(k *kernel.Kernel) { k.Close(context.Background()) }
+
+// jc runs the embedded jupyter_client reference and returns its durations.
+func (e *env) jc(what string, n int) ([]time.Duration, error) {
+	script := filepath.Join(e.dir, "jc_bench.py")
+	if err := os.WriteFile(script, jcBench, 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(e.ctx, e.py, script, what, fmt.Sprint(n))
+	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("jupyter_client reference %s: %w", what, err)
+	}
+	var res map[string][]float64
+	if err := json.Unmarshal(out, &res); err != nil {
+		return nil, fmt.Errorf("jupyter_client reference %s: %w: %s", what, err, out)
+	}
+	var ds []time.Duration
+	for _, s := range res[what] {
+		ds = append(ds, time.Duration(s*float64(time.Second)))
+	}
+	return ds, nil
+}
+
+func median(ds []time.Duration) time.Duration { return bench.Percentile(ds, 50) }
+
+// execOK runs code and fails unless it succeeded.
+func execOK(ctx context.Context, k *kernel.Kernel, code string) (*kernel.Result, error) {
+	res, err := k.Execute(ctx, code, kernel.ExecOptions{Timeout: 5 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	if res.Status != kernel.StatusOK {
+		return res, fmt.Errorf("cell %.40q: %s: %.300s", code, res.Status, res.Text)
+	}
+	return res, nil
+}

@@ -2,7 +2,7 @@
 // JSON record, a TAB and the CRC-32C of the JSON as 8 lowercase hex digits, so the file stays
 // greppable while every line can be checked on its own:
 //
-//	{"seq":1,"ts":"2026-11-29T17:00:00.123Z","type":"user_message","data":{"text":"hi"}}	5f0c3a91
+//	{"seq":1,"ts":"2026-11-29T17:00:00.123Z","type":"user_message","data":{"text":"hi"}}	b0ddac96
 //
 // Call [Open] to create or recover a log, then [Log.Append] from any goroutine; Append returns only
 // after the record is on disk (fdatasync), and concurrent appends share one write and one sync

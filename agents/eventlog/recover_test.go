@@ -392,3 +392,16 @@ func TestCheckTree(t *testing.T) {
 		t.Fatal("unexpected reports")
 	}
 }
+
+// TestDocExample keeps the line shown in the package doc honest.
+func TestDocExample(t *testing.T) {
+	t.Parallel()
+	line := "{\"seq\":1,\"ts\":\"2026-11-29T17:00:00.123Z\",\"type\":\"user_message\",\"data\":{\"text\":\"hi\"}}\tb0ddac96"
+	r, err := parseLine([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(appendLine(nil, r)); got != line+"\n" {
+		t.Fatalf("appendLine = %q, want %q", got, line+"\n")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ChildEnv is set in the environment of a crash-test writer process started by [Soak].
@@ -36,6 +37,9 @@ type soakTick struct {
 	C int `json:"c"` // cycle
 	W int `json:"w"` // writer within the log
 	N int `json:"n"` // count within (cycle, writer), from 0
+	// P pads some records to several pages, so that batches span pages and a SIGKILL can
+	// interrupt a write between them: that is how kill -9 makes real torn tails.
+	P string `json:"p,omitempty"`
 }
 
 // CrashChild turns the process into a crash-test writer if [Soak] started it, and then never
@@ -81,7 +85,11 @@ func runCrashChild(cfg soakChild) {
 		for w := range soakWriters {
 			wg.Go(func() {
 				for n := 0; ; n++ {
-					r, err := l.Append(ctx, "soak_tick", soakTick{C: cfg.Cycle, W: w, N: n})
+					tick := soakTick{C: cfg.Cycle, W: w, N: n}
+					if n%7 == 3 {
+						tick.P = strings.Repeat("p", (n*2654435761)%20000)
+					}
+					r, err := l.Append(ctx, "soak_tick", tick)
 					if err != nil {
 						say("E %v\n", err)
 						os.Exit(4)
@@ -95,7 +103,7 @@ func runCrashChild(cfg soakChild) {
 }
 
 func soakPath(dir string, i int) string {
-	return filepath.Join(dir, fmt.Sprintf("s%d", i), "events.jsonl")
+	return filepath.Join(dir, fmt.Sprintf("s%d", i), LogName)
 }
 
 // ack is one append the crash-test writer reported as acknowledged.
@@ -125,15 +133,16 @@ func Soak(ctx context.Context, dir string, cycles int, w io.Writer) error {
 		if c%soakGeneration == 0 {
 			acked = [soakLogs][]ack{}
 		}
-		killAfter := -1 // kill as soon as the process runs: usually during Open
-		switch x := rng.IntN(10); {
-		case x == 0:
-		case x == 1:
-			killAfter = 0 // right after the logs are open
-		default:
-			killAfter = 1 + rng.IntN(400)
+		plan := killPlan{after: 1 + rng.IntN(400)}
+		switch rng.IntN(10) {
+		case 0:
+			// After a random delay: while the runtime starts, or while Open recovers (cutting
+			// a torn tail left by the previous kill).
+			plan = killPlan{after: -1, delay: time.Duration(rng.IntN(30_000)) * time.Microsecond}
+		case 1:
+			plan.after = 0 // right after the logs are open
 		}
-		got, err := crashOnce(exe, soakChild{Dir: gen, Cycle: c}, killAfter)
+		got, err := crashOnce(exe, soakChild{Dir: gen, Cycle: c}, plan)
 		if err != nil {
 			return fmt.Errorf("soak cycle %d: %w", c, err)
 		}
@@ -146,10 +155,12 @@ func Soak(ctx context.Context, dir string, cycles int, w io.Writer) error {
 			return fmt.Errorf("soak cycle %d: %w", c, err)
 		}
 		total += len(got)
-		fmt.Fprintf(w, "cycle %d: killed after %d acks (target %d); %d records in %d logs verified, %d torn tails cut so far\n",
-			c, len(got), killAfter, records, soakLogs, torn)
+		fmt.Fprintf(w, "cycle %d: killed after %d acks (%s); %d records in %d logs verified, %d torn tails cut in this generation\n",
+			c, len(got), plan, records, soakLogs, torn)
 	}
-	fmt.Fprintf(w, "soak: %d cycles, %d acknowledged appends, none lost, reordered or duplicated\n", cycles, total)
+	torn, _ := filepath.Glob(filepath.Join(dir, "gen*", "s*", LogName+".torn-*"))
+	fmt.Fprintf(w, "soak: %d cycles, %d acknowledged appends, none lost, reordered or duplicated; %d torn tails recovered\n",
+		cycles, total, len(torn))
 	return nil
 }
 
@@ -158,9 +169,27 @@ type loggedAck struct {
 	ack
 }
 
-// crashOnce runs one writer process and kills it once it has reported killAfter acknowledged
-// appends (-1: at once). It returns every ack the writer reported before it died.
-func crashOnce(exe string, cfg soakChild, killAfter int) ([]loggedAck, error) {
+// killPlan says when crashOnce kills the writer: after it reported `after` acks (0: as soon as
+// its logs are open), or, with after -1, once delay has passed since it started.
+type killPlan struct {
+	after int
+	delay time.Duration
+}
+
+func (p killPlan) String() string {
+	switch p.after {
+	case -1:
+		return fmt.Sprintf("planned at %v", p.delay)
+	case 0:
+		return "planned once open"
+	}
+	return fmt.Sprintf("planned after %d", p.after)
+}
+
+// crashOnce runs one writer process and kills it as planned. It returns every ack the writer
+// reported before it died.
+func crashOnce(exe string, cfg soakChild, plan killPlan) ([]loggedAck, error) {
+	killAfter := plan.after
 	env, _ := json.Marshal(cfg)
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), ChildEnv+"="+string(env))
@@ -172,16 +201,12 @@ func crashOnce(exe string, cfg soakChild, killAfter int) ([]loggedAck, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	killed := false
-	kill := func() {
-		if !killed {
-			killed = true
-			cmd.Process.Kill()
-		}
-	}
+	var once sync.Once
+	kill := func() { once.Do(func() { cmd.Process.Kill() }) }
 	defer kill()
 	if killAfter < 0 {
-		kill()
+		timer := time.AfterFunc(plan.delay, kill)
+		defer timer.Stop()
 	}
 	var acks []loggedAck
 	var childErr error
@@ -281,7 +306,7 @@ func checkSoakLog(path string, recs []Record, acked []ack) error {
 		if a.seq > uint64(len(recs)) {
 			return fmt.Errorf("%s: acknowledged seq %d lost: the log ends at %d", path, a.seq, len(recs))
 		}
-		if t := ticks[a.seq-1]; t != a.tick {
+		if t := ticks[a.seq-1]; t.C != a.tick.C || t.W != a.tick.W || t.N != a.tick.N {
 			return fmt.Errorf("%s: seq %d holds %+v, but %+v was acknowledged with it", path, a.seq, t, a.tick)
 		}
 	}

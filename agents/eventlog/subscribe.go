@@ -7,7 +7,8 @@ import "sync"
 // that falls further behind is dropped: its channel is closed. A closed channel thus means the log
 // closed, the subscription was cancelled, or the reader fell behind; to reattach without gaps,
 // Subscribe again, then call Records(last+1) and skip channel records with Seq <= the last one
-// seen. Publishing never blocks appends.
+// seen. Publishing never blocks appends. Subscribers share each record's Data with Append's
+// caller: treat it as read-only.
 func (l *Log) Subscribe(buf int) (<-chan Record, func()) {
 	if buf < 1 {
 		buf = 1

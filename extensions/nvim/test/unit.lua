@@ -45,5 +45,7 @@ local ev = require('arbor.log').render_event({ session = 'x', seq = 3, ts = '202
 check(ev[1]:find('tool_finished', 1, true) and ev[1]:find('10:11:12', 1, true) and vim.tbl_contains(ev, '2'),
   'render_event: ' .. vim.inspect(ev))
 local unknown = require('arbor.log').render_event({ seq = 4, type = 'something_new', data = { k = 1 } })
-check(table.concat(unknown, '\n'):find('"k"', 1, true), 'unknown event shows its data: ' .. vim.inspect(unknown))
+check(table.concat(unknown, '\n'):find('- k: 1', 1, true), 'unknown event shows its data: ' .. vim.inspect(unknown))
+local nested = require('arbor.log').render_event({ seq = 5, type = 'something_new', data = { k = { x = 1 } } })
+check(table.concat(nested, '\n'):find('"x"', 1, true), 'nested data shows as JSON: ' .. vim.inspect(nested))
 io.stdout:write('unit: ok\n')

@@ -105,9 +105,13 @@ test('Arbor: New Task starts a session that appears idle in the Sessions view', 
 
   await page.screenshot({ path: SHOT.replace(/\.png$/, '-sessions.png') }).catch(() => undefined);
 
-  // Clicking the row opens its transcript, which has the model's final answer.
+  // Clicking the row opens its transcript; at its end, the model's final answer.
   await idle.first().click();
+  const transcript = page.locator('.monaco-editor .view-lines', { hasText: 'session_created' });
+  await expectVisible(transcript, 'clicking the session did not open its transcript', 20000);
+  await transcript.first().click();
+  await page.keyboard.press('Control+End');
   await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: 'the sum is two' }),
-    'clicking the session did not open a transcript with the final answer "the sum is two"', 20000);
+    'the transcript does not end with the final answer "the sum is two"', 20000);
   t.diagnostic(`UI part took ${Date.now() - t0} ms`);
 });

@@ -68,10 +68,23 @@ export function renderEvent(e: Event): string {
     case 'turn_failed':
       body.push(`**failed:** ${str(d.error) ?? JSON.stringify(d)}`);
       break;
+    case 'turn_started':
+      body.push(`— turn ${d.turn ?? '?'} —`);
+      break;
+    case 'checkpoint':
+      body.push(`checkpoint \`${String(d.commit ?? '').slice(0, 12)}\`${d.turn !== undefined ? ` after turn ${d.turn}` : ''}`);
+      break;
+    case 'interrupted':
+      body.push(`**interrupted**${str(d.reason) ? ': ' + d.reason : ''}`);
+      break;
     default:
       break;
   }
-  if (body.length === 0 && Object.keys(d).length > 0) body.push(fenced(JSON.stringify(d, null, 2), 'json'));
+  if (body.length === 0 && Object.keys(d).length > 0) {
+    const flat = Object.values(d).every(v => v === null || typeof v !== 'object');
+    body.push(flat ? Object.entries(d).map(([k, v]) => `- ${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`).join('\n')
+      : fenced(JSON.stringify(d, null, 2), 'json'));
+  }
   return [head, ...body].join('\n\n');
 }
 

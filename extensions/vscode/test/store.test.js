@@ -41,5 +41,7 @@ test('EventBuffer ignores replayed seqs; renderEvent knows the common types', ()
   assert.equal(b.list().length, 1);
   assert.match(renderEvent({ session: 's', seq: 2, ts: '2026-01-01T10:11:12.123Z', type: 'assistant_message', data: { text: 'hi', toolCalls: [{ ID: 'c1', Code: 'print(1)' }] } }), /10:11:12[\s\S]*hi[\s\S]*```python\nprint\(1\)\n```/);
   assert.match(renderEvent({ session: 's', seq: 3, ts: '', type: 'state_changed', data: { state: 'failed', error: 'boom' } }), /failed\*\*: boom/);
-  assert.match(renderEvent({ session: 's', seq: 4, ts: '', type: 'new_kind', data: { k: 1 } }), /"k": 1/);
+  assert.match(renderEvent({ session: 's', seq: 4, ts: '', type: 'new_kind', data: { k: 1 } }), /- k: 1/);
+  assert.match(renderEvent({ session: 's', seq: 5, ts: '', type: 'new_kind', data: { k: { x: 1 } } }), /"x": 1/);
+  assert.match(renderEvent({ session: 's', seq: 6, ts: '', type: 'checkpoint', data: { turn: 2, commit: '0123456789abcdef' } }), /checkpoint `0123456789ab` after turn 2/);
 });

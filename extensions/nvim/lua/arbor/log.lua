@@ -70,9 +70,29 @@ function M.render_event(ev)
     end
   elseif t == 'turn_failed' then
     table.insert(lines, 'failed: ' .. (s(d.error) or vim.fn.json_encode(d)))
+  elseif t == 'turn_started' then
+    table.insert(lines, '— turn ' .. tostring(d.turn or '?') .. ' —')
+  elseif t == 'checkpoint' then
+    table.insert(lines, 'checkpoint ' .. (s(d.commit) or ''):sub(1, 12) .. (d.turn and (' after turn ' .. tostring(d.turn)) or ''))
+  elseif t == 'interrupted' then
+    table.insert(lines, 'interrupted' .. (s(d.reason) and (': ' .. s(d.reason)) or ''))
   end
   if #lines == n and next(d) ~= nil then
-    fenced(lines, vim.fn.json_encode(d), 'json')
+    local flat = true
+    for _, v in pairs(d) do
+      if type(v) == 'table' then
+        flat = false
+      end
+    end
+    if flat then
+      local keys = vim.tbl_keys(d)
+      table.sort(keys)
+      for _, k in ipairs(keys) do
+        table.insert(lines, '- ' .. k .. ': ' .. (s(d[k]) or ''))
+      end
+    else
+      fenced(lines, vim.fn.json_encode(d), 'json')
+    end
   end
   table.insert(lines, '')
   return lines

@@ -119,6 +119,49 @@ local function run()
   end
   table.insert(passed, 'diff')
 
+  -- Code actions on a selection of a file: the daemon offers the agent actions, and running
+  -- "Refactor with agent…" asks for the task and starts a session carrying the selection.
+  vim.cmd('edit calc.py')
+  local buf = vim.api.nvim_get_current_buf()
+  require('arbor.client').attach_buffer(buf)
+  local params = {
+    textDocument = { uri = vim.uri_from_bufnr(buf) },
+    range = { start = { line = 0, character = 0 }, ['end'] = { line = 1, character = 0 } },
+    context = { diagnostics = {} },
+  }
+  local answers = vim.lsp.buf_request_sync(buf, 'textDocument/codeAction', params, 10000) or {}
+  local actions = {}
+  for _, a in pairs(answers) do
+    vim.list_extend(actions, a.result or {})
+  end
+  local titles = vim.tbl_map(function(a) return a.title end, actions)
+  local refactor
+  for _, a in ipairs(actions) do
+    if a.title == 'Refactor with agent…' then
+      refactor = a
+    end
+  end
+  if not refactor or not vim.tbl_contains(titles, 'Spawn subagent on selection') then
+    error('code actions on a selection: got ' .. vim.inspect(titles), 0)
+  end
+  local input = vim.ui.input
+  vim.ui.input = function(_, on_confirm) on_confirm('add one and one') end
+  vim.lsp.commands[refactor.command.command](refactor.command, { bufnr = buf })
+  vim.ui.input = input
+  local second
+  wait_for('', 20000, function()
+    for _, x in ipairs(arbor.store.all()) do
+      if x.id ~= created.id and x.task == 'add one and one' then
+        second = x
+        return true
+      end
+    end
+  end)
+  if not second then
+    error('"Refactor with agent…" started no session', 0)
+  end
+  table.insert(passed, 'code action started ' .. second.id:sub(1, 8))
+
   -- Give late answers (e.g. the tree's arbor/sessions) a moment, then check nothing went wrong.
   vim.wait(300, function() return false end, 50)
   if #complaints > 0 then

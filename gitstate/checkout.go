@@ -73,7 +73,12 @@ func (r *Repo) checkout(ctx context.Context, dir string, files []treeFile) ([]*i
 		i    int
 		data []byte
 	}
-	jobs := make(chan job, 64)
+	// Each directory belongs to one writer: creating a file takes its directory's lock, so
+	// writers sharing a directory would queue on it. The reader visits directories round-robin
+	// so every writer has work.
+	nw := max(4, 2*runtime.GOMAXPROCS(0))
+	order, owner := interleaveByDir(files)
+	queues := make([]chan job, nw)
 	errs := make(chan error, 1)
 	fail := func(err error) {
 		select {
@@ -85,9 +90,10 @@ func (r *Repo) checkout(ctx context.Context, dir string, files []treeFile) ([]*i
 	var once sync.Once
 	halt := func() { once.Do(func() { close(stop) }) }
 	var wg sync.WaitGroup
-	for range max(4, 2*runtime.GOMAXPROCS(0)) {
+	for w := range nw {
+		queues[w] = make(chan job, 32)
 		wg.Go(func() {
-			for j := range jobs {
+			for j := range queues[w] {
 				if err := writeFile(dir, entries[j.i], j.data); err != nil {
 					fail(err)
 					halt()
@@ -96,12 +102,17 @@ func (r *Repo) checkout(ctx context.Context, dir string, files []treeFile) ([]*i
 		})
 	}
 	readErr := func() error {
-		defer close(jobs)
-		for i, f := range files {
+		defer func() {
+			for _, q := range queues {
+				close(q)
+			}
+		}()
+		for n, i := range order {
+			f := files[i]
 			if f.mode == filemode.Submodule {
 				continue // an empty directory, as git leaves an uninitialised submodule
 			}
-			if i%256 == 0 && ctx.Err() != nil {
+			if n%256 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
 			data, err := r.readBlob(f.hash)
@@ -109,7 +120,7 @@ func (r *Repo) checkout(ctx context.Context, dir string, files []treeFile) ([]*i
 				return fmt.Errorf("read %s: %w", f.path, err)
 			}
 			select {
-			case jobs <- job{i, data}:
+			case queues[owner[i]%nw] <- job{i, data}:
 			case <-stop:
 				return nil
 			}
@@ -186,4 +197,35 @@ func writeFile(dir string, e *index.Entry, data []byte) error {
 	}
 	fillStat(e, fi)
 	return nil
+}
+
+// interleaveByDir orders file indexes round-robin over their directories (first file of each
+// directory, then the second, …) and numbers each file's directory.
+func interleaveByDir(files []treeFile) (order, dirOf []int) {
+	dirOf = make([]int, len(files))
+	var groups [][]int
+	index := map[string]int{}
+	for i, f := range files {
+		d := path.Dir(f.path)
+		g, ok := index[d]
+		if !ok {
+			g = len(groups)
+			index[d] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+		dirOf[i] = g
+	}
+	order = make([]int, 0, len(files))
+	for round := 0; len(groups) > 0; round++ {
+		live := groups[:0]
+		for _, g := range groups {
+			order = append(order, g[round])
+			if round+1 < len(g) {
+				live = append(live, g)
+			}
+		}
+		groups = live
+	}
+	return order, dirOf
 }

@@ -2,6 +2,7 @@ package gitstate
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,5 +118,17 @@ func TestSlug(t *testing.T) {
 		if got := Slug(c.in); got != c.want {
 			t.Errorf("Slug(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+func TestInterleaveByDir(t *testing.T) {
+	t.Parallel()
+	files := []treeFile{{path: "a/1"}, {path: "a/2"}, {path: "a/3"}, {path: "b/1"}, {path: "c/1"}, {path: "c/2"}}
+	order, dirOf := interleaveByDir(files)
+	if got := fmt.Sprint(order); got != "[0 3 4 1 5 2]" {
+		t.Errorf("order = %s", got)
+	}
+	if got := fmt.Sprint(dirOf); got != "[0 0 0 1 2 2]" {
+		t.Errorf("dirOf = %s", got)
 	}
 }

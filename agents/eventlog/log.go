@@ -166,7 +166,8 @@ func (l *Log) LastSeq() uint64 {
 }
 
 // Append adds a record of type typ whose data is data encoded with encoding/json (a
-// json.RawMessage is validated and passed through) and returns it once it is on disk. Seqs are
+// json.RawMessage passes through, validated and compacted: a record is one line) and returns it
+// once it is on disk. Seqs are
 // assigned in file order. If ctx ends while the record is being written, Append returns ctx's
 // error and the record may or may not be in the log. After a failed write or fsync the log
 // acknowledges nothing more: reopen it to learn what reached the disk.

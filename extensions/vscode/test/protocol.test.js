@@ -128,6 +128,23 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
     assert.equal(base.missing, true);
   });
 
+  await t.test('a child session (parent) sits under its parent; the parent\'s total includes it', async () => {
+    const child = await conn.sendRequest(P.MethodSessionCreate, { task: 'add one and one', dir: fx.repo, parent: created.id, name: 'helper' });
+    assert.equal(child.parent, created.id);
+    await waitFor(`child ${child.id} idle`, 60000, () => {
+      const c = store.get(child.id);
+      if (c?.state === 'failed') throw new Error(`child failed: ${c.error}`);
+      return c?.state === 'idle';
+    });
+    assert.deepEqual(store.children(created.id).map(x => x.id), [child.id]);
+    assert.ok(!store.roots().some(x => x.id === child.id), 'the child is not a root');
+    const parent = await conn.sendRequest(P.MethodSessionGet, { id: created.id });
+    assert.ok(parent.children?.includes(child.id), `parent.children ${JSON.stringify(parent.children)}`);
+    const c = store.get(child.id);
+    assert.ok(parent.total.modelCalls >= parent.usage.modelCalls + c.usage.modelCalls,
+      `parent total ${JSON.stringify(parent.total)} lacks the child's ${JSON.stringify(c.usage)}`);
+  });
+
   await t.test('an unknown session id is a clear CodeUnknownSession error', async () => {
     await assert.rejects(conn.sendRequest(P.MethodSessionGet, { id: 'no-such-session' }), e => {
       assert.equal(e.code, P.CodeUnknownSession);

@@ -35,6 +35,7 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 			s.append(ctx, EvKernel, map[string]any{"event": "died", "pid": s.kern.PID()})
 			s.kern.Close(ctx)
 			s.kern = nil
+			s.live.Store(false)
 			notice = "the previous kernel died; this is a fresh kernel and earlier variables are gone"
 		default:
 			return s.kern, "", nil
@@ -54,6 +55,7 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 		return nil, "", fmt.Errorf("start kernel: %w", err)
 	}
 	s.kern = k
+	s.live.Store(true)
 	s.append(ctx, EvKernel, map[string]any{"event": "started", "pid": k.PID()})
 	return k, notice, nil
 }

@@ -203,10 +203,8 @@ func (s *Service) total(sess *Session) Usage {
 
 // Live counts sessions with a running kernel.
 func (s *Service) Live() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n := 0
-	for _, sess := range s.sessions {
+	for _, sess := range s.all() {
 		if sess.hasKernel() {
 			n++
 		}
@@ -254,6 +252,18 @@ func (s *Service) Close(ctx context.Context) error {
 		errs = append(errs, sess.shutdown(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// all returns the sessions; callers take session locks only after s.mu is released (lock
+// order: a session's locks may be held while taking s.mu, never the reverse).
+func (s *Service) all() []*Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		out = append(out, sess)
+	}
+	return out
 }
 
 func newID() string {

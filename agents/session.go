@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arborhq/arbor/agents/eventlog"
@@ -76,6 +77,7 @@ type Session struct {
 
 	kmu    sync.Mutex // guards kern; held while starting one
 	kern   *kernel.Kernel
+	live   atomic.Bool // kern != nil, readable without waiting for a kernel start
 	client *model.Client
 }
 
@@ -104,11 +106,7 @@ func (s *Session) childIDs() []string {
 	return append([]string(nil), s.children...)
 }
 
-func (s *Session) hasKernel() bool {
-	s.kmu.Lock()
-	defer s.kmu.Unlock()
-	return s.kern != nil
-}
+func (s *Session) hasKernel() bool { return s.live.Load() }
 
 // append writes one event durably, then tells listeners. Durable writes outlive the request
 // or turn that caused them.
@@ -176,6 +174,7 @@ func (s *Session) stopKernel(ctx context.Context) {
 	s.kmu.Lock()
 	k := s.kern
 	s.kern = nil
+	s.live.Store(false)
 	s.kmu.Unlock()
 	if k != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

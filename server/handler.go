@@ -16,22 +16,22 @@ var methods map[string]handlerFunc
 
 func init() {
 	methods = map[string]handlerFunc{
-		"initialize":                  (*conn).initialize,
-		"shutdown":                    (*conn).shutdownReq,
-		"textDocument/codeAction":     (*conn).codeAction,
-		"workspace/executeCommand":    (*conn).executeCommand,
-		MethodSessionCreate:           (*conn).sessionCreate,
-		MethodSessions:                (*conn).sessions,
-		MethodSessionGet:              (*conn).sessionGet,
-		MethodSessionAttach:           (*conn).sessionAttach,
-		MethodSessionDetach:           (*conn).sessionDetach,
-		MethodSessionLog:              (*conn).sessionLog,
-		MethodSessionSend:             (*conn).sessionSend,
-		MethodSessionStop:             (*conn).sessionStop,
-		MethodSessionDiff:             (*conn).sessionDiff,
-		MethodSessionFileAt:           (*conn).sessionFileAt,
-		MethodDaemonStatus:            (*conn).daemonStatus,
-		MethodDaemonStop:              (*conn).daemonStop,
+		"initialize":               (*conn).initialize,
+		"shutdown":                 (*conn).shutdownReq,
+		"textDocument/codeAction":  (*conn).codeAction,
+		"workspace/executeCommand": (*conn).executeCommand,
+		MethodSessionCreate:        (*conn).sessionCreate,
+		MethodSessions:             (*conn).sessions,
+		MethodSessionGet:           (*conn).sessionGet,
+		MethodSessionAttach:        (*conn).sessionAttach,
+		MethodSessionDetach:        (*conn).sessionDetach,
+		MethodSessionLog:           (*conn).sessionLog,
+		MethodSessionSend:          (*conn).sessionSend,
+		MethodSessionStop:          (*conn).sessionStop,
+		MethodSessionDiff:          (*conn).sessionDiff,
+		MethodSessionFileAt:        (*conn).sessionFileAt,
+		MethodDaemonStatus:         (*conn).daemonStatus,
+		MethodDaemonStop:           (*conn).daemonStop,
 	}
 }
 

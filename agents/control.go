@@ -71,6 +71,5 @@ func (s *Service) FileAt(ctx context.Context, id, path, side string) ([]byte, er
 	if side == "base" {
 		rev = d.Base
 	}
-	_ = rev
-	return nil, fmt.Errorf("TODO fileat") // FILEAT
+	return sess.ws.Repo.FileAt(ctx, rev, path)
 }

@@ -1,0 +1,248 @@
+package gitstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// AcceptOptions says what of a session to bring onto a branch, and how.
+type AcceptOptions struct {
+	// Head is the session's branch or the commit that was reviewed (Diff.Head).
+	Head string
+	// Into is the worktree whose current branch receives the change: "" for the user's main
+	// worktree, or a session's linked worktree (a child merged into its parent).
+	Into string
+	// Files limits the change to these paths (new paths for renames); nil with no Hunks takes all.
+	Files []string
+	// Hunks takes only some hunks of a file: path → indexes into that file's Diff hunks.
+	Hunks map[string][]int
+	// Base, when set, is the merge-base the review saw (Diff.Base); Accept refuses if it moved,
+	// since hunk indexes would then point at different hunks.
+	Base string
+	// Merge records a merge commit with the session as second parent instead of one squashed
+	// commit. Only for whole sessions.
+	Merge bool
+	// Message is the commit message; required for a squash.
+	Message string
+}
+
+// Validate reports options that cannot work.
+func (o AcceptOptions) Validate() error {
+	if o.Head == "" {
+		return errors.New("accept: no session head given")
+	}
+	if o.Merge && (o.Files != nil || o.Hunks != nil) {
+		return errors.New("accept: a merge takes the whole session; choose files or hunks with a squash")
+	}
+	if !o.Merge && strings.TrimSpace(o.Message) == "" {
+		return errors.New("accept: a squash needs a commit message")
+	}
+	return nil
+}
+
+// AcceptResult is what Accept committed.
+type AcceptResult struct {
+	Commit string   // the new commit on the target branch
+	Branch string   // the target branch
+	Files  []string // paths the commit changed
+}
+
+// ConflictError lists the files a three-way merge could not reconcile. Nothing was changed.
+type ConflictError struct {
+	Into  string
+	Files []string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("merging into %s conflicts in %d file(s): %s; nothing was changed", e.Into, len(e.Files), strings.Join(e.Files, ", "))
+}
+
+// Accept brings a session's change (whole, some files, or some hunks) onto the current branch
+// of the user's worktree (or of another session's worktree, see [Repo.Merge]) as one squashed
+// commit or a merge commit. The change is merged three-way against the target's tip, so work
+// that landed there meanwhile is kept. It refuses with a [DirtyError] when the target has
+// uncommitted changes in the files involved, and with a [ConflictError] listing files when the
+// merge conflicts; in both cases the target's files, index and branch are left as they were.
+func (r *Repo) Accept(ctx context.Context, o AcceptOptions) (*AcceptResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("accept %s: %w", o.Head, err)
+	}
+	defer unlock()
+	res, err := r.accept(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("accept %s: %w", o.Head, err)
+	}
+	r.logger.Info("accepted", "head", o.Head, "into", res.Branch, "commit", res.Commit, "files", len(res.Files), "merge", o.Merge)
+	return res, nil
+}
+
+// Merge brings a child session's branch into the parent session's worktree at parentDir as a
+// merge commit. Checkpoint the parent first: uncommitted changes in involved files refuse it.
+func (r *Repo) Merge(ctx context.Context, child, parentDir, message string) (*AcceptResult, error) {
+	if message == "" {
+		message = "Merge " + child
+	}
+	return r.Accept(ctx, AcceptOptions{Head: child, Into: parentDir, Merge: true, Message: message})
+}
+
+func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, error) {
+	dir, headFile := r.root, filepath.Join(r.common, "HEAD")
+	if o.Into != "" {
+		admin, err := r.worktreeAdmin(filepath.Clean(o.Into))
+		if err != nil {
+			return nil, err
+		}
+		dir, headFile = filepath.Clean(o.Into), filepath.Join(admin, "HEAD")
+	}
+	if err := r.checkNoOperation(dir, filepath.Dir(headFile)); err != nil {
+		return nil, err
+	}
+	branch, target, err := r.headAt(headFile)
+	if err != nil {
+		return nil, err
+	}
+	if branch == "" {
+		return nil, fmt.Errorf("%s has a detached HEAD; check out the branch to accept onto", dir)
+	}
+	head, err := r.resolve(o.Head)
+	if err != nil {
+		return nil, err
+	}
+	mb, err := r.mergeBase(target, head)
+	if err != nil {
+		return nil, err
+	}
+	if o.Base != "" && o.Base != mb.String() {
+		return nil, fmt.Errorf("the review is out of date: the merge-base moved from %s to %s; diff again", o.Base, mb)
+	}
+	if mb == head {
+		return nil, fmt.Errorf("%s has nothing to accept: it is already contained in %s", o.Head, branch.Short())
+	}
+	selected, files, err := r.selectChange(ctx, mb, head, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, errors.New("the selection changes nothing")
+	}
+	if dirty, err := r.dirtyAmong(ctx, dir, files); err != nil {
+		return nil, err
+	} else if len(dirty) > 0 {
+		return nil, &DirtyError{Dir: dir, Files: dirty}
+	}
+	tree, err := r.mergeTrees(ctx, dir, target, mb, selected)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"commit-tree", tree, "-p", target.String()}
+	if o.Merge {
+		args = append(args, "-p", head.String())
+	}
+	out, err := runGit(ctx, dir, []byte(ensureNewline(o.Message)), append(args, "-F", "-")...)
+	if err != nil {
+		return nil, err
+	}
+	commit := strings.TrimSpace(out)
+	if err := r.advance(ctx, dir, branch, target, commit, "arbor: accept "+o.Head); err != nil {
+		return nil, err
+	}
+	return &AcceptResult{Commit: commit, Branch: branch.Short(), Files: files}, nil
+}
+
+func ensureNewline(s string) string {
+	if strings.HasSuffix(s, "\n") {
+		return s
+	}
+	return s + "\n"
+}
+
+// checkNoOperation refuses while a merge, rebase, cherry-pick or revert is in progress in the
+// target worktree: its index then holds the user's half-finished work.
+func (r *Repo) checkNoOperation(dir, gitDir string) error {
+	for _, f := range []string{"MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply"} {
+		if _, err := os.Stat(filepath.Join(gitDir, f)); err == nil {
+			return fmt.Errorf("%s is in the middle of a git operation (%s exists); finish or abort it first", dir, f)
+		}
+	}
+	return nil
+}
+
+// dirtyAmong returns which of files have uncommitted changes (staged, unstaged or untracked) in
+// the worktree at dir.
+func (r *Repo) dirtyAmong(ctx context.Context, dir string, files []string) ([]string, error) {
+	out, err := runGit(ctx, dir, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+	if err != nil {
+		return nil, err
+	}
+	involved := map[string]bool{}
+	for _, f := range files {
+		involved[f] = true
+	}
+	var dirty []string
+	for _, rec := range strings.Split(out, "\x00") {
+		if len(rec) < 4 {
+			continue
+		}
+		if p := rec[3:]; involved[p] {
+			dirty = append(dirty, p)
+		}
+	}
+	sort.Strings(dirty)
+	return dirty, nil
+}
+
+// mergeTrees merges selected into target three-way over base and returns the tree, or a
+// ConflictError. When target is base the selection applies as it is.
+func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selected plumbing.Hash) (string, error) {
+	if target == base {
+		c, err := r.git.CommitObject(selected)
+		if err != nil {
+			return "", err
+		}
+		return c.TreeHash.String(), nil
+	}
+	out, err := runGit(ctx, dir, nil, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", target.String(), selected.String())
+	fields := strings.Split(out, "\x00")
+	if err != nil && exitCode(err) == 1 {
+		seen := map[string]bool{}
+		var files []string
+		for _, f := range fields[1:] {
+			if f != "" && !seen[f] {
+				seen[f] = true
+				files = append(files, f)
+			}
+		}
+		return "", &ConflictError{Into: dir, Files: files}
+	}
+	if err != nil {
+		return "", err
+	}
+	return fields[0], nil
+}
+
+// advance moves branch from old to new and brings the worktree's files and index along, the way
+// a fast-forward does: read-tree refuses before writing anything if a local change would be
+// overwritten. The branch moves by compare-and-swap; if that fails the files are put back.
+func (r *Repo) advance(ctx context.Context, dir string, branch plumbing.ReferenceName, old plumbing.Hash, commit, reason string) error {
+	if _, err := runGit(ctx, dir, nil, "read-tree", "-m", "-u", old.String(), commit); err != nil {
+		return fmt.Errorf("update %s: %w", dir, err)
+	}
+	if _, err := runGit(ctx, dir, nil, "update-ref", "-m", reason, branch.String(), commit, old.String()); err != nil {
+		if _, rerr := runGit(ctx, dir, nil, "read-tree", "-m", "-u", commit, old.String()); rerr != nil {
+			return fmt.Errorf("%w (and restoring the worktree failed: %v)", err, rerr)
+		}
+		return err
+	}
+	return nil
+}

@@ -119,6 +119,29 @@ local function run()
   end
   table.insert(passed, 'diff')
 
+  -- <CR> on the file line opens base and head side by side in a new tab, in diff mode.
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(diffbuf))
+  for i, l in ipairs(vim.api.nvim_buf_get_lines(diffbuf, 0, -1, false)) do
+    if l:match('^added%s+sum.txt') then
+      vim.api.nvim_win_set_cursor(0, { i, 0 })
+      break
+    end
+  end
+  local tab = vim.api.nvim_get_current_tabpage()
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<CR>', true, false, true), 'x', false)
+  wait_for('', 10000, function()
+    return vim.api.nvim_get_current_tabpage() ~= tab
+  end)
+  local head = vim.fn.bufnr('arbor://head/' .. created.id:sub(1, 8) .. '/sum.txt')
+  if vim.api.nvim_get_current_tabpage() == tab or head == -1 then
+    error('<CR> on the file did not open base and head side by side', 0)
+  end
+  if buffer_text(head) ~= '2' or not vim.wo[vim.fn.bufwinid(head)].diff then
+    error(string.format('the head side shows %q (want "2") or is not in diff mode', buffer_text(head)), 0)
+  end
+  vim.cmd('tabclose')
+  table.insert(passed, 'side-by-side diff')
+
   -- Code actions on a selection of a file: the daemon offers the agent actions, and running
   -- "Refactor with agent…" asks for the task and starts a session carrying the selection.
   vim.cmd('edit calc.py')

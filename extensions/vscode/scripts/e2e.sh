@@ -54,6 +54,7 @@ cat > "$RUN/data/User/settings.json" <<JSON
   "workbench.startupEditor": "none",
   "security.workspace.trust.enabled": false,
   "chat.disableAIFeatures": true,
+  "telemetry.telemetryLevel": "off",
   "workbench.tips.enabled": false,
   "extensions.ignoreRecommendations": true
 }

@@ -130,7 +130,7 @@ export class Commands {
     }
     const f = pick.file;
     await vscode.commands.executeCommand('vscode.diff',
-      fileUri(s.id, f.oldPath || f.path, 'base'), fileUri(s.id, f.path, 'head'),
+      fileUri(s.id, f.oldPath || f.path, 'base', f.status === 'added'), fileUri(s.id, f.path, 'head', f.status === 'deleted'),
       `${f.path} (${s.branch})`);
   }
 

@@ -14,8 +14,11 @@ export function transcriptUri(s: P.Session): vscode.Uri {
   return vscode.Uri.from({ scheme: transcriptScheme, path: `/${name}.md`, query: s.id });
 }
 
-export function fileUri(id: string, path: string, side: P.Side): vscode.Uri {
-  return vscode.Uri.from({ scheme: fileScheme, path: '/' + path, query: new URLSearchParams({ id, side }).toString() });
+/** One side of a file in a session's diff; absent (an added file's base) gives an empty document. */
+export function fileUri(id: string, path: string, side: P.Side, absent = false): vscode.Uri {
+  const q: Record<string, string> = { id, side };
+  if (absent) q.absent = '1';
+  return vscode.Uri.from({ scheme: fileScheme, path: '/' + path, query: new URLSearchParams(q).toString() });
 }
 
 /** Transcripts attach to their session on first open and follow its arbor/event notifications. */
@@ -80,6 +83,7 @@ export class FileAtProvider implements vscode.TextDocumentContentProvider {
 
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
     const q = new URLSearchParams(uri.query);
+    if (q.get('absent')) return '';
     const res = await this.client.fileAt({ id: q.get('id') ?? '', path: uri.path.replace(/^\//, ''), side: (q.get('side') ?? 'head') as P.Side });
     return res.missing ? '' : res.content;
   }

@@ -35,16 +35,22 @@ local function side_by_side(id, file)
     if side == 'base' and file.oldPath and file.oldPath ~= vim.NIL and file.oldPath ~= '' then
       path = file.oldPath
     end
-    client.request(P.MethodSessionFileAt, { id = id, path = path, side = side }, function(err, res)
-      if err then
-        client.notify(side .. ' of ' .. path .. ': ' .. client.error_message(err), vim.log.levels.WARN)
-      end
-      results[side] = res
+    -- An added file has no base, a deleted one no head: nothing to ask for.
+    if (side == 'base' and file.status == 'added') or (side == 'head' and file.status == 'deleted') then
+      results[side] = { missing = true }
       pending = pending - 1
-      if pending == 0 then
-        show()
-      end
-    end)
+    else
+      client.request(P.MethodSessionFileAt, { id = id, path = path, side = side }, function(err, res)
+        if err then
+          client.notify(side .. ' of ' .. path .. ': ' .. client.error_message(err), vim.log.levels.WARN)
+        end
+        results[side] = res
+        pending = pending - 1
+        if pending == 0 then
+          show()
+        end
+      end)
+    end
   end
 end
 

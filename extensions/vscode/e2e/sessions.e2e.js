@@ -113,5 +113,21 @@ test('Arbor: New Task starts a session that appears idle in the Sessions view', 
   await page.keyboard.press('Control+End');
   await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: 'the sum is two' }),
     'the transcript does not end with the final answer "the sum is two"', 20000);
+
+  // F1 → "Arbor: Review Diff" → the session → sum.txt opens a diff editor (vscode.diff over arbor-file:).
+  await page.keyboard.press('F1');
+  await expectVisible(input, 'F1 did not open the command palette', 10000);
+  await input.fill('>Arbor: Review Diff');
+  await expectVisible(page.locator('.quick-input-list .monaco-list-row', { hasText: 'Arbor: Review Diff' }),
+    'the command palette does not list "Arbor: Review Diff"', 10000);
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.quick-input-list .monaco-list-row', { hasText: TASK }),
+    '"Arbor: Review Diff" did not offer the session', 10000);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: TASK }).first().click();
+  const file = page.locator('.quick-input-list .monaco-list-row', { hasText: 'sum.txt' });
+  await expectVisible(file, 'the diff review does not list sum.txt, the file the kernel wrote', 15000);
+  await file.first().click();
+  await expectVisible(page.locator('.monaco-diff-editor .view-lines', { hasText: '2' }),
+    'picking sum.txt did not open a diff editor showing its new content', 20000);
   t.diagnostic(`UI part took ${Date.now() - t0} ms`);
 });

@@ -55,6 +55,7 @@ cat > "$RUN/data/User/settings.json" <<JSON
   "security.workspace.trust.enabled": false,
   "chat.disableAIFeatures": true,
   "telemetry.telemetryLevel": "off",
+  "workbench.secondarySideBar.defaultVisibility": "hidden",
   "workbench.tips.enabled": false,
   "extensions.ignoreRecommendations": true
 }

@@ -71,13 +71,24 @@ func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 	if _, err := r.git.Storer.Reference(branch); err == nil {
 		return fmt.Errorf("branch %s already exists", spec.Branch)
 	}
+	if _, err := os.Stat(r.recordPath(spec.Name)); err == nil {
+		return fmt.Errorf("worktree name %q is taken (record %s exists)", spec.Name, r.recordPath(spec.Name))
+	}
+	// The record goes first: if the process dies anywhere below, Reconcile finds it and
+	// either finishes the worktree or cleans it up.
+	rec := record{Name: spec.Name, Branch: spec.Branch, Dir: filepath.Clean(spec.Dir), Base: base.String()}
+	if err := r.writeRecord(rec); err != nil {
+		return err
+	}
 	if err := r.git.Storer.SetReference(plumbing.NewHashReference(branch, base)); err != nil {
+		r.removeRecord(spec.Name)
 		return fmt.Errorf("create branch %s: %w", spec.Branch, err)
 	}
 	if err := r.linkWorktree(ctx, spec.Name, branch, base, spec.Dir); err != nil {
 		if ref, rerr := r.git.Storer.Reference(branch); rerr == nil && ref.Hash() == base {
 			r.git.Storer.RemoveReference(branch)
 		}
+		r.removeRecord(spec.Name)
 		return err
 	}
 	return nil

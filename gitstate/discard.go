@@ -1,0 +1,176 @@
+package gitstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// ArchivePrefix is where Discard keeps branches whose work no other branch holds.
+const ArchivePrefix = "refs/arbor/archive/"
+
+// DiscardResult says what Discard did with the worktree and the branch.
+type DiscardResult struct {
+	Removed  bool   `json:"removed"`            // the worktree was removed
+	Deleted  bool   `json:"deleted"`            // the branch was deleted
+	Archived string `json:"archived,omitempty"` // the ref now holding the branch's commits
+}
+
+// Discard removes a session's worktree (refusing, like [Repo.RemoveWorktree], when it holds
+// uncommitted work, unless force) and then its branch: deleted when its tip is reachable from
+// another branch, otherwise moved to refs/arbor/archive/<branch> so no work is lost — unless
+// force, which deletes it. dir may be "" (no worktree) and branch may be "" (the worktree's).
+func (r *Repo) Discard(ctx context.Context, dir, branch string, force bool) (*DiscardResult, error) {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("discard %s: %w", or(branch, dir), err)
+	}
+	defer unlock()
+	res, err := r.discard(ctx, dir, branch, force)
+	if err != nil {
+		return res, fmt.Errorf("discard %s: %w", or(branch, dir), err)
+	}
+	r.logger.Info("discarded", "dir", dir, "branch", branch, "deleted", res.Deleted, "archived", res.Archived)
+	return res, nil
+}
+
+func (r *Repo) discard(ctx context.Context, dir, branch string, force bool) (*DiscardResult, error) {
+	res := &DiscardResult{}
+	name := ""
+	if dir != "" {
+		dir = filepath.Clean(dir)
+		if admin, err := r.worktreeAdmin(dir); err == nil {
+			name = filepath.Base(admin)
+			if b, _, err := r.headAt(filepath.Join(admin, "HEAD")); branch == "" && err == nil {
+				branch = b.Short()
+			}
+		} else if admin := r.adminFor(dir); admin != "" {
+			name = filepath.Base(admin)
+		}
+		if name != "" {
+			if err := r.removeWorktree(ctx, dir, force); err != nil {
+				return res, err
+			}
+			res.Removed = true
+		} else if _, err := os.Stat(dir); err == nil {
+			return res, fmt.Errorf("%s is not a linked worktree of %s", dir, r.root)
+		}
+	}
+	if branch == "" {
+		return res, errors.New("no branch to discard: give the branch, or the dir of a worktree on a branch")
+	}
+	if err := r.dropBranch(plumbing.NewBranchReferenceName(branch), force, res); err != nil {
+		return res, err
+	}
+	if name != "" {
+		r.removeRecord(name)
+	}
+	return res, nil
+}
+
+// dropBranch deletes a branch whose tip another branch contains, and archives it otherwise
+// (or deletes it anyway when force). Callers hold the lock.
+func (r *Repo) dropBranch(name plumbing.ReferenceName, force bool, res *DiscardResult) error {
+	ref, err := r.git.Storer.Reference(name)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return nil // deleted already, by the user or an earlier attempt
+	}
+	if err != nil {
+		return err
+	}
+	if wt := r.checkedOutIn(name); wt != "" {
+		return fmt.Errorf("branch %s is checked out in %s; switch that worktree to another branch first", name.Short(), wt)
+	}
+	reachable, err := r.reachableFromOthers(ref.Hash(), name)
+	if err != nil {
+		return err
+	}
+	if !reachable && !force {
+		archive := plumbing.ReferenceName(ArchivePrefix + name.Short())
+		if old, err := r.git.Storer.Reference(archive); err == nil && old.Hash() != ref.Hash() {
+			archive = plumbing.ReferenceName(fmt.Sprintf("%s-%d", archive, time.Now().Unix()))
+		}
+		if err := r.git.Storer.SetReference(plumbing.NewHashReference(archive, ref.Hash())); err != nil {
+			return fmt.Errorf("archive %s: %w", name.Short(), err)
+		}
+		res.Archived = archive.String()
+	}
+	if err := r.git.Storer.RemoveReference(name); err != nil {
+		return fmt.Errorf("delete branch %s: %w", name.Short(), err)
+	}
+	res.Deleted = true
+	return nil
+}
+
+// checkedOutIn returns the worktree (main or linked) that has branch checked out, or "".
+func (r *Repo) checkedOutIn(branch plumbing.ReferenceName) string {
+	heads := map[string]string{filepath.Join(r.common, "HEAD"): r.root}
+	ents, _ := os.ReadDir(filepath.Join(r.common, "worktrees"))
+	for _, e := range ents {
+		admin := filepath.Join(r.common, "worktrees", e.Name())
+		gitdir, _ := os.ReadFile(filepath.Join(admin, "gitdir"))
+		heads[filepath.Join(admin, "HEAD")] = filepath.Dir(strings.TrimSpace(string(gitdir)))
+	}
+	for head, wt := range heads {
+		b, err := os.ReadFile(head)
+		if err == nil && strings.TrimSpace(string(b)) == "ref: "+branch.String() {
+			return wt
+		}
+	}
+	return ""
+}
+
+// reachableFromOthers reports whether any branch other than self contains commit. It walks
+// back from the other tips together, not past commits a day older than commit (a descendant
+// cannot predate it by more than clock skew). Callers hold the lock.
+func (r *Repo) reachableFromOthers(commit plumbing.Hash, self plumbing.ReferenceName) (bool, error) {
+	c, err := r.git.CommitObject(commit)
+	if err != nil {
+		return false, err
+	}
+	horizon := c.Committer.When.Add(-24 * time.Hour)
+	refs, err := r.git.Storer.IterReferences()
+	if err != nil {
+		return false, err
+	}
+	var queue []plumbing.Hash
+	err = refs.ForEach(func(ref *plumbing.Reference) error {
+		if ref.Name().IsBranch() && ref.Name() != self && ref.Type() == plumbing.HashReference {
+			queue = append(queue, ref.Hash())
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	seen := map[plumbing.Hash]bool{}
+	for len(queue) > 0 {
+		h := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if h == commit {
+			return true, nil
+		}
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		cc, err := r.git.CommitObject(h)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if cc.Committer.When.Before(horizon) {
+			continue
+		}
+		queue = append(queue, cc.ParentHashes...)
+	}
+	return false, nil
+}

@@ -1,0 +1,190 @@
+package gitstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+// ReconcileReport lists what Reconcile found and did.
+type ReconcileReport struct {
+	// Orphans are worktrees Arbor made for sessions that were never recorded (the daemon died
+	// in between): uncommitted work was checkpointed, the worktree removed, and the branch
+	// deleted or archived like a discard.
+	Orphans []Orphan `json:"orphans,omitempty"`
+	// Recreated names known sessions whose worktree was missing or half-made and was checked
+	// out again from their branch.
+	Recreated []string `json:"recreated,omitempty"`
+	// StaleLocks are lock files left by killed processes in Arbor's worktrees, now removed.
+	StaleLocks []string `json:"staleLocks,omitempty"`
+	// Problems are what Reconcile could not fix, each naming the session and why.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Orphan is one cleaned-up worktree without a session.
+type Orphan struct {
+	Name       string `json:"name"`
+	Dir        string `json:"dir"`
+	Branch     string `json:"branch"`
+	Checkpoint string `json:"checkpoint,omitempty"` // commit holding work found uncommitted
+	Archived   string `json:"archived,omitempty"`
+	Deleted    bool   `json:"deleted"`
+}
+
+// lockAge is how old a lock file in one of Arbor's own worktrees must be to count as stale:
+// git holds index.lock for milliseconds, and Reconcile runs at daemon start.
+const lockAge = 2 * time.Second
+
+// Reconcile brings the worktrees gitstate made in line with the sessions the caller knows
+// (session name → worktree dir), at daemon start: recreates missing or half-made worktrees of
+// known sessions from their branches, cleans up worktrees of unknown sessions without losing
+// their work, and removes stale locks. The user's own linked worktrees are never touched.
+func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*ReconcileReport, error) {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile %s: %w", r.root, err)
+	}
+	defer unlock()
+	recs, err := r.records()
+	if err != nil {
+		return nil, fmt.Errorf("reconcile %s: %w", r.root, err)
+	}
+	rep := &ReconcileReport{}
+	recorded := map[string]bool{}
+	for _, rec := range recs {
+		recorded[rec.Name] = true
+		if err := ctx.Err(); err != nil {
+			return rep, fmt.Errorf("reconcile %s: %w", r.root, err)
+		}
+		if dir, ok := known[rec.Name]; ok {
+			if dir != "" {
+				rec.Dir = filepath.Clean(dir)
+			}
+			r.reconcileKnown(ctx, rec, rep)
+		} else {
+			r.reconcileOrphan(ctx, rec, rep)
+		}
+	}
+	for name, dir := range known {
+		if !recorded[name] {
+			if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+				rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: no worktree at %s and no gitstate record to recreate it from", name, dir))
+			}
+		}
+	}
+	sort.Strings(rep.Problems)
+	sort.Strings(rep.Recreated)
+	r.logger.Info("reconciled", "orphans", len(rep.Orphans), "recreated", len(rep.Recreated), "staleLocks", len(rep.StaleLocks), "problems", len(rep.Problems))
+	return rep, nil
+}
+
+// healthy reports whether a worktree is complete: registered, pointing at each other, and not
+// stuck "initializing".
+func (r *Repo) healthy(name, dir string) bool {
+	admin := r.adminDir(name)
+	if b, err := os.ReadFile(filepath.Join(admin, "locked")); err == nil && strings.TrimSpace(string(b)) == "initializing" {
+		return false
+	}
+	gitdir, err := os.ReadFile(filepath.Join(admin, "gitdir"))
+	if err != nil || filepath.Clean(strings.TrimSpace(string(gitdir))) != filepath.Join(dir, ".git") {
+		return false
+	}
+	back, err := readGitFile(filepath.Join(dir, ".git"))
+	if err != nil || back != admin {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(admin, "index"))
+	return err == nil
+}
+
+func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileReport) {
+	r.clearStaleLocks(rec.Name, rep)
+	if r.healthy(rec.Name, rec.Dir) {
+		return
+	}
+	branch := plumbing.NewBranchReferenceName(rec.Branch)
+	ref, err := r.git.Storer.Reference(branch)
+	if err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: worktree %s is missing and branch %s is gone (%v); it cannot be recreated", rec.Name, rec.Dir, rec.Branch, err))
+		return
+	}
+	if err := r.clearPartial(rec); err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: %v", rec.Name, err))
+		return
+	}
+	if err := r.linkWorktree(ctx, rec.Name, branch, ref.Hash(), rec.Dir); err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: recreate worktree %s: %v", rec.Name, rec.Dir, err))
+		return
+	}
+	rep.Recreated = append(rep.Recreated, rec.Name)
+}
+
+// clearPartial removes what is left of a broken worktree. A half-made one holds no work yet;
+// a complete directory whose registration vanished may, so its changes are refused, not lost.
+func (r *Repo) clearPartial(rec record) error {
+	admin := r.adminDir(rec.Name)
+	initializing := false
+	if b, err := os.ReadFile(filepath.Join(admin, "locked")); err == nil && strings.TrimSpace(string(b)) == "initializing" {
+		initializing = true
+	}
+	if _, err := os.Stat(rec.Dir); err == nil && !initializing {
+		if _, err := os.Stat(admin); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("worktree dir %s exists but its registration %s is gone; move the dir aside to let it be recreated", rec.Dir, admin)
+		}
+	}
+	if err := os.RemoveAll(rec.Dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(admin)
+}
+
+func (r *Repo) reconcileOrphan(ctx context.Context, rec record, rep *ReconcileReport) {
+	o := Orphan{Name: rec.Name, Dir: rec.Dir, Branch: rec.Branch}
+	r.clearStaleLocks(rec.Name, rep)
+	if r.healthy(rec.Name, rec.Dir) {
+		h, changed, err := r.checkpoint(ctx, rec.Dir, "arbor: work found in an unrecorded session's worktree", []string{""})
+		if err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s: checkpoint before cleanup: %v; left in place", rec.Dir, err))
+			return
+		}
+		if changed {
+			o.Checkpoint = h.String()
+		}
+		if err := r.removeWorktree(ctx, rec.Dir, true); err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s: %v", rec.Dir, err))
+			return
+		}
+	} else if err := r.clearPartial(rec); err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s: %v", rec.Dir, err))
+		return
+	}
+	var res DiscardResult
+	if err := r.dropBranch(plumbing.NewBranchReferenceName(rec.Branch), false, &res); err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned branch %s: %v", rec.Branch, err))
+	}
+	o.Archived, o.Deleted = res.Archived, res.Deleted
+	r.removeRecord(rec.Name)
+	rep.Orphans = append(rep.Orphans, o)
+}
+
+// clearStaleLocks removes git lock files that a killed process left in one of Arbor's
+// worktree admin dirs.
+func (r *Repo) clearStaleLocks(name string, rep *ReconcileReport) {
+	admin := r.adminDir(name)
+	for _, f := range []string{"index.lock", "HEAD.lock"} {
+		p := filepath.Join(admin, f)
+		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > lockAge {
+			if err := os.Remove(p); err == nil {
+				rep.StaleLocks = append(rep.StaleLocks, p)
+			}
+		}
+	}
+}

@@ -20,10 +20,10 @@ func sessionWithChanges(t *testing.T) (root string, r *Repo, wt string) {
 	writeFiles(t, root, map[string]string{"long.txt": big})
 	git(t, root, "add", "long.txt")
 	git(t, root, "commit", "-q", "-m", "long")
-	os.RemoveAll(wt)
-	r.RemoveWorktree(t.Context(), wt, true)
-	git(t, root, "branch", "-D", "arbor/s")
-	wt = addSession(t, r, "s")
+	if _, err := r.Discard(t.Context(), wt, "", true); err != nil {
+		t.Fatal(err)
+	}
+	wt = addSession(t, r, "s") // now based on the commit with long.txt
 
 	writeFiles(t, wt, map[string]string{
 		"a.go":            "package a\n\nfunc Renamed() int { return 1 }\n",

@@ -69,6 +69,8 @@ type Log struct {
 	fileMu sync.RWMutex // readers hold it shared so Close does not close the file under them
 
 	subs subscribers
+
+	testHookFlush func(records int) // called by the flusher before each write
 }
 
 // indexStride is how many records lie between index entries: reads from a seq scan at most this
@@ -246,6 +248,9 @@ func (l *Log) flush() {
 	l.mu.Unlock()
 	if b == nil {
 		return
+	}
+	if l.testHookFlush != nil {
+		l.testHookFlush(len(b.recs))
 	}
 	err := failed
 	if err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -261,4 +262,60 @@ func TestRecordsFrom(t *testing.T) {
 		start := min(max(from, 1)-1, last)
 		sameRecords(t, got, all[start:])
 	}
+}
+
+// TestGroupCommit holds the first write until seven more appends have queued behind it, then
+// checks that those seven share one write and one sync.
+func TestGroupCommit(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	l, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	release := make(chan struct{})
+	var batches []int // written by the flusher goroutine only, read after Close
+	l.testHookFlush = func(n int) {
+		if len(batches) == 0 {
+			<-release
+		}
+		batches = append(batches, n)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { l.Append(t.Context(), "first", 0) })
+	for !l.flushing() {
+		runtime.Gosched()
+	}
+	for i := range 7 {
+		wg.Go(func() { l.Append(t.Context(), "queued", i) })
+	}
+	for l.pendingRecords() < 7 {
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	l.Close()
+	if len(batches) != 2 || batches[0] != 1 || batches[1] != 7 {
+		t.Fatalf("batches %v, want [1 7]", batches)
+	}
+	if recs, err := ReadFile(path); err != nil || len(recs) != 8 {
+		t.Fatalf("ReadFile = %d records, %v", len(recs), err)
+	}
+}
+
+// flushing reports whether the flusher has taken a batch and not yet finished it.
+func (l *Log) flushing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextSeq > 1 && l.pending == nil && l.durable == 0
+}
+
+func (l *Log) pendingRecords() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending == nil {
+		return 0
+	}
+	return len(l.pending.recs)
 }

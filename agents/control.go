@@ -16,7 +16,14 @@ func (s *Service) Send(ctx context.Context, id, text, mode string) (string, erro
 	if text == "" {
 		return "", fmt.Errorf("send to %s: the message is empty", sess.meta.ID)
 	}
-	return sess.enqueue(ctx, "user", text, mode)
+	status, err := sess.enqueue(ctx, "user", text, mode)
+	if err == nil {
+		sess.mu.Lock()
+		sess.usage.HumanInterventions++
+		sess.mu.Unlock()
+		sess.announce()
+	}
+	return status, err
 }
 
 // Stop ends a session and its descendants: turns are cancelled, kernels stopped. Branches and

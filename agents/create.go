@@ -66,6 +66,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
+	if parent != nil {
+		if err := s.checkSpawn(parent, &req, cfg.MaxDepth); err != nil {
+			return nil, err
+		}
+	}
 	name, mc, err := cfg.ResolveModel(req.Model)
 	if err != nil {
 		return nil, err
@@ -99,13 +104,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		parent.mu.Lock()
 		parent.children = append(parent.children, id)
 		parent.mu.Unlock()
+		parent.append(ctx, EvSubagentSpawned, map[string]any{"id": id, "name": meta.Name, "branch": meta.Branch, "task": meta.Task})
+		parent.announce()
 	}
 	task := req.Task
 	if req.Selection != "" {
 		task += "\n\nSelected in the editor:\n" + req.Selection
 	}
 	sess.warmKernel()
-	if _, err := sess.enqueue(ctx, "user", task, "follow_up"); err != nil {
+	if _, err := sess.enqueue(ctx, "task", task, "follow_up"); err != nil {
 		return nil, err
 	}
 	return sess, nil

@@ -10,18 +10,46 @@ import (
 // session itself, never something the kernel claims.
 type hostHandler struct{ s *Session }
 
+type hostMethod func(ctx context.Context, s *Session, params json.RawMessage) (any, error)
+
+var hostMethods = map[string]hostMethod{
+	"ping":                      hostPing,
+	"rlm.spawn":                 hostSpawn,
+	"rlm.list":                  hostListChildren,
+	"rlm.stop":                  hostStopChild,
+	"rlm.merge":                 hostMergeChild,
+	"agent_message.send":        hostSend,
+	"agent_message.list_agents": hostListAgents,
+	"agent_message.inbox":       hostInbox,
+}
+
 func (h hostHandler) HandleHost(ctx context.Context, method string, params json.RawMessage) (any, error) {
-	switch method {
-	case "ping":
-		var p struct {
-			Payload any `json:"payload"`
-		}
-		if len(params) > 0 {
-			if err := json.Unmarshal(params, &p); err != nil {
-				return nil, fmt.Errorf("ping: bad params: %w", err)
-			}
-		}
-		return map[string]any{"pong": p.Payload, "session": h.s.meta.ID}, nil
+	m, ok := hostMethods[method]
+	if !ok {
+		return nil, fmt.Errorf("unknown host method %q", method)
 	}
-	return nil, fmt.Errorf("unknown host method %q", method)
+	return m(ctx, h.s, params)
+}
+
+// decodeStrict decodes bridge params, refusing fields the method does not take.
+func decodeStrict(method string, raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytesReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	return nil
+}
+
+func hostPing(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p struct {
+		Payload any `json:"payload"`
+	}
+	if err := decodeStrict("ping", raw, &p); err != nil {
+		return nil, err
+	}
+	return map[string]any{"pong": p.Payload, "session": s.meta.ID}, nil
 }

@@ -126,7 +126,9 @@ func (s *Session) replay(recs []eventlog.Record) {
 			var u userEvent
 			json.Unmarshal(r.Data, &u)
 			delivered[u.QueuedSeq] = true
-			s.conv = append(s.conv, model.Message{Role: "user", Content: u.Text})
+			if u.Via != "inbox" {
+				s.conv = append(s.conv, model.Message{Role: "user", Content: u.Text})
+			}
 		case EvAssistantMessage:
 			var a assistantEvent
 			json.Unmarshal(r.Data, &a)

@@ -74,6 +74,10 @@ type Session struct {
 	cancelTurn context.CancelFunc
 	conv       []model.Message
 	head       string // latest checkpoint commit (or the base)
+	toldParent bool   // this turn sent a message to the parent
+	lastAnswer string // the final text of the latest turn
+	idleTimer  *time.Timer
+	rate       rateLimiter
 
 	kmu    sync.Mutex // guards kern; held while starting one
 	kern   *kernel.Kernel

@@ -32,9 +32,6 @@ func (s *Session) enqueue(ctx context.Context, from, text, mode string) (string,
 	}
 	s.mu.Lock()
 	s.pending = append(s.pending, pendingMsg{Seq: rec.Seq, From: from, Text: text, Mode: mode})
-	if from == "user" && rec.Seq > 3 {
-		s.usage.HumanInterventions++
-	}
 	status := "queued"
 	if s.turnActive && mode != "follow_up" {
 		status = "delivered"
@@ -69,11 +66,20 @@ func (s *Session) runTurns() {
 		s.cancelTurn = cancel
 		s.mu.Unlock()
 
+		if err := s.ws.acquire(ctx); err != nil {
+			cancel()
+			continue // stopped or shutting down: the loop head sees it
+		}
+		s.mu.Lock()
+		s.toldParent = false
+		s.mu.Unlock()
 		s.setState(ctx, Running, "")
 		s.append(ctx, EvTurnStarted, map[string]any{"turn": turn})
 		err := s.runTurn(ctx)
+		s.ws.release()
 		cancel()
 		s.checkpoint(ctx, turn)
+		s.notifyParent(err)
 		switch {
 		case err == nil:
 		case s.State() == Stopped:
@@ -116,6 +122,9 @@ func (s *Session) runTurn(ctx context.Context) error {
 		}
 		s.announce()
 		if len(reply.ToolCalls) == 0 {
+			s.mu.Lock()
+			s.lastAnswer = reply.Text
+			s.mu.Unlock()
 			return nil
 		}
 		for _, call := range reply.ToolCalls {
@@ -142,6 +151,7 @@ type userEvent struct {
 	Text      string `json:"text"`
 	From      string `json:"from"`
 	QueuedSeq uint64 `json:"queuedSeq"`
+	Via       string `json:"via,omitempty"` // "inbox" when code read it, not the model
 }
 
 // deliver moves pending messages into the conversation: all of them at a turn's start, and
@@ -160,7 +170,7 @@ func (s *Session) deliver(ctx context.Context, turnStart bool) error {
 	s.mu.Unlock()
 	for _, m := range take {
 		text := m.Text
-		if m.From != "user" {
+		if m.From != "user" && m.From != "task" {
 			text = fmt.Sprintf("[message from %s]\n%s", m.From, m.Text)
 		}
 		if _, err := s.append(ctx, EvUserMessage, userEvent{Text: text, From: m.From, QueuedSeq: m.Seq}); err != nil {
@@ -168,9 +178,6 @@ func (s *Session) deliver(ctx context.Context, turnStart bool) error {
 		}
 		s.mu.Lock()
 		s.conv = append(s.conv, model.Message{Role: "user", Content: text})
-		if m.From != "user" {
-			s.usage.Messages++
-		}
 		s.mu.Unlock()
 	}
 	return nil
@@ -255,6 +262,37 @@ func (s *Session) checkpoint(ctx context.Context, turn int) {
 	s.head = commit
 	s.mu.Unlock()
 	s.append(ctx, EvCheckpoint, map[string]any{"turn": turn, "commit": commit})
+}
+
+// notifyParent tells the parent that this child's turn ended, with its final answer, when the
+// child did not message the parent itself: no result is ever lost, and the parent needs no
+// polling to learn of it.
+func (s *Session) notifyParent(turnErr error) {
+	if s.meta.Parent == "" || s.svc.ctx.Err() != nil || s.State() == Stopped {
+		return
+	}
+	s.mu.Lock()
+	told, answer := s.toldParent, s.lastAnswer
+	s.mu.Unlock()
+	if told && turnErr == nil {
+		return
+	}
+	p, err := s.svc.Get(s.meta.Parent)
+	if err != nil {
+		return
+	}
+	var text string
+	if turnErr != nil {
+		text = fmt.Sprintf("[subagent %s failed: %v]", s.label(), turnErr)
+	} else {
+		if len(answer) > 2000 {
+			answer = answer[:2000] + " …[cut; see arbor log " + s.meta.ID[:8] + "]"
+		}
+		text = fmt.Sprintf("[subagent %s finished its turn on branch %s without messaging you; its final answer:]\n%s", s.label(), s.meta.Branch, answer)
+	}
+	if _, err := p.enqueue(s.svc.ctx, p.relationLabel(s), text, "auto"); err != nil {
+		s.svc.log.Warn("completion notice", "child", s.meta.ID, "parent", p.meta.ID, "err", err)
+	}
 }
 
 func firstLine(s string) string {

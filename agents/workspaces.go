@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +19,20 @@ type Workspace struct {
 	Repo        *gitstate.Repo // the one owner of the repository
 	SessionsDir string         // <git-common-dir>/arbor/sessions
 	WorktreeDir string         // <git-common-dir>/arbor/worktrees
+	slots       chan struct{}  // one per running turn: maxRunning
 }
+
+// acquire waits for a running slot; a session waiting for one stays admitted.
+func (ws *Workspace) acquire(ctx context.Context) error {
+	select {
+	case ws.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (ws *Workspace) release() { <-ws.slots }
 
 // workspaceFor opens (once) the workspace of the repository containing dir.
 func (s *Service) workspaceFor(dir string) (*Workspace, error) {
@@ -40,10 +54,15 @@ func (s *Service) workspaceFor(dir string) (*Workspace, error) {
 		// dir is inside a linked worktree: serve the main repository.
 		return s.workspaceFor(repo.Root())
 	}
+	cfg, err := workspace.Load(root, s.opts.Overrides)
+	if err != nil {
+		return nil, err
+	}
 	base := filepath.Join(repo.CommonDir(), "arbor")
 	ws = &Workspace{Root: root, Repo: repo,
 		SessionsDir: filepath.Join(base, "sessions"),
-		WorktreeDir: filepath.Join(base, "worktrees")}
+		WorktreeDir: filepath.Join(base, "worktrees"),
+		slots:       make(chan struct{}, max(cfg.MaxRunning, 1))}
 	for _, d := range []string{ws.SessionsDir, ws.WorktreeDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("open workspace %s: %w", root, err)

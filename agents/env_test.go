@@ -1,0 +1,139 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arborhq/arbor/agents/model/scripted"
+	"github.com/arborhq/arbor/workspace"
+)
+
+// testEnv is a real git repository, a scripted model over HTTP and a Service with real
+// kernels.
+type testEnv struct {
+	t    *testing.T
+	svc  *Service
+	repo string
+}
+
+func newEnv(t *testing.T, script string) *testEnv {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	s, err := scripted.Parse([]byte(script), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	url, wait, err := scripted.Serve(ctx, "127.0.0.1:0", s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(t.TempDir(), "repo")
+	gitInit(t, repo, map[string]string{"main.py": "print('hi')\n"})
+	svc, err := New(Options{StateDir: t.TempDir(),
+		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := svc.Close(context.Background()); err != nil {
+			t.Errorf("close service: %v", err)
+		}
+		cancel()
+		wait()
+	})
+	return &testEnv{t: t, svc: svc, repo: repo}
+}
+
+func gitInit(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	os.MkdirAll(dir, 0o755)
+	for name, body := range files {
+		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"}} {
+		git(t, dir, args...)
+	}
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// waitFor polls cond; the limit only guards against a hang.
+func (e *testEnv) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *testEnv) create(task string) *Session {
+	e.t.Helper()
+	s, err := e.svc.Create(context.Background(), CreateRequest{Task: task, Dir: e.repo})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// settled waits until the session and all its descendants are idle (or failed/stopped) with
+// nothing pending.
+func (e *testEnv) settled(s *Session) {
+	e.t.Helper()
+	e.waitFor("session tree to settle", func() bool { return e.quiet(s) })
+}
+
+func (e *testEnv) quiet(s *Session) bool {
+	s.mu.Lock()
+	busy := s.turnActive || len(s.pending) > 0
+	s.mu.Unlock()
+	if busy || s.State() == Running || s.State() == Admitted {
+		return false
+	}
+	for _, c := range s.childIDs() {
+		cs, err := e.svc.Get(c)
+		if err != nil || !e.quiet(cs) {
+			return false
+		}
+	}
+	return true
+}
+
+// events returns the session's events of one type, decoded.
+func (e *testEnv) events(s *Session, typ EventType) []map[string]any {
+	e.t.Helper()
+	recs, err := s.Events(0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, r := range recs {
+		if r.Type == string(typ) {
+			var d map[string]any
+			json.Unmarshal(r.Data, &d)
+			out = append(out, d)
+		}
+	}
+	return out
+}

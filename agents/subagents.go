@@ -1,0 +1,153 @@
+package agents
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// Handle is what rlm() returns in the kernel: the child at admission, never its answer.
+type Handle struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Branch   string `json:"branch"`
+	Worktree string `json:"worktree"`
+	Model    string `json:"model"`
+	State    string `json:"state,omitempty"`
+	Role     string `json:"role,omitempty"`
+}
+
+func handleOf(in Info, role string) Handle {
+	return Handle{ID: in.ID, Name: in.Name, Branch: in.Branch, Worktree: in.Worktree, Model: in.Model, State: in.State.String(), Role: role}
+}
+
+func hostSpawn(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p struct {
+		Task  string  `json:"task"`
+		Name  *string `json:"name"`
+		Model *string `json:"model"`
+		Spec  *string `json:"spec"`
+	}
+	if err := decodeStrict("rlm", raw, &p); err != nil {
+		return nil, err
+	}
+	req := CreateRequest{Task: p.Task, Parent: s.meta.ID}
+	if p.Name != nil {
+		req.Name = *p.Name
+	}
+	if p.Model != nil {
+		req.Model = *p.Model
+	}
+	if p.Spec != nil && *p.Spec != "" {
+		return nil, fmt.Errorf("rlm: spec=%q: subagent specs are not available yet; describe the role in the task", *p.Spec)
+	}
+	child, err := s.svc.Create(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("rlm: %w", err)
+	}
+	return handleOf(s.svc.info(child), "child"), nil
+}
+
+// checkSpawn enforces the depth limit and unique sibling names; it names a free name when
+// none was given.
+func (s *Service) checkSpawn(parent *Session, req *CreateRequest, maxDepth int) error {
+	depth := s.info(parent).Depth + 1
+	if depth > maxDepth {
+		return fmt.Errorf("%w: session %s is at depth %d and the depth limit is %d (maxDepth in arbor.json); do the work here instead of delegating",
+			ErrInvalidState, parent.meta.ID[:8], depth-1, maxDepth)
+	}
+	taken := map[string]bool{}
+	for _, c := range parent.childIDs() {
+		if cs, err := s.Get(c); err == nil {
+			taken[cs.meta.Name] = true
+		}
+	}
+	if req.Name != "" {
+		if taken[req.Name] {
+			return fmt.Errorf("a subagent named %q already exists under %s; choose another name", req.Name, parent.meta.ID[:8])
+		}
+		return nil
+	}
+	for i := 1; ; i++ {
+		n := fmt.Sprintf("sub%d", i)
+		if !taken[n] {
+			req.Name = n
+			return nil
+		}
+	}
+}
+
+func (s *Session) ownChild(ref string) (*Session, error) {
+	for _, c := range s.childIDs() {
+		cs, err := s.svc.Get(c)
+		if err != nil {
+			continue
+		}
+		if cs.meta.ID == ref || cs.meta.Name == ref || (len(ref) >= 4 && strings.HasPrefix(cs.meta.ID, ref)) {
+			return cs, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q: not a subagent of this session (see await rlm.list_subagents())", ErrUnknownSession, ref)
+}
+
+func hostListChildren(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	if err := decodeStrict("rlm.list_subagents", raw, &struct{}{}); err != nil {
+		return nil, err
+	}
+	out := []Handle{}
+	for _, c := range s.childIDs() {
+		if cs, err := s.svc.Get(c); err == nil {
+			out = append(out, handleOf(s.svc.info(cs), "child"))
+		}
+	}
+	return out, nil
+}
+
+func hostStopChild(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p struct {
+		ID string `json:"id"`
+	}
+	if err := decodeStrict("rlm.stop", raw, &p); err != nil {
+		return nil, err
+	}
+	c, err := s.ownChild(p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.svc.Stop(ctx, c.meta.ID); err != nil {
+		return nil, err
+	}
+	return handleOf(s.svc.info(c), "child"), nil
+}
+
+// hostMergeChild brings a child's branch into this session's worktree; conflicts come back as
+// an error listing the files.
+func hostMergeChild(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p struct {
+		ID string `json:"id"`
+	}
+	if err := decodeStrict("rlm.merge", raw, &p); err != nil {
+		return nil, err
+	}
+	c, err := s.ownChild(p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if c.State() == Running {
+		return nil, fmt.Errorf("%w: subagent %s is still running; wait for its message, or stop it first", ErrInvalidState, c.meta.Name)
+	}
+	res, err := s.ws.Repo.Merge(ctx, c.meta.Branch, s.meta.Worktree,
+		fmt.Sprintf("arbor: merge subagent %s (%s)\n\n%s", c.meta.Name, c.meta.Branch, firstLine(c.meta.Task)))
+	if err != nil {
+		return nil, fmt.Errorf("rlm.merge %s: %w", c.meta.Name, err)
+	}
+	s.append(ctx, EvMessageSent, map[string]any{"merged": c.meta.ID, "branch": c.meta.Branch})
+	return res, nil
+}
+
+var errNoParent = errors.New("this session has no parent: it is a root session started by the user")

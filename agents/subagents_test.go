@@ -1,0 +1,162 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+const fanOutScript = `{"rules":[
+ {"when":{"task":"^fan out","turn":1},"code":"hs = [await rlm(f'write part {i}', name=f'w{i}') for i in range(3)]\nprint(sorted(h.name for h in hs), hs[0].branch)"},
+ {"when":{"task":"^fan out","turn":2},"text":"waiting for my three workers"},
+ {"when":{"task":"^fan out","last":"wrote part"},"text":"noted"},
+ {"when":{"task":"write part","turn":1},"code":"import re\nn = re.search(r'part (\\d)', open('/proc/self/cmdline').read() or '') \nopen('part.txt','w').write('work of this child\\n')\nr = await agent_message.send('wrote part', receiver_role='parent')\nprint(r['status'])"},
+ {"when":{"task":"write part","turn":2},"text":"done"}
+],"default":{"text":"nothing scripted"}}`
+
+func TestFanOutChildrenReportBack(t *testing.T) {
+	e := newEnv(t, fanOutScript)
+	root := e.create("fan out the work")
+	e.settled(root)
+
+	kids := root.childIDs()
+	if len(kids) != 3 {
+		t.Fatalf("root has %d children, want 3", len(kids))
+	}
+	branches := git(t, e.repo, "branch", "--list", "arbor/*")
+	for _, id := range kids {
+		c, err := e.svc.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.meta.Parent != root.meta.ID {
+			t.Errorf("child %s parent = %q", id, c.meta.Parent)
+		}
+		if !strings.Contains(branches, c.meta.Branch) {
+			t.Errorf("git does not list branch %s:\n%s", c.meta.Branch, branches)
+		}
+		if got := git(t, e.repo, "show", c.meta.Branch+":part.txt"); got != "work of this child\n" {
+			t.Errorf("child %s part.txt on its branch = %q", c.meta.Name, got)
+		}
+		if st := c.State(); st != Idle {
+			t.Errorf("child %s state %v", c.meta.Name, st)
+		}
+	}
+	var reports int
+	for _, m := range e.events(root, EvUserMessage) {
+		if strings.Contains(fmt.Sprint(m["text"]), "wrote part") {
+			reports++
+		}
+	}
+	if reports != 3 {
+		t.Errorf("root received %d reports, want 3", reports)
+	}
+	// A child that messaged its parent sends no extra completion notice.
+	for _, m := range e.events(root, EvUserMessage) {
+		if strings.Contains(fmt.Sprint(m["text"]), "without messaging you") {
+			t.Errorf("unexpected completion notice: %v", m["text"])
+		}
+	}
+	in := e.svc.Info(root)
+	var childTokens int64
+	for _, id := range kids {
+		c, _ := e.svc.Get(id)
+		childTokens += c.usageNow().InputTokens
+	}
+	if in.Total.InputTokens != in.Usage.InputTokens+childTokens || childTokens == 0 {
+		t.Errorf("root total %d != own %d + children %d", in.Total.InputTokens, in.Usage.InputTokens, childTokens)
+	}
+	if in.Total.Messages < 3 {
+		t.Errorf("total messages = %d, want >= 3", in.Total.Messages)
+	}
+	if out := git(t, e.repo, "status", "--porcelain"); out != "" {
+		t.Errorf("the user's tree changed:\n%s", out)
+	}
+}
+
+const depthScript = `{"rules":[
+ {"when":{"task":"^level0","turn":1},"code":"h = await rlm('level1 task', name='one')\nprint('spawned', h.name)"},
+ {"when":{"task":"^level1","turn":1},"code":"h = await rlm('level2 task', name='two')\nprint('spawned', h.name)"},
+ {"when":{"task":"^level2","turn":1},"code":"try:\n    await rlm('level3 task')\nexcept ArborError as e:\n    print('refused:', e)"},
+ {"when":{"task":"^level2","turn":2},"text":"level2 finished"}
+],"default":{"text":"ok"}}`
+
+func TestDepthLimitAndCompletionNotice(t *testing.T) {
+	e := newEnv(t, depthScript)
+	root := e.create("level0 root")
+	e.settled(root)
+	one, err := root.ownChild("one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := one.ownChild("two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(two.childIDs()) != 0 {
+		t.Errorf("depth 2 spawned a child")
+	}
+	outs := e.events(two, EvToolFinished)
+	if len(outs) == 0 || !strings.Contains(fmt.Sprint(outs[0]["output"]), "refused:") || !strings.Contains(fmt.Sprint(outs[0]["output"]), "depth limit is 2") {
+		t.Errorf("grandchild's spawn was not refused with the depth limit: %v", outs)
+	}
+	// two never messaged its parent: one gets a completion notice with the final answer.
+	var notice bool
+	for _, m := range e.events(one, EvUserMessage) {
+		txt := fmt.Sprint(m["text"])
+		if strings.Contains(txt, "without messaging you") && strings.Contains(txt, "level2 finished") {
+			notice = true
+		}
+	}
+	if !notice {
+		t.Errorf("parent got no completion notice: %v", e.events(one, EvUserMessage))
+	}
+}
+
+const siblingScript = `{"rules":[
+ {"when":{"task":"^parent","turn":1},"code":"a = await rlm('listener task', name='a')\nb = await rlm('talker task', name='b')\nprint('ok')"},
+ {"when":{"task":"^talker","turn":1},"code":"print(await agent_message.send('hello sibling', receiver_name='a'))\nprint([x['name'] for x in await agent_message.list_agents()])\ntry:\n    await agent_message.send('x'*20000, receiver_role='parent')\nexcept ArborError as e:\n    print('too big:', e)\ntry:\n    await agent_message.send('x', receiver_role='child')\nexcept ArborError as e:\n    print('no child:', e)"},
+ {"when":{"task":"^listener","last":"hello sibling"},"text":"heard my sibling"}
+],"default":{"text":"ok"}}`
+
+func TestSiblingMessagesAndLimits(t *testing.T) {
+	e := newEnv(t, siblingScript)
+	root := e.create("parent of two")
+	e.settled(root)
+	a, _ := root.ownChild("a")
+	b, _ := root.ownChild("b")
+	var heard bool
+	for _, m := range e.events(a, EvUserMessage) {
+		if strings.Contains(fmt.Sprint(m["text"]), "hello sibling") && m["from"] == "sibling b" {
+			heard = true
+		}
+	}
+	if !heard {
+		t.Errorf("a did not receive b's message: %v", e.events(a, EvUserMessage))
+	}
+	out := fmt.Sprint(e.events(b, EvToolFinished)[0]["output"])
+	for _, want := range []string{"'status':", "too big:", "16384-byte limit", "no child:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("talker output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestStopSubtree(t *testing.T) {
+	e := newEnv(t, fanOutScript)
+	root := e.create("fan out the work")
+	e.settled(root)
+	if err := e.svc.Stop(context.Background(), root.meta.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(root.childIDs(), root.meta.ID) {
+		s, _ := e.svc.Get(id)
+		if s.State() != Stopped || s.hasKernel() {
+			t.Errorf("%s: state %v kernel %v after stopping the subtree", s.label(), s.State(), s.hasKernel())
+		}
+	}
+	if _, err := e.svc.Send(context.Background(), root.meta.ID, "more", "auto"); err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Errorf("send to a stopped session: %v", err)
+	}
+}

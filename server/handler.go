@@ -11,28 +11,25 @@ import (
 
 type handlerFunc func(c *conn, ctx context.Context, params json.RawMessage) (any, error)
 
-// methods is the one table of everything the daemon answers.
-var methods map[string]handlerFunc
-
-func init() {
-	methods = map[string]handlerFunc{
-		"initialize":               (*conn).initialize,
-		"shutdown":                 (*conn).shutdownReq,
-		"textDocument/codeAction":  (*conn).codeAction,
-		"workspace/executeCommand": (*conn).executeCommand,
-		MethodSessionCreate:        (*conn).sessionCreate,
-		MethodSessions:             (*conn).sessions,
-		MethodSessionGet:           (*conn).sessionGet,
-		MethodSessionAttach:        (*conn).sessionAttach,
-		MethodSessionDetach:        (*conn).sessionDetach,
-		MethodSessionLog:           (*conn).sessionLog,
-		MethodSessionSend:          (*conn).sessionSend,
-		MethodSessionStop:          (*conn).sessionStop,
-		MethodSessionDiff:          (*conn).sessionDiff,
-		MethodSessionFileAt:        (*conn).sessionFileAt,
-		MethodDaemonStatus:         (*conn).daemonStatus,
-		MethodDaemonStop:           (*conn).daemonStop,
-	}
+// methods is the one table of everything the daemon answers. Method families in other files
+// add their entries from init functions.
+var methods = map[string]handlerFunc{
+	"initialize":               (*conn).initialize,
+	"shutdown":                 (*conn).shutdownReq,
+	"textDocument/codeAction":  (*conn).codeAction,
+	"workspace/executeCommand": (*conn).executeCommand,
+	MethodSessionCreate:        (*conn).sessionCreate,
+	MethodSessions:             (*conn).sessions,
+	MethodSessionGet:           (*conn).sessionGet,
+	MethodSessionAttach:        (*conn).sessionAttach,
+	MethodSessionDetach:        (*conn).sessionDetach,
+	MethodSessionLog:           (*conn).sessionLog,
+	MethodSessionSend:          (*conn).sessionSend,
+	MethodSessionStop:          (*conn).sessionStop,
+	MethodSessionDiff:          (*conn).sessionDiff,
+	MethodSessionFileAt:        (*conn).sessionFileAt,
+	MethodDaemonStatus:         (*conn).daemonStatus,
+	MethodDaemonStop:           (*conn).daemonStop,
 }
 
 // notifications the daemon accepts and acts on; others are ignored as LSP requires.

@@ -28,7 +28,8 @@ func (e *DirtyError) Error() string {
 	return fmt.Sprintf("%s has uncommitted changes in %s%s", e.Dir, strings.Join(files, ", "), more)
 }
 
-// RemoveWorktree deletes the linked worktree at dir and its registration. It refuses, naming the
+// RemoveWorktree deletes the linked worktree at dir, its registration and gitstate's record of
+// it. It refuses, naming the
 // files, when the worktree holds uncommitted changes (untracked, non-ignored files included) or
 // is locked, unless force. The branch is kept.
 func (r *Repo) RemoveWorktree(ctx context.Context, dir string, force bool) error {
@@ -50,6 +51,7 @@ func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error
 	if errors.Is(err, fs.ErrNotExist) {
 		// The directory is gone already: drop the registration that still points at it.
 		if admin := r.adminFor(dir); admin != "" {
+			r.removeRecord(filepath.Base(admin))
 			return os.RemoveAll(admin)
 		}
 		return fmt.Errorf("no such worktree")
@@ -72,7 +74,11 @@ func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	return os.RemoveAll(admin)
+	if err := os.RemoveAll(admin); err != nil {
+		return err
+	}
+	r.removeRecord(filepath.Base(admin))
+	return nil
 }
 
 // uncommitted lists paths whose worktree or index content differs from HEAD. Callers hold the

@@ -39,6 +39,20 @@ func TestRemoveWorktree(t *testing.T) {
 		t.Errorf("branch lost the checkpoint: %q", got)
 	}
 
+	// The branch can be checked out again under the same name.
+	if err := r.RestoreWorktree(t.Context(), "s", "arbor/s", wt); err != nil {
+		t.Fatalf("RestoreWorktree: %v", err)
+	}
+	if st := git(t, wt, "status", "--porcelain"); st != "" {
+		t.Errorf("restored worktree not clean: %s", st)
+	}
+	if b, _ := os.ReadFile(filepath.Join(wt, "untracked.txt")); string(b) != "u\n" {
+		t.Errorf("restored worktree lacks the checkpoint: %q", b)
+	}
+	if err := r.RestoreWorktree(t.Context(), "s-again", "arbor/s", wt+"-2"); err == nil {
+		t.Error("RestoreWorktree of a checked-out branch succeeded")
+	}
+
 	// Forced removal of dirty work, and removal of a worktree whose directory vanished.
 	wt2 := addSession(t, r, "s2")
 	writeFiles(t, wt2, map[string]string{"a.go": "edited\n"})
@@ -50,7 +64,7 @@ func TestRemoveWorktree(t *testing.T) {
 	if err := r.RemoveWorktree(t.Context(), wt3, false); err != nil {
 		t.Fatalf("vanished: %v", err)
 	}
-	if list := git(t, root, "worktree", "list", "--porcelain"); strings.Count(list, "worktree ") != 1 {
+	if list := git(t, root, "worktree", "list", "--porcelain"); strings.Count(list, "worktree ") != 2 {
 		t.Errorf("worktrees left:\n%s", list)
 	}
 	assertFsck(t, root)

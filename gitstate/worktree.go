@@ -62,6 +62,36 @@ func (r *Repo) Fork(ctx context.Context, spec WorktreeSpec) error {
 	return r.AddWorktree(ctx, spec)
 }
 
+// RestoreWorktree checks an existing branch out into a new linked worktree, e.g. to bring back
+// a session whose worktree was removed to save space.
+func (r *Repo) RestoreWorktree(ctx context.Context, name, branch, dir string) error {
+	spec := WorktreeSpec{Name: name, Branch: branch, Base: "-", Dir: dir}
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("restore worktree: %w", err)
+	}
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("restore worktree %s: %w", name, err)
+	}
+	defer unlock()
+	ref, err := r.git.Storer.Reference(plumbing.NewBranchReferenceName(branch))
+	if err != nil {
+		return fmt.Errorf("restore worktree %s: branch %s: %w", name, branch, err)
+	}
+	if wt := r.checkedOutIn(ref.Name()); wt != "" {
+		return fmt.Errorf("restore worktree %s: branch %s is already checked out in %s", name, branch, wt)
+	}
+	rec := record{Name: name, Branch: branch, Dir: filepath.Clean(dir), Base: ref.Hash().String()}
+	if err := r.writeRecord(rec); err != nil {
+		return fmt.Errorf("restore worktree %s: %w", name, err)
+	}
+	if err := r.linkWorktree(ctx, name, ref.Name(), ref.Hash(), dir); err != nil {
+		r.removeRecord(name)
+		return fmt.Errorf("restore worktree %s: %w", name, err)
+	}
+	return nil
+}
+
 func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 	base, err := r.resolve(spec.Base)
 	if err != nil {

@@ -1,6 +1,6 @@
 // Starts `arbor lsp` through vscode-languageclient and wraps the arbor/* requests with their types.
 import * as vscode from 'vscode';
-import { LanguageClient, LanguageClientOptions, ServerOptions, StaticFeature, DynamicFeature } from 'vscode-languageclient/node';
+import { LanguageClient, LanguageClientOptions, ServerOptions, StaticFeature, DynamicFeature, State } from 'vscode-languageclient/node';
 import * as P from './protocol';
 
 /**
@@ -30,6 +30,8 @@ export interface Handlers {
   event(e: P.Event): void;
   fellBehind(p: P.FellBehindParams): void;
   showDocument(p: P.ShowDocumentParams): void;
+  /** After the languageclient restarted `arbor lsp` (a new connection has no subscriptions). */
+  restarted(): void;
 }
 
 export class ArborClient implements vscode.Disposable {
@@ -53,6 +55,12 @@ export class ArborClient implements vscode.Disposable {
     client.onNotification(P.NotifyFellBehind, (p: P.FellBehindParams) => h.fellBehind(p));
     client.onNotification(P.NotifyShowDocument, (p: P.ShowDocumentParams) => h.showDocument(p));
     this.client = client;
+    let started = false;
+    client.onDidChangeState(e => {
+      if (e.newState !== State.Running) return;
+      if (started) h.restarted();
+      started = true;
+    });
     await client.start();
   }
 

@@ -49,6 +49,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     event: (e: P.Event) => transcripts.onEvent(e),
     fellBehind: (p: P.FellBehindParams) => transcripts.onFellBehind(p),
     showDocument: (p: P.ShowDocumentParams) => void showDocument(p),
+    restarted: () => void transcripts.reattachAll(),
   };
 
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async e => {

@@ -17,6 +17,12 @@ local lsp_client = nil -- set in on_init: 0.7 lists a client in get_client_by_id
 local ready = false
 local queue = {} -- requests sent before initialize finished
 local event_listeners = {} -- session id -> { fn, ... }
+local init_hooks = {} -- run after every (re)start's handshake
+
+--- Calls fn after each start of `arbor lsp` (e.g. to re-attach transcripts after a restart).
+function M.on_init(fn)
+  table.insert(init_hooks, fn)
+end
 
 local function notify(msg, level)
   vim.notify('arbor: ' .. msg, level or vim.log.levels.INFO)
@@ -118,6 +124,9 @@ function M.start()
       queue = {}
       for _, fn in ipairs(q) do
         fn()
+      end
+      for _, fn in ipairs(init_hooks) do
+        pcall(fn)
       end
     end,
     on_exit = function(code, signal)

@@ -110,6 +110,16 @@ local function attach(id, since)
   end)
 end
 
+-- A restarted `arbor lsp` is a new connection without subscriptions: re-attach open transcripts
+-- from the last event they show.
+client.on_init(function()
+  for id, entry in pairs(open) do
+    if entry.attached then
+      attach(id, entry.last_seq + 1)
+    end
+  end
+end)
+
 --- Opens the transcript of session id (a unique prefix is accepted by the daemon).
 function M.open(id)
   local sess = store.find(id)
@@ -161,6 +171,7 @@ function M.open(id)
     m = { function() require('arbor').send(id) end, 'Arbor: send message' },
   })
   attach(id, 0)
+  entry.attached = true
   buffers.show(bufnr, 'botright vsplit')
   return bufnr
 end

@@ -17,6 +17,7 @@ type ignorer struct {
 	root  string
 	base  []gitignore.Pattern            // global excludes and info/exclude, lowest priority
 	perDi map[string][]gitignore.Pattern // slash dir ("" = root) → its .gitignore patterns
+	extra map[string]bool                // paths excluded for this worktree only (Setup's copies)
 }
 
 func (r *Repo) newIgnorer(root string) *ignorer {
@@ -77,8 +78,11 @@ func (ig *ignorer) match(p string, isDir bool) bool {
 
 // ignored reports whether p or any directory above it is ignored.
 func (ig *ignorer) ignored(p string, isDir bool) bool {
+	if ig.extra[p] {
+		return true
+	}
 	for d := path.Dir(p); d != "."; d = path.Dir(d) {
-		if ig.match(d, true) {
+		if ig.extra[d] || ig.match(d, true) {
 			return true
 		}
 	}

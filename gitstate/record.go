@@ -19,6 +19,8 @@ type record struct {
 	Branch string `json:"branch"`
 	Dir    string `json:"dir"`
 	Base   string `json:"base"`
+	// Exclude lists paths Setup copied or linked in: never part of a checkpoint.
+	Exclude []string `json:"exclude,omitempty"`
 }
 
 func (r *Repo) recordDir() string { return filepath.Join(r.common, "arbor", "gitstate") }

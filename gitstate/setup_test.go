@@ -1,0 +1,60 @@
+package gitstate
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSetupWorktree(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	writeFiles(t, root, map[string]string{".env": "SECRET=1\n", "cache/deep/x.bin": "cached\n", "node_modules/m/index.js": "js\n"})
+	r := openTest(t, root)
+	wt := addSession(t, r, "s")
+	err := r.SetupWorktree(t.Context(), wt, Setup{
+		Copy:    []string{".env", "cache"},
+		Link:    []string{"node_modules"},
+		Command: "test -f .env && echo ran > setup-ran.log",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(wt, "cache/deep/x.bin")); string(b) != "cached\n" {
+		t.Errorf("copied cache = %q", b)
+	}
+	if target, _ := os.Readlink(filepath.Join(wt, "node_modules")); target != filepath.Join(r.Root(), "node_modules") {
+		t.Errorf("node_modules link = %q", target)
+	}
+	// A checkpoint never commits what setup brought in (.env is not in .gitignore here).
+	writeFiles(t, wt, map[string]string{"work.txt": "w\n"})
+	if _, _, err := r.Checkpoint(t.Context(), wt, "turn", nil); err != nil {
+		t.Fatal(err)
+	}
+	if files := git(t, wt, "show", "--name-only", "--format=", "HEAD"); files != "work.txt" {
+		t.Errorf("checkpoint committed %q, want only work.txt", files)
+	}
+	if _, _, err := r.Checkpoint(t.Context(), wt, "turn", []string{".env", "cache/deep/x.bin"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := git(t, wt, "rev-list", "--count", "HEAD"); n != "2" {
+		t.Errorf("touched checkpoint of excluded paths committed: %s commits", n)
+	}
+
+	// Failures come back with what went wrong.
+	wt2 := addSession(t, r, "s2")
+	var se *SetupError
+	err = r.SetupWorktree(t.Context(), wt2, Setup{Command: "echo boom >&2; exit 3"})
+	if !errors.As(err, &se) || se.Step != "command" || !strings.Contains(se.Output, "boom") {
+		t.Errorf("failing command: %v", err)
+	}
+	err = r.SetupWorktree(t.Context(), wt2, Setup{Copy: []string{"missing.txt"}})
+	if !errors.As(err, &se) || se.Step != "copy" {
+		t.Errorf("missing copy source: %v", err)
+	}
+	if err := r.SetupWorktree(t.Context(), wt2, Setup{Copy: []string{"../escape"}}); err == nil {
+		t.Error("setup path outside the worktree accepted")
+	}
+}

@@ -3,7 +3,9 @@ package agents
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/arborhq/arbor/kernel"
@@ -41,13 +43,19 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 			return s.kern, "", nil
 		}
 	}
+	snap := s.snapshotDir()
 	opts := kernel.Options{
 		Python:   s.cfg.KernelPython,
 		Dir:      s.meta.Worktree,
 		StateDir: filepath.Join(s.dir, "kernel"),
+		Snapshot: snap,
+		Revive:   true,
 		Env:      []string{"ARBOR_SESSION=" + s.meta.ID},
 		Host:     hostHandler{s},
 		Logger:   s.svc.log.With("session", s.meta.ID),
+	}
+	if _, err := os.Stat(filepath.Join(snap, "manifest.json")); err == nil {
+		opts.Restore = snap
 	}
 	k, err := s.svc.kernels.Start(ctx, opts)
 	if err != nil {
@@ -56,8 +64,53 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 	}
 	s.kern = k
 	s.live.Store(true)
-	s.append(ctx, EvKernel, map[string]any{"event": "started", "pid": k.PID()})
+	data := map[string]any{"event": "started", "pid": k.PID()}
+	if m := k.Restored(); m != nil {
+		notice = "this kernel was restarted and the namespace restored: " + m.Summary()
+		data["restored"] = m.Summary()
+	}
+	s.append(ctx, EvKernel, data)
 	return k, notice, nil
+}
+
+func (s *Session) snapshotDir() string { return filepath.Join(s.dir, "kernel", "snapshot") }
+
+// scheduleInactive arms the idle timer: an idle session past its idle timeout snapshots its
+// namespace, stops its kernel and goes inactive. A message, an attach or a prompt revives it.
+func (s *Session) scheduleInactive() {
+	_, idle := s.cfg.Durations()
+	if idle <= 0 {
+		return
+	}
+	s.mu.Lock()
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+	}
+	s.idleTimer = time.AfterFunc(idle, s.goInactive)
+	s.mu.Unlock()
+}
+
+func (s *Session) goInactive() {
+	s.mu.Lock()
+	quiet := s.state == Idle && !s.turnActive && len(s.pending) == 0
+	s.mu.Unlock()
+	if !quiet || s.svc.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.svc.ctx, time.Minute)
+	defer cancel()
+	s.kmu.Lock()
+	k := s.kern
+	s.kmu.Unlock()
+	if k != nil {
+		if m, err := k.Snapshot(ctx, s.snapshotDir()); err != nil {
+			s.append(ctx, EvKernel, map[string]any{"event": "snapshot_failed", "error": err.Error()})
+		} else {
+			s.append(ctx, EvKernel, map[string]any{"event": "snapshot", "summary": m.Summary()})
+		}
+	}
+	s.stopKernel(ctx)
+	s.setState(ctx, Inactive, "")
 }
 
 func execOptions(timeout time.Duration) kernel.ExecOptions {
@@ -73,4 +126,36 @@ type plainKernels struct{}
 
 func (plainKernels) Start(ctx context.Context, opts kernel.Options) (*kernel.Kernel, error) {
 	return kernel.Start(ctx, opts)
+}
+
+// managedKernels starts a kernel.Manager (fork server, warm pool, parking) on first use, so a
+// daemon with no sessions starts no Python.
+type managedKernels struct {
+	cfg kernel.ManagerConfig
+	mu  sync.Mutex
+	m   *kernel.Manager
+}
+
+func (mk *managedKernels) Start(ctx context.Context, opts kernel.Options) (*kernel.Kernel, error) {
+	mk.mu.Lock()
+	if mk.m == nil {
+		m, err := kernel.NewManager(mk.cfg)
+		if err != nil {
+			mk.mu.Unlock()
+			return nil, err
+		}
+		mk.m = m
+	}
+	m := mk.m
+	mk.mu.Unlock()
+	return m.Start(ctx, opts)
+}
+
+func (mk *managedKernels) Close() error {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	if mk.m == nil {
+		return nil
+	}
+	return mk.m.Close()
 }

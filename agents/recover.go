@@ -10,12 +10,18 @@ import (
 
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/agents/model"
+	"github.com/arborhq/arbor/kernel"
 )
 
 // Recover brings back the sessions of every workspace the daemon has served. Sessions whose
 // kernel was lost come back inactive (a message revives them); messages that were queued but
 // not delivered start a turn again. A session whose log is corrupt is skipped and reported.
 func (s *Service) Recover(ctx context.Context) error {
+	if pids, err := kernel.ReapOrphans(filepath.Join(s.opts.StateDir, "kernels")); err != nil {
+		s.log.Warn("reap orphan kernels", "err", err)
+	} else if len(pids) > 0 {
+		s.log.Info("reaped kernels orphaned by a previous daemon", "pids", pids)
+	}
 	roots, err := s.loadRegistry()
 	if err != nil {
 		return err

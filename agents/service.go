@@ -12,18 +12,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/kernel"
 	"github.com/arborhq/arbor/workspace"
 )
 
 // Options configure a Service.
 type Options struct {
-	// StateDir holds the registry of workspaces the daemon has served.
+	// StateDir holds the registry of workspaces the daemon has served and the kernel
+	// manager's state (orphan registry, fork server).
 	StateDir string
+	// MaxKernels bounds live kernel processes; idle ones beyond it are parked (0 = 16).
+	MaxKernels int
+	// PlainKernels launches every kernel with `python -m ipykernel_launcher`-style start
+	// instead of the fork server and warm pool (slower; for debugging).
+	PlainKernels bool
 	// Overrides are the daemon's flags and environment; they beat every config file.
 	Overrides workspace.Overrides
 	Logger    *slog.Logger
@@ -75,12 +83,18 @@ func New(opts Options) (*Service, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	var kernels kernelStarter = plainKernels{}
+	if !opts.PlainKernels {
+		kernels = &managedKernels{cfg: kernel.ManagerConfig{
+			Python: opts.Overrides.KernelPython, StateDir: filepath.Join(opts.StateDir, "kernels"),
+			MaxLive: opts.MaxKernels, PoolSize: 1, Fork: true, Logger: opts.Logger}}
+	}
 	return &Service{
+		kernels: kernels,
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		workspaces: map[string]*Workspace{},
 		sessions:   map[string]*Session{},
 		listeners:  map[int]Listener{},
-		kernels:    plainKernels{},
 	}, nil
 }
 
@@ -250,6 +264,9 @@ func (s *Service) Close(ctx context.Context) error {
 	var errs []error
 	for _, sess := range all {
 		errs = append(errs, sess.shutdown(ctx))
+	}
+	if c, ok := s.kernels.(interface{ Close() error }); ok {
+		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
 }

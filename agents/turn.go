@@ -57,6 +57,7 @@ func (s *Session) runTurns() {
 			s.mu.Unlock()
 			if !stopped && s.svc.ctx.Err() == nil {
 				s.setState(s.svc.ctx, Idle, "")
+				s.scheduleInactive()
 			}
 			return
 		}

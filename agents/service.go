@@ -91,7 +91,7 @@ func New(opts Options) (*Service, error) {
 	}
 	return &Service{
 		kernels: kernels,
-		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
+		opts:    opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		workspaces: map[string]*Workspace{},
 		sessions:   map[string]*Session{},
 		listeners:  map[int]Listener{},

@@ -21,7 +21,7 @@ type bounded struct {
 
 // boundOutput keeps head and tail of out within budget bytes and a note saying what was
 // dropped and where the rest is. The full output goes to dir/<sha256>.txt.
-func boundOutput(out string, budget int, dir string) (bounded, error) {
+func boundOutput(out string, budget int, dir, kernelRef string) (bounded, error) {
 	b := bounded{Text: out, Bytes: len(out)}
 	if budget <= 0 || len(out) <= budget {
 		return b, nil
@@ -41,8 +41,8 @@ func boundOutput(out string, budget int, dir string) (bounded, error) {
 	tail := validSuffix(out[len(out)-budget/3:])
 	dropped := len(out) - len(head) - len(tail)
 	lines := strings.Count(out[len(head):len(out)-len(tail)], "\n")
-	b.Text = fmt.Sprintf("%s\n[… %d bytes (%d lines) omitted; the full output (%d bytes) is kept in the kernel as _arbor_out[-1] and on disk as %s …]\n%s",
-		head, dropped, lines, len(out), name, tail)
+	b.Text = fmt.Sprintf("%s\n[… %d bytes (%d lines) omitted; the full output (%d bytes) is in the kernel as %s (slice it with code) and on disk as %s …]\n%s",
+		head, dropped, lines, len(out), kernelRef, name, tail)
 	b.Cut, b.Artifact = true, path
 	return b, nil
 }

@@ -152,6 +152,15 @@ func (s *Session) replay(recs []eventlog.Record) {
 			json.Unmarshal(r.Data, &t)
 			s.conv = append(s.conv, model.Message{Role: "tool", ToolCallID: t.CallID, Content: t.Output})
 			s.usage.KernelExecs++
+		case EvCompaction:
+			var c struct {
+				Summary       string `json:"summary"`
+				LiveVariables string `json:"liveVariables"`
+				Kept          int    `json:"kept"`
+			}
+			json.Unmarshal(r.Data, &c)
+			keep := min(c.Kept, len(s.conv))
+			s.conv = append([]model.Message{{Role: "user", Content: summaryMessage(s.meta.Task, c.Summary, c.LiveVariables)}}, s.conv[len(s.conv)-keep:]...)
 		case EvTurnStarted:
 			s.turn++
 		case EvCheckpoint:

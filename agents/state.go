@@ -59,4 +59,5 @@ const (
 	EvKernel           EventType = "kernel"
 	EvSubagentSpawned  EventType = "subagent_spawned"
 	EvMessageSent      EventType = "message_sent"
+	EvCompaction       EventType = "compaction"
 )

@@ -106,7 +106,17 @@ func (s *Session) runTurn(ctx context.Context) error {
 		if err := s.deliver(ctx, step == 0); err != nil {
 			return err
 		}
+		if err := s.maybeCompact(ctx, false); err != nil {
+			return err
+		}
 		reply, err := s.client.Complete(ctx, model.Request{System: systemPrompt(s.meta), Messages: s.conversation()}, nil)
+		if errors.Is(err, model.ErrContextOverflow) {
+			// The estimate was off for this model: compact now and try once more.
+			if cerr := s.maybeCompact(ctx, true); cerr != nil {
+				return fmt.Errorf("model %s: %w; %v", s.meta.Model, err, cerr)
+			}
+			reply, err = s.client.Complete(ctx, model.Request{System: systemPrompt(s.meta), Messages: s.conversation()}, nil)
+		}
 		if err != nil {
 			return fmt.Errorf("model %s: %w", s.meta.Model, err)
 		}
@@ -226,9 +236,17 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	if strings.TrimSpace(text) == "" {
 		text = "(no output)"
 	}
-	b, err := boundOutput(text, s.cfg.OutputBudget, s.artifactsDir())
+	ref := fmt.Sprintf("_arbor_out[%d]", res.ExecutionCount)
+	b, err := boundOutput(text, s.cfg.OutputBudget, s.artifactsDir(), ref)
 	if err != nil {
 		s.svc.log.Warn("bound tool output", "session", s.meta.ID, "err", err)
+	}
+	if b.Cut {
+		// L2: the whole value stays in the kernel, so the model slices it instead of rereading.
+		keep := fmt.Sprintf("globals().setdefault('_arbor_out', {})[%d] = open(%q, encoding='utf-8', errors='replace').read()", res.ExecutionCount, b.Artifact)
+		if r, err := k.Execute(ctx, keep, execOptions(time.Minute)); err != nil || r.Status != "ok" {
+			s.svc.log.Warn("keep full output in the kernel", "session", s.meta.ID, "err", err)
+		}
 	}
 	data := map[string]any{
 		"callId": call.ID, "status": res.Status, "output": b.Text, "bytes": b.Bytes,

@@ -1,0 +1,246 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/agents/model"
+	"github.com/arborhq/arbor/gitstate"
+)
+
+// Event types of the git operations on sessions.
+const (
+	EvForked    EventType = "forked"
+	EvAccepted  EventType = "accepted"
+	EvMerged    EventType = "merged"
+	EvDiscarded EventType = "discarded"
+)
+
+// forkedEvent is a fork's history by reference: the conversation is the source's records up to
+// Seq, replayed, so a fork costs one record however long the source's log is.
+type forkedEvent struct {
+	Source string `json:"source"`
+	Seq    uint64 `json:"seq"`
+	Commit string `json:"commit"` // the checkpoint the fork's branch starts at
+	Turns  int    `json:"turns"`  // turns of the source up to Seq
+}
+
+// checkpointRec is one commit on a session's branch, in log order.
+type checkpointRec struct {
+	Turn   int    `json:"turn"`
+	Commit string `json:"commit"`
+}
+
+// Fork makes a new root session from the history of session id up to event atSeq (0 = all of
+// it): its branch starts at the latest checkpoint at or before that point (the base commit if
+// there is none) in its own worktree, and its conversation is the source's up to there. The
+// fork is idle; a message starts it. The source's log, branch and worktree are not touched.
+func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string) (*Session, error) {
+	src, err := s.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	last := src.log.LastSeq()
+	if atSeq == 0 {
+		atSeq = last
+	}
+	if atSeq > last {
+		return nil, fmt.Errorf("fork %s at seq %d: its log ends at seq %d (see `arbor log %s`)", src.meta.ID, atSeq, last, src.meta.ID[:8])
+	}
+	cps, turns, err := s.checkpointsOf(src.ws, src.meta.ID, atSeq)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", src.meta.ID, err)
+	}
+	commit := src.meta.BaseCommit
+	if len(cps) > 0 {
+		commit = cps[len(cps)-1].Commit
+	}
+	cfg, err := src.ws.config(s.opts.Overrides)
+	if err != nil {
+		return nil, err
+	}
+	modelName, mc, err := cfg.ResolveModel(src.meta.Model)
+	if err != nil {
+		return nil, err
+	}
+	client, err := newModelClient(modelName, mc, s.log)
+	if err != nil {
+		return nil, err
+	}
+	nid := newID()
+	slug := gitstate.Slug(src.meta.Task)
+	if name != "" {
+		slug = gitstate.Slug(name)
+	}
+	meta := Meta{
+		ID: nid, Name: name, Task: src.meta.Task, Model: modelName, BaseCommit: src.meta.BaseCommit,
+		Branch: "arbor/" + slug + "-" + nid[:8], Worktree: filepath.Join(src.ws.WorktreeDir, nid),
+		ForkOf: src.meta.ID, ForkSeq: atSeq, Workspace: src.ws.Root, Created: time.Now().UTC(),
+	}
+	repo := src.ws.Repo
+	if err := repo.Fork(ctx, gitstate.WorktreeSpec{Name: nid, Branch: meta.Branch, Base: commit, Dir: meta.Worktree}); err != nil {
+		return nil, fmt.Errorf("fork %s: %w", src.meta.ID, err)
+	}
+	sess, err := s.open(src.ws, meta, cfg, client)
+	if err != nil {
+		// The branch holds nothing new yet: it is reachable from the source's and goes.
+		repo.Discard(context.WithoutCancel(ctx), meta.Worktree, meta.Branch, false)
+		return nil, err
+	}
+	if _, err := sess.append(ctx, EvSessionCreated, meta); err != nil {
+		return nil, err
+	}
+	rec, err := sess.append(ctx, EvForked, forkedEvent{Source: src.meta.ID, Seq: atSeq, Commit: commit, Turns: turns})
+	if err != nil {
+		return nil, err
+	}
+	sess.replay([]eventlog.Record{rec})
+	sess.setState(ctx, Idle, "")
+	return sess, nil
+}
+
+// replayFork rebuilds a fork's inherited state from its source's log: conversation, turn count
+// and branch head. The caller (replay) holds s.mu.
+func (s *Session) replayFork(r eventlog.Record) {
+	var f forkedEvent
+	json.Unmarshal(r.Data, &f)
+	recs, err := s.svc.history(s.ws, f.Source, f.Seq)
+	if err != nil {
+		s.svc.log.Error("replay fork", "session", s.meta.ID, "source", f.Source, "err", err)
+		s.conv = append(s.conv, model.Message{Role: "user", Content: fmt.Sprintf(
+			"[arbor] this session was forked from session %s, whose history could not be read (%v); ask the user for context", f.Source, err)})
+		return
+	}
+	src := &Session{svc: s.svc, ws: s.ws, meta: Meta{ID: f.Source}, head: s.head}
+	src.replay(recs)
+	s.conv = append(s.conv, src.conv...)
+	// The model must know its kernel namespace did not come along; the notice is part of the
+	// fork's history, so a fork of this fork replays it too.
+	s.conv = append(s.conv, model.Message{Role: "user", Content: fmt.Sprintf(
+		"[arbor] This session is a fork of session %s at event %d, with its own branch and worktree whose files "+
+			"are as they were at that point. The Python kernel is new: variables defined before the fork are gone.",
+		f.Source, f.Seq)})
+	s.turn += src.turn
+	if f.Commit != "" {
+		s.head = f.Commit
+	}
+}
+
+// history returns the records of session id up to seq that make up a conversation, from the
+// live session or, during recovery before it is registered, from its file.
+func (s *Service) history(ws *Workspace, id string, upTo uint64) ([]eventlog.Record, error) {
+	var recs []eventlog.Record
+	var err error
+	s.mu.Lock()
+	src := s.sessions[id]
+	s.mu.Unlock()
+	if src != nil {
+		recs, err = src.Events(0)
+	} else {
+		recs, err = eventlog.ReadFile(filepath.Join(ws.SessionsDir, id, "events.jsonl"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the log of session %s: %w", id, err)
+	}
+	var out []eventlog.Record
+	for _, r := range recs {
+		if r.Seq > upTo {
+			break
+		}
+		switch EventType(r.Type) {
+		case EvUserMessage, EvAssistantMessage, EvToolFinished, EvTurnStarted, EvCheckpoint, EvForked:
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// checkpointsOf lists the commits of session id's history up to seq, inherited ones of a fork
+// first, and the number of turns started by then.
+func (s *Service) checkpointsOf(ws *Workspace, id string, upTo uint64) ([]checkpointRec, int, error) {
+	recs, err := s.history(ws, id, upTo)
+	if err != nil {
+		return nil, 0, err
+	}
+	var cps []checkpointRec
+	turns := 0
+	for _, r := range recs {
+		switch EventType(r.Type) {
+		case EvTurnStarted:
+			turns++
+		case EvCheckpoint:
+			var c checkpointRec
+			if err := json.Unmarshal(r.Data, &c); err == nil && c.Commit != "" {
+				cps = append(cps, c)
+			}
+		case EvForked:
+			var f forkedEvent
+			json.Unmarshal(r.Data, &f)
+			inherited, n, err := s.checkpointsOf(ws, f.Source, f.Seq)
+			if err != nil {
+				return nil, 0, err
+			}
+			cps = append(inherited, cps...)
+			turns += n
+		}
+	}
+	return cps, turns, nil
+}
+
+// DiffTurn returns the change one turn made: its last checkpoint against the checkpoint before
+// it (or the session's base commit). Turns of a fork's source count as the fork's own.
+func (s *Service) DiffTurn(ctx context.Context, id string, turn int) (*gitstate.Diff, error) {
+	sess, err := s.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if turn < 1 {
+		return nil, fmt.Errorf("diff turn %d of %s: turns count from 1", turn, sess.meta.ID)
+	}
+	cps, turns, err := s.checkpointsOf(sess.ws, sess.meta.ID, math.MaxUint64)
+	if err != nil {
+		return nil, fmt.Errorf("diff turn %d of %s: %w", turn, sess.meta.ID, err)
+	}
+	if turn > turns {
+		return nil, fmt.Errorf("diff turn %d of %s: the session has had %d turn(s)", turn, sess.meta.ID, turns)
+	}
+	from, to := sess.meta.BaseCommit, ""
+	for _, c := range cps {
+		switch {
+		case c.Turn < turn:
+			from = c.Commit
+		case c.Turn == turn:
+			to = c.Commit
+		}
+	}
+	if to == "" {
+		return nil, fmt.Errorf("diff turn %d of %s: %w", turn, sess.meta.ID, errNoCheckpoint)
+	}
+	return sess.ws.Repo.DiffCommits(ctx, from, to)
+}
+
+var errNoCheckpoint = errors.New("that turn changed no files, so it made no checkpoint (see `arbor log` for what it did)")
+
+// shortID is the id as commands print it.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func indent(s string) string { return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ") }

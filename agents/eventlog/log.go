@@ -217,7 +217,11 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Record, error) 
 	select {
 	case <-b.done:
 	case <-ctx.Done():
-		return Record{}, fmt.Errorf("append %s to %s: outcome unknown: %w", typ, l.path, ctx.Err())
+		select {
+		case <-b.done: // written after all
+		default:
+			return Record{}, fmt.Errorf("append %s to %s: outcome unknown: %w", typ, l.path, ctx.Err())
+		}
 	}
 	if b.err != nil {
 		return Record{}, fmt.Errorf("append %s to %s: %w", typ, l.path, b.err)

@@ -111,7 +111,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if req.Selection != "" {
 		task += "\n\nSelected in the editor:\n" + req.Selection
 	}
-	sess.warmKernel()
+	if parent == nil {
+		// A user waits on a root session's first result; children start their kernel at
+		// their first tool call, so a wide tree does not boot a kernel per leaf.
+		sess.warmKernel()
+	}
 	if _, err := sess.enqueue(ctx, "task", task, "follow_up"); err != nil {
 		return nil, err
 	}

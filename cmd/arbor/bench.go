@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/arborhq/arbor/agents/agentbench"
 	"github.com/arborhq/arbor/bench"
+	"github.com/arborhq/arbor/gitstate/gitbench"
+	"github.com/arborhq/arbor/kernel/kernelbench"
 	"github.com/arborhq/arbor/server/startbench"
 )
 
@@ -14,6 +17,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	runs := fs.Int("runs", 5, "repetitions where a figure is a median")
+	sessions := fs.Int("sessions", 1000, "sessions in the agents scale figure")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
@@ -32,8 +36,17 @@ func cmdBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+	case "kernel":
+		rep, err = kernelbench.Run(ctx, nil, nil)
+	case "git":
+		rep, err = gitbench.Run(ctx, nil)
+	case "agents":
+		rep, err = agentbench.Run(ctx, agentbench.Options{Sessions: *sessions})
 	default:
 		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git or agents", pos[0])
+	}
+	if err != nil {
+		return err
 	}
 	if *asJSON {
 		return rep.WriteJSON(os.Stdout)

@@ -75,7 +75,7 @@ func TestTruncateEveryOffset(t *testing.T) {
 	case os.Getenv("ARBOR_SOAK") == "1":
 		n = 1000
 	case raceEnabled:
-		n = 200
+		n = 150
 	}
 	data, ends := fixture(n)
 	want, res := scanBytes(t, data)

@@ -118,7 +118,7 @@ func (s *Session) replayFork(r eventlog.Record) {
 			"[arbor] this session was forked from session %s, whose history could not be read (%v); ask the user for context", f.Source, err)})
 		return
 	}
-	src := &Session{svc: s.svc, ws: s.ws, meta: Meta{ID: f.Source}, head: s.head}
+	src := &Session{svc: s.svc, ws: s.ws, meta: Meta{ID: f.Source, Task: s.meta.Task}, head: s.head}
 	src.replay(recs)
 	s.conv = append(s.conv, src.conv...)
 	// The model must know its kernel namespace did not come along; the notice is part of the
@@ -155,7 +155,7 @@ func (s *Service) history(ws *Workspace, id string, upTo uint64) ([]eventlog.Rec
 			break
 		}
 		switch EventType(r.Type) {
-		case EvUserMessage, EvAssistantMessage, EvToolFinished, EvTurnStarted, EvCheckpoint, EvForked:
+		case EvUserMessage, EvAssistantMessage, EvToolFinished, EvTurnStarted, EvCheckpoint, EvCompaction, EvForked:
 			out = append(out, r)
 		}
 	}
@@ -243,4 +243,6 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-func indent(s string) string { return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ") }
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ")
+}

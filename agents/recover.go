@@ -167,6 +167,8 @@ func (s *Session) replay(recs []eventlog.Record) {
 			var c struct{ Commit string }
 			json.Unmarshal(r.Data, &c)
 			s.head = c.Commit
+		case EvForked:
+			s.replayFork(r)
 		}
 	}
 	for _, m := range queued {

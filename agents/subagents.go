@@ -141,12 +141,10 @@ func hostMergeChild(ctx context.Context, s *Session, raw json.RawMessage) (any, 
 	if c.State() == Running {
 		return nil, fmt.Errorf("%w: subagent %s is still running; wait for its message, or stop it first", ErrInvalidState, c.meta.Name)
 	}
-	res, err := s.ws.Repo.Merge(ctx, c.meta.Branch, s.meta.Worktree,
-		fmt.Sprintf("arbor: merge subagent %s (%s)\n\n%s", c.meta.Name, c.meta.Branch, firstLine(c.meta.Task)))
+	res, err := s.svc.mergeChild(ctx, s, c)
 	if err != nil {
-		return nil, fmt.Errorf("rlm.merge %s: %w", c.meta.Name, err)
+		return nil, fmt.Errorf("rlm.merge: %w", err)
 	}
-	s.append(ctx, EvMessageSent, map[string]any{"merged": c.meta.ID, "branch": c.meta.Branch})
 	return res, nil
 }
 

@@ -1,0 +1,187 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/gitstate"
+)
+
+// Accept brings a session's change onto the user's current branch in the main worktree: all of
+// it, some files, or some hunks (path → indexes into the session diff's hunks of that file), as
+// one squashed commit or, with merge, a merge commit. A dirty tree in the files involved or a
+// conflict refuses it with a *gitstate.DirtyError or *gitstate.ConflictError naming the files,
+// and leaves the user's tree as it was.
+func (s *Service) Accept(ctx context.Context, id string, files []string, hunks map[string][]int, merge bool) (*gitstate.AcceptResult, error) {
+	sess, err := s.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if sess.discarded() {
+		return nil, fmt.Errorf("%w: session %s was discarded; fork it or restore its archived branch to accept its work", ErrInvalidState, sess.meta.ID)
+	}
+	sess.mu.Lock()
+	turns := sess.turn
+	sess.mu.Unlock()
+	o := gitstate.AcceptOptions{Head: sess.meta.Branch, Files: files, Hunks: hunks, Merge: merge,
+		Message: acceptMessage(sess.meta, turns, files, hunks)}
+	if len(hunks) > 0 {
+		// Hunk indexes point into the session's diff: refuse if it is no longer the diff the
+		// user reviewed against this branch.
+		mb, err := sess.ws.Repo.MergeBase(ctx, sess.meta.BaseCommit, sess.meta.Branch)
+		if err != nil {
+			return nil, fmt.Errorf("accept %s: %w", sess.meta.ID, err)
+		}
+		o.Base = mb
+	}
+	res, err := sess.ws.Repo.Accept(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("accept session %s: %w", shortID(sess.meta.ID), err)
+	}
+	mode := "squash"
+	if merge {
+		mode = "merge"
+	}
+	sess.append(ctx, EvAccepted, map[string]any{"commit": res.Commit, "branch": res.Branch, "files": res.Files, "mode": mode})
+	return res, nil
+}
+
+func acceptMessage(m Meta, turns int, files []string, hunks map[string][]int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n", firstLine(m.Task))
+	what := "all of its changes"
+	if len(files) > 0 || len(hunks) > 0 {
+		what = "part of its changes"
+	}
+	fmt.Fprintf(&b, "Accepted %s from Arbor session %s (branch %s, %s).\n", what, shortID(m.ID), m.Branch, plural(turns, "turn"))
+	if m.ForkOf != "" {
+		fmt.Fprintf(&b, "The session is a fork of %s at event %d.\n", shortID(m.ForkOf), m.ForkSeq)
+	}
+	if t := strings.TrimSpace(m.Task); t != firstLine(m.Task) {
+		fmt.Fprintf(&b, "\nTask:\n%s\n", indent(t))
+	}
+	fmt.Fprintf(&b, "\nArbor-Session: %s\n", m.ID)
+	return b.String()
+}
+
+// Merge brings a child session's branch into its parent's worktree as a merge commit, after
+// checkpointing the parent so its own uncommitted work is kept apart. Conflicts are an error
+// listing the files, and leave the parent's worktree as it was.
+func (s *Service) Merge(ctx context.Context, id string) (*gitstate.AcceptResult, error) {
+	child, err := s.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if child.meta.Parent == "" {
+		return nil, fmt.Errorf("%w: session %s is a root session; accept it onto your branch instead (arbor accept)", ErrInvalidState, shortID(child.meta.ID))
+	}
+	parent, err := s.Get(child.meta.Parent)
+	if err != nil {
+		return nil, err
+	}
+	if child.State() == Running {
+		return nil, fmt.Errorf("%w: session %s is still running; wait for it or stop it first", ErrInvalidState, shortID(child.meta.ID))
+	}
+	return s.mergeChild(ctx, parent, child)
+}
+
+// mergeChild merges child into parent's worktree; rlm.merge and Merge share it.
+func (s *Service) mergeChild(ctx context.Context, parent, child *Session) (*gitstate.AcceptResult, error) {
+	if parent.discarded() || child.discarded() {
+		return nil, fmt.Errorf("%w: merge %s into %s: a discarded session has no worktree or branch", ErrInvalidState, shortID(child.meta.ID), shortID(parent.meta.ID))
+	}
+	repo := parent.ws.Repo
+	if _, err := parent.commitWorktree(ctx, "before merging subagent "+child.label(), nil); err != nil {
+		return nil, fmt.Errorf("merge %s: checkpoint the parent first: %w", child.label(), err)
+	}
+	msg := fmt.Sprintf("arbor: merge subagent %s (%s)\n\n%s\n\nArbor-Session: %s\n", child.label(), child.meta.Branch, firstLine(child.meta.Task), child.meta.ID)
+	res, err := repo.Merge(ctx, child.meta.Branch, parent.meta.Worktree, msg)
+	if err != nil {
+		return nil, fmt.Errorf("merge %s into %s: %w", child.label(), shortID(parent.meta.ID), err)
+	}
+	parent.append(ctx, EvMerged, map[string]any{"child": child.meta.ID, "branch": child.meta.Branch, "commit": res.Commit, "files": res.Files})
+	parent.recordCheckpoint(ctx, res.Commit, map[string]any{"merged": child.meta.ID})
+	return res, nil
+}
+
+// commitWorktree checkpoints the session's worktree outside a turn boundary (before a merge or
+// a discard), recording it like a turn's checkpoint so forks and per-turn diffs see it.
+func (s *Session) commitWorktree(ctx context.Context, why string, extra map[string]any) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	s.mu.Lock()
+	turn := s.turn
+	s.mu.Unlock()
+	msg := fmt.Sprintf("arbor: turn %d of session %s, %s\n\n%s", turn, s.meta.ID, why, firstLine(s.meta.Task))
+	commit, changed, err := s.ws.Repo.Checkpoint(ctx, s.meta.Worktree, msg, nil)
+	if err != nil || !changed {
+		return false, err
+	}
+	s.recordCheckpoint(ctx, commit, extra)
+	return true, nil
+}
+
+func (s *Session) recordCheckpoint(ctx context.Context, commit string, extra map[string]any) {
+	s.mu.Lock()
+	s.head = commit
+	data := map[string]any{"turn": s.turn, "commit": commit}
+	s.mu.Unlock()
+	for k, v := range extra {
+		data[k] = v
+	}
+	s.append(ctx, EvCheckpoint, data)
+}
+
+// Discard stops the session if it is live and removes its worktree. Its branch is deleted when
+// another branch holds its commits, else kept under refs/arbor/archive/ — unless force, which
+// deletes it and any uncommitted work. Without force the session's uncommitted work is first
+// checkpointed onto its branch, so nothing is lost. The session stays known, stopped, with a
+// discarded event saying where its work went.
+func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate.DiscardResult, error) {
+	sess, err := s.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if sess.discarded() {
+		return nil, fmt.Errorf("%w: session %s was discarded already", ErrInvalidState, shortID(sess.meta.ID))
+	}
+	if err := s.Stop(ctx, sess.meta.ID); err != nil {
+		return nil, err
+	}
+	if !force {
+		if _, err := sess.commitWorktree(ctx, "kept on discard", nil); err != nil {
+			return nil, fmt.Errorf("discard %s: keep its uncommitted work: %w (discard --force drops it)", shortID(sess.meta.ID), err)
+		}
+	}
+	res, err := sess.ws.Repo.Discard(ctx, sess.meta.Worktree, sess.meta.Branch, force)
+	if err != nil {
+		return res, fmt.Errorf("discard session %s: %w", shortID(sess.meta.ID), err)
+	}
+	sess.append(ctx, EvDiscarded, map[string]any{"branch": sess.meta.Branch, "worktreeRemoved": res.Removed,
+		"branchDeleted": res.Deleted, "archived": res.Archived, "force": force})
+	sess.announce()
+	return res, nil
+}
+
+// Discarded returns the data of the session's discarded event — where its branch went — if it
+// was discarded. It reads the log, so it holds across a daemon restart without more state;
+// discards are rare and so are these checks.
+func (s *Session) Discarded() (map[string]any, bool) {
+	var data map[string]any
+	s.log.Scan(0, func(r eventlog.Record) error {
+		if r.Type == string(EvDiscarded) {
+			json.Unmarshal(r.Data, &data)
+		}
+		return nil
+	})
+	return data, data != nil
+}
+
+func (s *Session) discarded() bool {
+	_, ok := s.Discarded()
+	return ok
+}

@@ -1,0 +1,223 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/arborhq/arbor/gitstate"
+)
+
+// twoTurnScript writes a.txt in the first turn and, on "second", b.txt in the next.
+const twoTurnScript = `{"rules":[
+ {"when":{"turn":1},"code":"open('a.txt','w').write('one\\n')"},
+ {"when":{"turn":2},"text":"wrote a"},
+ {"when":{"last":"^second"},"code":"open('b.txt','w').write('two\\n')"},
+ {"when":{"last":"^third"},"code":"open('c.txt','w').write('three\\n')"},
+ {"when":{"last":"^nothing"},"text":"nothing to do"}
+],"default":{"text":"done"}}`
+
+type seqCheckpoint struct {
+	seq    uint64
+	commit string
+}
+
+func checkpoints(t *testing.T, s *Session) []seqCheckpoint {
+	t.Helper()
+	recs, err := s.Events(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []seqCheckpoint
+	for _, r := range recs {
+		if r.Type == string(EvCheckpoint) {
+			var c checkpointRec
+			json.Unmarshal(r.Data, &c)
+			out = append(out, seqCheckpoint{r.Seq, c.Commit})
+		}
+	}
+	return out
+}
+
+func (e *testEnv) send(s *Session, text string) {
+	e.t.Helper()
+	if _, err := e.svc.Send(context.Background(), s.meta.ID, text, ""); err != nil {
+		e.t.Fatal(err)
+	}
+	e.settled(s)
+}
+
+func revParse(t *testing.T, dir, rev string) string {
+	return strings.TrimSpace(git(t, dir, "rev-parse", rev))
+}
+
+func TestForkAtTwoPoints(t *testing.T) {
+	e := newEnv(t, twoTurnScript)
+	ctx := t.Context()
+	parent := e.create("write files")
+	e.settled(parent)
+	e.send(parent, "second")
+	cps := checkpoints(t, parent)
+	if len(cps) != 2 {
+		t.Fatalf("parent made %d checkpoints, want 2", len(cps))
+	}
+	before, _ := parent.Events(0)
+	parentTip := revParse(t, e.repo, parent.meta.Branch)
+
+	var forks []*Session
+	for i, cp := range cps {
+		f, err := e.svc.Fork(ctx, parent.meta.ID, cp.seq, fmt.Sprintf("try-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		forks = append(forks, f)
+		if got := revParse(t, e.repo, f.meta.Branch); got != cp.commit {
+			t.Errorf("fork at seq %d: branch at %s, want checkpoint %s", cp.seq, got, cp.commit)
+		}
+		if f.meta.Parent != "" || f.meta.ForkOf != parent.meta.ID || f.meta.ForkSeq != cp.seq {
+			t.Errorf("fork meta: parent %q forkOf %q forkSeq %d", f.meta.Parent, f.meta.ForkOf, f.meta.ForkSeq)
+		}
+		if st := f.State(); st != Idle {
+			t.Errorf("fork state %v, want idle", st)
+		}
+		if !strings.Contains(git(t, e.repo, "worktree", "list"), f.meta.Worktree) {
+			t.Errorf("git worktree list lacks %s", f.meta.Worktree)
+		}
+	}
+	// The first fork's files are those of the first checkpoint: a.txt without b.txt.
+	if _, err := os.Stat(filepath.Join(forks[0].meta.Worktree, "b.txt")); !os.IsNotExist(err) {
+		t.Errorf("fork at the first checkpoint has b.txt: %v", err)
+	}
+	latest, err := e.svc.Fork(ctx, parent.meta.ID, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := revParse(t, e.repo, latest.meta.Branch); got != cps[1].commit {
+		t.Errorf("fork at 0 starts at %s, want the latest checkpoint %s", got, cps[1].commit)
+	}
+
+	// The conversation came along, the kernel did not; a message starts the fork.
+	if n := len(forks[0].conversation()); n < 3 {
+		t.Errorf("fork conversation has %d messages", n)
+	}
+	e.send(forks[0], "third")
+	fcps := checkpoints(t, forks[0])
+	if len(fcps) != 1 || revParse(t, e.repo, forks[0].meta.Branch) != fcps[0].commit {
+		t.Fatalf("fork checkpoints %v", fcps)
+	}
+	if got := git(t, e.repo, "show", forks[0].meta.Branch+":c.txt"); got != "three\n" {
+		t.Errorf("c.txt on the fork = %q", got)
+	}
+	if git(t, e.repo, "rev-list", "--count", cps[0].commit+".."+forks[0].meta.Branch) != "1\n" {
+		t.Errorf("the fork's new commit does not sit on the checkpoint it forked at")
+	}
+	// Its turns continue the source's numbering: the turn after turn 1 is turn 2.
+	d, err := e.svc.DiffTurn(ctx, forks[0].meta.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paths(d) != "c.txt" {
+		t.Errorf("fork turn 2 changed %s, want c.txt", paths(d))
+	}
+	if d, err := e.svc.DiffTurn(ctx, forks[0].meta.ID, 1); err != nil || paths(d) != "a.txt" {
+		t.Errorf("fork's inherited turn 1: %v %v", paths(d), err)
+	}
+
+	after, _ := parent.Events(0)
+	if !reflect.DeepEqual(before, after) {
+		t.Errorf("the parent's log changed: %d records before, %d after", len(before), len(after))
+	}
+	if got := revParse(t, e.repo, parent.meta.Branch); got != parentTip {
+		t.Errorf("the parent's branch moved from %s to %s", parentTip, got)
+	}
+	if out := git(t, e.repo, "fsck", "--no-progress"); strings.Contains(out, "error") || strings.Contains(out, "missing") {
+		t.Errorf("git fsck:\n%s", out)
+	}
+
+	// A restarted daemon rebuilds the fork's conversation from the source's log.
+	want := forks[1].conversation()
+	svc2 := e.restart()
+	f2, err := svc2.Get(forks[1].meta.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f2.conversation(); !reflect.DeepEqual(got, want) {
+		t.Errorf("recovered fork conversation:\n%v\nwant\n%v", got, want)
+	}
+	f2.mu.Lock()
+	head, turn := f2.head, f2.turn
+	f2.mu.Unlock()
+	if head != cps[1].commit || turn != 2 {
+		t.Errorf("recovered fork head %s turn %d, want %s and 2", head, turn, cps[1].commit)
+	}
+}
+
+// restart closes the service and recovers a new one over the same state.
+func (e *testEnv) restart() *Service {
+	e.t.Helper()
+	if err := e.svc.Close(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	svc, err := New(e.svc.opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { svc.Close(context.Background()) })
+	if err := svc.Recover(e.t.Context()); err != nil {
+		e.t.Fatal(err)
+	}
+	return svc
+}
+
+func paths(d *gitstate.Diff) string {
+	if d == nil {
+		return "<nil>"
+	}
+	var ps []string
+	for _, f := range d.Files {
+		ps = append(ps, f.Path)
+	}
+	return strings.Join(ps, ",")
+}
+
+func TestDiffIgnoresBaseMovingAheadAndPerTurn(t *testing.T) {
+	e := newEnv(t, twoTurnScript)
+	ctx := t.Context()
+	s := e.create("write files")
+	e.settled(s)
+	// The user commits on main after the session started.
+	os.WriteFile(filepath.Join(e.repo, "user.txt"), []byte("mine\n"), 0o644)
+	git(t, e.repo, "add", "user.txt")
+	git(t, e.repo, "-c", "user.name=u", "-c", "user.email=u@u", "commit", "-qm", "user work")
+	e.send(s, "second")
+	e.send(s, "nothing")
+
+	d, err := e.svc.Diff(ctx, s.meta.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paths(d) != "a.txt,b.txt" {
+		t.Errorf("session diff shows %s, want a.txt,b.txt (not the user's new commit)", paths(d))
+	}
+	for turn, want := range map[int]string{1: "a.txt", 2: "b.txt"} {
+		d, err := e.svc.DiffTurn(ctx, s.meta.ID, turn)
+		if err != nil {
+			t.Fatalf("turn %d: %v", turn, err)
+		}
+		if paths(d) != want || d.Files[0].Status != gitstate.Added {
+			t.Errorf("turn %d diff = %s %v, want %s added", turn, paths(d), d.Files, want)
+		}
+	}
+	if _, err := e.svc.DiffTurn(ctx, s.meta.ID, 3); !errors.Is(err, errNoCheckpoint) {
+		t.Errorf("turn 3 changed nothing: err = %v", err)
+	}
+	if _, err := e.svc.DiffTurn(ctx, s.meta.ID, 9); err == nil || !strings.Contains(err.Error(), "3 turn(s)") {
+		t.Errorf("turn 9: err = %v", err)
+	}
+}

@@ -49,7 +49,10 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 	defer p.ch.unregister(h.MsgID)
 
 	defer k.markDirty()
-	st := &execState{res: &Result{}, onOutput: opts.OnOutput}
+	st := &execState{res: &Result{}, onOutput: opts.OnOutput, max: opts.MaxOutput}
+	if st.max == 0 {
+		st.max = DefaultMaxOutput
+	}
 	if revived != "" {
 		st.notice(revived)
 	}
@@ -137,6 +140,10 @@ type execState struct {
 	idle        bool
 	interrupted string // the ladder rung that was used, if any
 	replyErr    *ExecError
+
+	max     int    // in-memory output bound (negative: none)
+	tail    []byte // rolling tail once over the bound
+	dropped int    // bytes past the head
 }
 
 func (s *execState) finished() bool { return s.replied && s.idle }
@@ -146,8 +153,8 @@ func (s *execState) finish() {
 	if s.res.Error == nil && s.replyErr != nil {
 		s.res.Error = s.replyErr
 		s.emit(Output{Kind: KindError, Text: errorText(s.replyErr)})
-		s.res.Text = s.text.String()
 	}
+	s.res.Text = s.fullText()
 }
 
 func (s *execState) notice(n string) {
@@ -155,25 +162,53 @@ func (s *execState) notice(n string) {
 		s.res.Notice += " "
 	}
 	s.res.Notice += n
-	s.res.Text = s.text.String()
+	s.res.Text = s.fullText()
 }
 
 func (s *execState) handleAll(ms []*message) {
 	for _, m := range ms {
 		s.handle(m)
 	}
-	s.res.Text = s.text.String()
 }
 
 func (s *execState) emit(o Output) {
-	s.res.Outputs = append(s.res.Outputs, o)
-	s.text.WriteString(o.Text)
-	if o.Kind != KindStdout && o.Kind != KindStderr && o.Text != "" && !strings.HasSuffix(o.Text, "\n") {
-		s.text.WriteByte('\n')
-	}
 	if s.onOutput != nil {
 		s.onOutput(o)
 	}
+	text := o.Text
+	if o.Kind != KindStdout && o.Kind != KindStderr && text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	if s.max < 0 || s.text.Len()+len(text) <= s.max/2 && s.dropped == 0 {
+		s.res.Outputs = append(s.res.Outputs, o)
+		s.text.WriteString(text)
+		return
+	}
+	// Over the bound: fill the head to max/2, keep a rolling tail of max/2, count the rest.
+	if room := s.max/2 - s.text.Len(); room > 0 && s.dropped == 0 {
+		s.text.WriteString(text[:room])
+		text = text[room:]
+	}
+	s.dropped += len(text)
+	s.tail = append(s.tail, text...)
+	if keep := s.max / 2; len(s.tail) > 2*keep {
+		s.tail = append(s.tail[:0], s.tail[len(s.tail)-keep:]...)
+	}
+}
+
+// text returns the retained output, with a marker where the middle was dropped.
+func (s *execState) fullText() string {
+	if s.dropped == 0 {
+		return s.text.String()
+	}
+	tail := s.tail
+	if keep := s.max / 2; len(tail) > keep {
+		tail = tail[len(tail)-keep:]
+	}
+	omitted := s.dropped - len(tail)
+	return strings.ToValidUTF8(s.text.String(), "") +
+		fmt.Sprintf("\n[… %d bytes of output omitted: over Arbor's in-memory bound of %d bytes …]\n", omitted, s.max) +
+		strings.ToValidUTF8(string(tail), "")
 }
 
 func (s *execState) handle(m *message) {

@@ -89,3 +89,54 @@ func TestExecuteCancelInterrupts(t *testing.T) {
 		t.Errorf("text = %q", res.Text)
 	}
 }
+
+// A 100 MB output streams through OnOutput in full while the Result keeps a bounded head and
+// tail, so a runaway cell cannot exhaust the daemon's memory.
+func TestExecuteLargeOutputBounded(t *testing.T) {
+	k := startKernel(t, Options{})
+	const mb = 100
+	seen := 0
+	res, err := k.Execute(t.Context(),
+		"import sys\nchunk = 'y' * (1 << 20)\nsys.stdout.write('HEAD')\nfor i in range("+itoa(mb)+"):\n    sys.stdout.write(chunk)\n_ = sys.stdout.write('TAIL')",
+		ExecOptions{MaxOutput: 1 << 20, OnOutput: func(o Output) { seen += len(o.Text) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StatusOK {
+		t.Fatalf("status %s", res.Status)
+	}
+	if want := mb<<20 + 8; seen != want {
+		t.Errorf("OnOutput saw %d bytes, want %d", seen, want)
+	}
+	if len(res.Text) > 1<<20+200 {
+		t.Errorf("Result.Text is %d bytes, want about 1 MB", len(res.Text))
+	}
+	if !strings.HasPrefix(res.Text, "HEADyyy") || !strings.HasSuffix(res.Text, "yyyTAIL") || !strings.Contains(res.Text, "bytes of output omitted") {
+		t.Errorf("bounded text: head %q … tail %q", res.Text[:20], res.Text[len(res.Text)-20:])
+	}
+}
+
+func TestExecuteOutputBoundTable(t *testing.T) {
+	tests := []struct {
+		name   string
+		max    int
+		chunks []string
+		want   string
+	}{
+		{"under", 100, []string{"ab", "cd"}, "abcd"},
+		{"unbounded", -1, []string{"abcdef", "ghij"}, "abcdefghij"},
+		{"split", 8, []string{"abcdef", "ghijkl"}, "abcd\n[… 4 bytes of output omitted: over Arbor's in-memory bound of 8 bytes …]\nijkl"},
+		{"many chunks", 4, []string{"ab", "cd", "ef", "gh", "ij"}, "ab\n[… 6 bytes of output omitted: over Arbor's in-memory bound of 4 bytes …]\nij"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &execState{res: &Result{}, max: tc.max}
+			for _, c := range tc.chunks {
+				s.emit(Output{Kind: KindStdout, Text: c})
+			}
+			if got := s.fullText(); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

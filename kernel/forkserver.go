@@ -30,9 +30,11 @@ type forkServer struct {
 	log    *slog.Logger
 	dir    string
 
-	mu     sync.Mutex // one request in flight: replies are in order
-	nextID int
-	exited chan struct{}
+	mu        sync.Mutex // one request in flight: replies are in order
+	nextID    int
+	closeOnce sync.Once
+	broken    bool // a request failed: the reply stream may be out of step, so stop using it
+	exited    chan struct{}
 }
 
 func startForkServer(python, dir string, _ int, log *slog.Logger) (*forkServer, error) {
@@ -95,7 +97,7 @@ func (fs *forkServer) readLine(timeout time.Duration) (string, error) {
 }
 
 // spawn forks a kernel for connPath. It is a spawnFunc.
-func (fs *forkServer) spawn(_ context.Context, o Options, s launchSpec, connPath string) (*proc, error) {
+func (fs *forkServer) spawn(ctx context.Context, o Options, s launchSpec, connPath string) (*proc, error) {
 	env := map[string]string{}
 	for _, kv := range s.env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -106,6 +108,16 @@ func (fs *forkServer) spawn(_ context.Context, o Options, s launchSpec, connPath
 	}
 	logPath := filepath.Join(o.StateDir, "kernel-"+s.tag+".log")
 	fs.mu.Lock()
+	select {
+	case <-fs.exited:
+		fs.broken = true
+	default:
+	}
+	if fs.broken {
+		fs.mu.Unlock()
+		// Plain launch is the fallback when forking is not possible.
+		return spawnExec(ctx, o, s, connPath)
+	}
 	fs.nextID++
 	id := fs.nextID
 	b, _ := json.Marshal(map[string]any{"id": id, "conn": connPath, "cwd": o.Dir, "env": env, "log": logPath})
@@ -114,9 +126,14 @@ func (fs *forkServer) spawn(_ context.Context, o Options, s launchSpec, connPath
 	if err == nil {
 		line, err = fs.readLine(30 * time.Second)
 	}
+	if err != nil {
+		fs.broken = true
+		fs.log.Warn("kernel: fork server failed; launching kernels plainly from now on", "err", err, "output", fs.stderr.String())
+		go fs.close()
+	}
 	fs.mu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("fork kernel: %w", err)
+		return spawnExec(ctx, o, s, connPath)
 	}
 	var rep struct {
 		ID    int    `json:"id"`
@@ -155,7 +172,9 @@ func (fs *forkServer) spawn(_ context.Context, o Options, s launchSpec, connPath
 }
 
 func (fs *forkServer) close() {
-	syscall.Kill(-fs.cmd.Process.Pid, syscall.SIGKILL)
-	fs.stdin.Close()
+	fs.closeOnce.Do(func() {
+		syscall.Kill(-fs.cmd.Process.Pid, syscall.SIGKILL)
+		fs.stdin.Close()
+	})
 	<-fs.exited
 }

@@ -341,6 +341,10 @@ func (k *Kernel) Close(ctx context.Context) error {
 
 // shutdown asks the process to exit, kills its group and releases its channels.
 func (p *proc) shutdown(ctx context.Context) {
+	p.shutdownOnce.Do(func() { p.doShutdown(ctx) })
+}
+
+func (p *proc) doShutdown(ctx context.Context) {
 	if !p.isExited() {
 		if h, box, err := p.ch.request(p.ch.control, "shutdown_request", map[string]bool{"restart": false}); err == nil {
 			t := time.NewTimer(time.Second)
@@ -361,7 +365,9 @@ func (p *proc) shutdown(ctx context.Context) {
 			p.ch.unregister(h.MsgID)
 		}
 	}
-	// Kill the group even after a clean exit: cells may have left subprocesses behind.
+	// Kill the group even after a clean exit: cells may have left subprocesses behind. This
+	// runs once per process, right after its exit, so the pid cannot have been reused yet
+	// (a pid is not reused while its process group has members; an empty group gets ESRCH).
 	p.kill()
 	<-p.exited
 	p.release()

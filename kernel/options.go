@@ -111,7 +111,16 @@ const DefaultTimeout = 10 * time.Minute
 type ExecOptions struct {
 	Timeout  time.Duration // 0 = DefaultTimeout; then the escalation ladder
 	OnOutput func(Output)  // streaming callback, may be nil; called from Execute's goroutine
+
+	// MaxOutput bounds the output Result keeps in memory, in bytes: past it, Text keeps the
+	// first and last MaxOutput/2 with a marker between, and Outputs stops growing. OnOutput
+	// still sees everything (write it to disk there to keep all of it). 0 = DefaultMaxOutput;
+	// negative = unbounded.
+	MaxOutput int
 }
+
+// DefaultMaxOutput is the in-memory output bound of a cell when ExecOptions.MaxOutput is 0.
+const DefaultMaxOutput = 64 << 20
 
 // Output kinds.
 const (

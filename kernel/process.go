@@ -28,9 +28,10 @@ type proc struct {
 
 	started time.Time // for the orphan registry
 
-	logPath     string // forked kernels write their output here
-	sockCancel  context.CancelFunc
-	releaseOnce sync.Once
+	logPath      string // forked kernels write their output here
+	sockCancel   context.CancelFunc
+	releaseOnce  sync.Once
+	shutdownOnce sync.Once
 }
 
 // launchSpec is what a launch needs beyond Options.

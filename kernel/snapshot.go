@@ -71,7 +71,7 @@ func (k *Kernel) executeSilent(ctx context.Context, code string) (*Result, error
 		return nil, err
 	}
 	defer p.ch.unregister(h.MsgID)
-	st := &execState{res: &Result{}}
+	st := &execState{res: &Result{}, max: -1}
 	for !st.finished() {
 		select {
 		case <-box.notify:
@@ -82,5 +82,6 @@ func (k *Kernel) executeSilent(ctx context.Context, code string) (*Result, error
 			return nil, ctx.Err()
 		}
 	}
+	st.finish()
 	return st.res, nil
 }

@@ -103,9 +103,15 @@ func (e *env) jc(what string, n int) ([]time.Duration, error) {
 	}
 	cmd := exec.CommandContext(e.ctx, e.py, script, what, fmt.Sprint(n))
 	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("jupyter_client reference %s: %w", what, err)
+		tail := stderr.String()
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return nil, fmt.Errorf("jupyter_client reference %s: %w\n%s", what, err, tail)
 	}
 	var res map[string][]float64
 	if err := json.Unmarshal(out, &res); err != nil {

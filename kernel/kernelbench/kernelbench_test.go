@@ -10,7 +10,10 @@ import (
 	"github.com/arborhq/arbor/kernel"
 )
 
-var full = flag.Bool("kernelbench", false, "run every kernel benchmark group (minutes)")
+var (
+	full   = flag.Bool("kernelbench", false, "run every kernel benchmark group (minutes)")
+	groups = flag.String("kernelbench.groups", "", "comma-separated groups to run with -kernelbench")
+)
 
 // TestRun runs the cheap groups so the harness stays working; -kernelbench runs them all and
 // prints the table.
@@ -21,6 +24,9 @@ func TestRun(t *testing.T) {
 	which := []string{"bridge", "death"}
 	if *full {
 		which = nil
+		if *groups != "" {
+			which = strings.Split(*groups, ",")
+		}
 	}
 	r, err := Run(t.Context(), which, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {

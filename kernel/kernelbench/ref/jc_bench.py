@@ -23,24 +23,15 @@ def stop(km, kc):
 
 
 def run(kc, code):
-    """Execute and wait for the reply and the return to idle, as Arbor's Execute does."""
+    """Execute and wait for the return to idle and the reply, as Arbor's Execute does."""
     mid = kc.execute(code, stop_on_error=False)
-    replied = idle = False
-    while not (replied and idle):
-        if not replied:
-            try:
-                m = kc.get_shell_msg(timeout=0.0001 if idle else 0)
-                if m["parent_header"].get("msg_id") == mid:
-                    replied = True
-                continue
-            except Exception:
-                pass
-        m = kc.get_iopub_msg(timeout=60)
+    while True:
+        m = kc.get_iopub_msg(timeout=120)
         if m["parent_header"].get("msg_id") == mid and m["msg_type"] == "status" \
                 and m["content"]["execution_state"] == "idle":
-            idle = True
-    if not replied:
-        kc.get_shell_msg(timeout=60)
+            break
+    while kc.get_shell_msg(timeout=120)["parent_header"].get("msg_id") != mid:
+        pass
 
 
 def main():

@@ -120,8 +120,7 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 		if commit, err = r.commit(newTree, message, head); err != nil {
 			return plumbing.ZeroHash, false, err
 		}
-		err := r.git.Storer.CheckAndSetReference(plumbing.NewHashReference(branch, commit), plumbing.NewHashReference(branch, head))
-		if err != nil {
+		if err := r.setRef(branch, commit, &head); err != nil {
 			return plumbing.ZeroHash, false, fmt.Errorf("move %s from %s to %s (did someone commit in the worktree meanwhile?): %w", branch.Short(), head, commit, err)
 		}
 	}

@@ -96,7 +96,7 @@ func (r *Repo) dropBranch(name plumbing.ReferenceName, force bool, res *DiscardR
 		if old, err := r.git.Storer.Reference(archive); err == nil && old.Hash() != ref.Hash() {
 			archive = plumbing.ReferenceName(fmt.Sprintf("%s-%d", archive, time.Now().Unix()))
 		}
-		if err := r.git.Storer.SetReference(plumbing.NewHashReference(archive, ref.Hash())); err != nil {
+		if err := r.setRef(archive, ref.Hash(), nil); err != nil {
 			return fmt.Errorf("archive %s: %w", name.Short(), err)
 		}
 		res.Archived = archive.String()

@@ -106,7 +106,7 @@ func (r *Repo) healthy(name, dir string) bool {
 }
 
 func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileReport) {
-	r.clearStaleLocks(rec.Name, rep)
+	r.clearStaleLocks(rec, rep)
 	if r.healthy(rec.Name, rec.Dir) {
 		return
 	}
@@ -148,7 +148,7 @@ func (r *Repo) clearPartial(rec record) error {
 
 func (r *Repo) reconcileOrphan(ctx context.Context, rec record, rep *ReconcileReport) {
 	o := Orphan{Name: rec.Name, Dir: rec.Dir, Branch: rec.Branch}
-	r.clearStaleLocks(rec.Name, rep)
+	r.clearStaleLocks(rec, rep)
 	if r.healthy(rec.Name, rec.Dir) {
 		h, changed, err := r.checkpoint(ctx, rec.Dir, "arbor: work found in an unrecorded session's worktree", []string{""})
 		if err != nil {
@@ -176,11 +176,11 @@ func (r *Repo) reconcileOrphan(ctx context.Context, rec record, rep *ReconcileRe
 }
 
 // clearStaleLocks removes git lock files that a killed process left in one of Arbor's
-// worktree admin dirs.
-func (r *Repo) clearStaleLocks(name string, rep *ReconcileReport) {
-	admin := r.adminDir(name)
-	for _, f := range []string{"index.lock", "HEAD.lock"} {
-		p := filepath.Join(admin, f)
+// worktree admin dirs or on its branch.
+func (r *Repo) clearStaleLocks(rec record, rep *ReconcileReport) {
+	admin := r.adminDir(rec.Name)
+	branchLock := filepath.Join(r.common, "refs", "heads", filepath.FromSlash(rec.Branch)+".lock")
+	for _, p := range []string{filepath.Join(admin, "index.lock"), filepath.Join(admin, "HEAD.lock"), branchLock} {
 		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > lockAge {
 			if err := os.Remove(p); err == nil {
 				rep.StaleLocks = append(rep.StaleLocks, p)

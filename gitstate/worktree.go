@@ -110,7 +110,7 @@ func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 	if err := r.writeRecord(rec); err != nil {
 		return err
 	}
-	if err := r.git.Storer.SetReference(plumbing.NewHashReference(branch, base)); err != nil {
+	if err := r.setRef(branch, base, &plumbing.ZeroHash); err != nil {
 		r.removeRecord(spec.Name)
 		return fmt.Errorf("create branch %s: %w", spec.Branch, err)
 	}

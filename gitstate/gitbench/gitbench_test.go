@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRunSmall runs the whole suite on a small repository: every figure present, every
@@ -48,4 +49,27 @@ func TestRunFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestMain(m *testing.M) {
+	SoakWorker() // the soak test re-executes this binary as its worker
+	os.Exit(m.Run())
+}
+
+// TestSoakSmall: fork/checkpoint/discard in worker processes killed at random moments; after
+// each kill the repository reconciles with nothing lost (Soak checks it with the git CLI).
+func TestSoakSmall(t *testing.T) {
+	t.Parallel()
+	ops := 80
+	if os.Getenv("ARBOR_SOAK_GIT") == "1" {
+		ops = 500
+	}
+	rep, err := Soak(t.Context(), slog.New(slog.DiscardHandler), SoakOptions{Ops: ops, Files: 50, Dir: t.TempDir(), MaxRun: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Ops < ops {
+		t.Errorf("ran %d ops, want %d", rep.Ops, ops)
+	}
+	t.Logf("%+v", *rep)
 }

@@ -89,7 +89,9 @@ case "$URL" in http*) ;; *) fail "arbor fake-model printed no URL: $(cat "$RUN/f
 export ARBOR_SOCKET=$RUN/sock/arbor.sock ARBOR_STATE_DIR=$RUN/state
 export ARBOR_MODEL_BASE_URL=$URL ARBOR_MODEL=scripted ARBOR_KERNEL_PYTHON=${ARBOR_KERNEL_PYTHON:-/usr/bin/python3}
 export XDG_STATE_HOME=$RUN/xdg/state XDG_DATA_HOME=$RUN/xdg/data XDG_CONFIG_HOME=$RUN/xdg/config XDG_RUNTIME_DIR=$RUN/sock
-export E2E_RUN=$RUN E2E_WS=$WS E2E_PORT=${E2E_PORT:-18089} E2E_SHOT=$ARBOR_E2E_CACHE/arbor-e2e.png
+# A free port unless one is given.
+E2E_PORT=${E2E_PORT:-$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')}
+export E2E_RUN=$RUN E2E_WS=$WS E2E_PORT E2E_SHOT=$ARBOR_E2E_CACHE/arbor-e2e.png
 export NODE_PATH=$ARBOR_E2E_CACHE/tools/node_modules
 
 # 4. The test.

@@ -2,6 +2,7 @@ package gitstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -78,6 +79,9 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 		return plumbing.ZeroHash, false, err
 	}
 	branch, head, err := r.headAt(filepath.Join(admin, "HEAD"))
+	if errors.Is(err, ErrNoCommits) {
+		return plumbing.ZeroHash, false, fmt.Errorf("branch %s of this worktree no longer exists (deleted outside Arbor?); recreate it with `git branch %s <commit>` or discard the session", branch.Short(), branch.Short())
+	}
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
@@ -30,7 +31,9 @@ type Repo struct {
 	common string
 	git    *gogit.Repository // guarded by sem
 	store  *filesystem.Storage
-	logger *slog.Logger
+	// packStamp is the pack directory's mtime when go-git last indexed it.
+	packStamp time.Time
+	logger    *slog.Logger
 }
 
 // Open finds the repository containing dir (inside its main worktree, a linked worktree, or its
@@ -150,10 +153,28 @@ func (r *Repo) CommonDir() string { return r.common }
 func (r *Repo) lock(ctx context.Context) (func(), error) {
 	select {
 	case r.sem <- struct{}{}:
+		r.refreshPacks()
 		return func() { <-r.sem }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// refreshPacks makes go-git see pack files that appeared or vanished since the last call (a
+// `git gc` or `git repack` by the user): go-git loads the pack indexes once and would
+// otherwise miss every object that moved into a new pack. Callers hold the lock.
+func (r *Repo) refreshPacks() {
+	fi, err := os.Stat(filepath.Join(r.common, "objects", "pack"))
+	if err != nil || fi.ModTime().Equal(r.packStamp) {
+		return
+	}
+	if !r.packStamp.IsZero() {
+		r.store.ObjectStorage.Reindex()
+		if err := r.store.ObjectStorage.Close(); err != nil {
+			r.logger.Warn("closing stale pack files", "err", err)
+		}
+	}
+	r.packStamp = fi.ModTime()
 }
 
 // Head returns the main worktree's current branch (short name, "" when detached) and commit.

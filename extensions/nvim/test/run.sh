@@ -21,13 +21,13 @@ TMP=$(mktemp -d /tmp/arbor-nvim.XXXXXX)
 FAKE_PID=
 cleanup() {
   local rc=$?
-  if [ -n "${ARBOR_SOCKET:-}" ]; then timeout 40 "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || true; fi
+  if [ -n "${ARBOR_SOCKET:-}" ]; then timeout 15 "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || true; fi
   if [ -n "$FAKE_PID" ]; then kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; fi
   if [ $rc -ne 0 ] && [ -d "$TMP/state" ]; then
     echo "--- daemon logs (last 40 lines each) ---" >&2
     find "$TMP/state" "$TMP/xdg" -name '*.log' -type f 2>/dev/null | while read -r f; do echo "== $f" >&2; tail -40 "$f" >&2; done
   fi
-  rm -rf "$TMP"
+  rm -rf "$TMP" 2>/dev/null || { sleep 2; rm -rf "$TMP"; }
   exit $rc
 }
 trap cleanup EXIT

@@ -67,12 +67,12 @@ async function expectVisible(locator, what, timeout) {
 test('Arbor: New Task starts a session that appears idle in the Sessions view', async (t) => {
   const t0 = Date.now();
   await page.goto(`http://127.0.0.1:${PORT}/?folder=${encodeURIComponent(WS)}`);
-  await expectVisible(page.locator('.monaco-workbench'), 'the VS Code workbench did not load', 60000);
+  await expectVisible(page.locator('.monaco-workbench'), 'the VS Code workbench did not load', 90000);
 
   // The extension activated and its language client reached the daemon: the status bar item
   // appears once the first arbor/sessionTree arrives.
   await expectVisible(page.locator('.statusbar-item', { hasText: 'Arbor:' }),
-    'the Arbor status bar item never appeared: the extension did not activate or `arbor lsp` did not connect', 60000);
+    'the Arbor status bar item never appeared: the extension did not activate or `arbor lsp` did not connect', 90000);
   t.diagnostic(`workbench + extension + daemon ready after ${Date.now() - t0} ms`);
 
   // F1 → "Arbor: New Task" → the task → Enter.

@@ -49,7 +49,8 @@ after(async () => {
   if (proc && proc.exitCode === null) proc.kill();
   if (fx) stopDaemon(bin, fx.env);
   if (model) await model.stop();
-  if (fx) fs.rmSync(fx.root, { recursive: true, force: true });
+  // The daemon's kernels may still be writing their snapshots for a moment after it stopped.
+  if (fx) fs.rmSync(fx.root, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
 });
 
 test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol client', async (t) => {

@@ -88,7 +88,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Close waits for the flusher to finish; give the exiting goroutines a moment to be reaped.
+	// Close waits for the writer to finish; give the exiting goroutines a moment to be reaped.
 	for range 200 {
 		if runtime.NumGoroutine() <= base {
 			return

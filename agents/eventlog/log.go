@@ -62,15 +62,16 @@ type Log struct {
 	failed  error      // sticky: after a failed write or fsync nothing more is acknowledged
 	index   []position // every indexStride-th durable record, so reads can start mid-file
 
-	kick chan struct{} // wakes the flusher; capacity 1
-	stop chan struct{} // closed by Close
-	done chan struct{} // closed when the flusher returns
+	// writing is true while a goroutine writes batches; pending != nil implies writing. The
+	// writer is the Append that found no writer, or a goroutine it hands over to.
+	writing bool
+	writers sync.WaitGroup // Close waits for the writer
 
 	fileMu sync.RWMutex // readers hold it shared so Close does not close the file under them
 
 	subs subscribers
 
-	testHookFlush func(records int) // called by the flusher before each write
+	testHookFlush func(records int) // called by the writer before each write
 }
 
 // indexStride is how many records lie between index entries: reads from a seq scan at most this
@@ -97,9 +98,6 @@ func Open(path string, opts Options) (*Log, error) {
 		path:   path,
 		logger: opts.Logger,
 		max:    opts.MaxRecordBytes,
-		kick:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
 	}
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
@@ -123,7 +121,6 @@ func Open(path string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.nextSeq = l.durable + 1
-	go l.flusher()
 	return l, nil
 }
 
@@ -209,10 +206,16 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Record, error) 
 	b.offs = append(b.offs, int64(n))
 	l.pending = b
 	l.nextSeq++
+	lead := !l.writing
+	if lead {
+		l.writing = true
+		l.writers.Add(1)
+	}
 	l.mu.Unlock()
-	select {
-	case l.kick <- struct{}{}:
-	default:
+	if lead {
+		// No write in progress: write this batch here rather than wake another goroutine,
+		// which saves two context switches on an uncontended log.
+		l.write()
 	}
 	select {
 	case <-b.done:
@@ -229,19 +232,22 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Record, error) 
 	return rec, nil
 }
 
-// flusher writes pending batches, one write and one fsync each. While it syncs, new appends gather
-// in the next batch: that is the group commit.
-func (l *Log) flusher() {
-	defer close(l.done)
-	for {
-		select {
-		case <-l.kick:
-		case <-l.stop:
-			// Close has stopped new appends; write what is left.
-			l.flush()
-			return
-		}
-		l.flush()
+// write writes the pending batch with one write and one fsync, acknowledges it and, if more
+// appends queued meanwhile, hands over to a new goroutine for the next batch, so that no Append
+// waits for other appends' batches. While one batch syncs the next gathers: that is the group
+// commit. The caller has set l.writing and added to l.writers.
+func (l *Log) write() {
+	defer l.writers.Done()
+	l.flush()
+	l.mu.Lock()
+	more := l.pending != nil
+	l.writing = more
+	if more {
+		l.writers.Add(1)
+	}
+	l.mu.Unlock()
+	if more {
+		go l.write()
 	}
 }
 
@@ -345,8 +351,7 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	close(l.stop)
-	<-l.done
+	l.writers.Wait() // pending batches always have a writer; wait for the last
 	l.subs.closeAll()
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()

@@ -275,7 +275,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	defer l.Close()
 	release := make(chan struct{})
-	var batches []int // written by the flusher goroutine only, read after Close
+	var batches []int // written by one writer at a time, read after Close
 	l.testHookFlush = func(n int) {
 		if len(batches) == 0 {
 			<-release
@@ -304,7 +304,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
-// flushing reports whether the flusher has taken a batch and not yet finished it.
+// flushing reports whether a writer has taken a batch and not yet finished it.
 func (l *Log) flushing() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

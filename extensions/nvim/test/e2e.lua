@@ -185,6 +185,29 @@ local function run()
   end
   table.insert(passed, 'code action started ' .. second.id:sub(1, 8))
 
+  -- :ArborSend reaches the first session (it answers again), :ArborStop stops it.
+  local seq = arbor.store.get(created.id).lastSeq
+  vim.cmd('ArborSend ' .. created.id:sub(1, 8) .. ' and once more')
+  wait_for('', 30000, function()
+    local x = arbor.store.get(created.id)
+    return x.state == 'idle' and x.lastSeq > seq
+  end)
+  if arbor.store.get(created.id).lastSeq <= seq then
+    error(':ArborSend: the session did not run again', 0)
+  end
+  vim.cmd('ArborStop ' .. created.id:sub(1, 8))
+  wait_for('', 20000, function()
+    for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
+      if l:find(created.id:sub(1, 8), 1, true) and l:find(' stopped ', 1, true) then
+        return true
+      end
+    end
+  end)
+  if arbor.store.get(created.id).state ~= 'stopped' then
+    error(':ArborStop: the tree does not show the session stopped', 0)
+  end
+  table.insert(passed, 'send + stop')
+
   -- Give late answers (e.g. the tree's arbor/sessions) a moment, then check nothing went wrong.
   vim.wait(300, function() return false end, 50)
   if #complaints > 0 then

@@ -146,6 +146,17 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
       `parent total ${JSON.stringify(parent.total)} lacks the child's ${JSON.stringify(c.usage)}`);
   });
 
+  await t.test('arbor/session.send reaches the session; arbor/session.stop stops it', async () => {
+    const before = store.get(created.id).lastSeq;
+    const res = await conn.sendRequest(P.MethodSessionSend, { id: created.id, text: 'and once more', mode: 'auto' });
+    assert.ok(['delivered', 'queued'].includes(res.status), `send status ${res.status}`);
+    await waitFor('the message in the event log', 20000, () =>
+      events.get(created.id).list().some(e => e.seq > before && JSON.stringify(e.data).includes('and once more')));
+    await waitFor('idle again', 30000, () => store.get(created.id).state === 'idle' && store.get(created.id).lastSeq > before);
+    await conn.sendRequest(P.MethodSessionStop, { id: created.id });
+    await waitFor(`stopped (now ${store.get(created.id).state})`, 20000, () => store.get(created.id).state === 'stopped');
+  });
+
   await t.test('an unknown session id is a clear CodeUnknownSession error', async () => {
     await assert.rejects(conn.sendRequest(P.MethodSessionGet, { id: 'no-such-session' }), e => {
       assert.equal(e.code, P.CodeUnknownSession);

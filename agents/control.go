@@ -80,3 +80,19 @@ func (s *Service) FileAt(ctx context.Context, id, path, side string) ([]byte, er
 	}
 	return sess.ws.Repo.FileAt(ctx, rev, path)
 }
+
+// Revive brings an inactive session back (kernel started, namespace restored) without giving
+// it work: an editor attaching to a session revives it.
+func (s *Service) Revive(ctx context.Context, id string) error {
+	sess, err := s.Get(id)
+	if err != nil {
+		return err
+	}
+	if sess.State() != Inactive {
+		return nil
+	}
+	sess.setState(ctx, Idle, "")
+	sess.warmKernel()
+	sess.scheduleInactive()
+	return nil
+}

@@ -18,6 +18,9 @@ func (c *conn) sessionAttach(ctx context.Context, raw json.RawMessage) (any, err
 		return nil, err
 	}
 	id := sess.ID()
+	if err := c.srv.agents.Revive(ctx, id); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	c.attached[id] = true
 	delete(c.behind, id)

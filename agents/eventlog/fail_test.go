@@ -1,11 +1,13 @@
 package eventlog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -116,5 +118,55 @@ func TestOpenRemovesStaleTemps(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, "*"))
 	if len(left) != 2 || left[0] != path || left[1] != keep {
 		t.Fatalf("files after Open: %v", left)
+	}
+}
+
+// TestCloseDuringAppends: appends racing with Close either fail with ErrClosed or are in the
+// file, and every acknowledged record is there exactly as acknowledged.
+func TestCloseDuringAppends(t *testing.T) {
+	t.Parallel()
+	l, path := openTemp(t)
+	acked := make(chan Record, 1<<16)
+	started := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				r, err := l.Append(t.Context(), "tick", []int{w, i})
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				acked <- r
+				if i == 10 {
+					started <- struct{}{}
+				}
+			}
+		})
+	}
+	for range 8 {
+		<-started
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(acked)
+	recs, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for r := range acked {
+		n++
+		if r.Seq > uint64(len(recs)) || !bytes.Equal(recs[r.Seq-1].Data, r.Data) {
+			t.Fatalf("acknowledged %+v not in the file as acknowledged", r)
+		}
+	}
+	if n != len(recs) {
+		t.Fatalf("%d acknowledged, %d in the file: Close dropped or invented appends", n, len(recs))
 	}
 }

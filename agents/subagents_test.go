@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 const fanOutScript = `{"rules":[
@@ -158,5 +159,35 @@ func TestStopSubtree(t *testing.T) {
 	}
 	if _, err := e.svc.Send(context.Background(), root.meta.ID, "more", "auto"); err == nil || !strings.Contains(err.Error(), "stopped") {
 		t.Errorf("send to a stopped session: %v", err)
+	}
+}
+
+const waitScript = `{"rules":[
+ {"when":{"task":"^boss","turn":1},"code":"h = await rlm('slow worker task', name='slow')\nprint('spawned')"},
+ {"when":{"task":"^boss","turn":2},"text":"waiting for slow"},
+ {"when":{"task":"^boss","last":"finished its turn"},"text":"got it"},
+ {"when":{"task":"^slow worker","turn":1},"delay_ms":1500,"text":"slow result"}
+],"default":{"text":"ok"}}`
+
+func TestParentWaitsWithoutSpendingTokens(t *testing.T) {
+	e := newEnv(t, waitScript)
+	root := e.create("boss of a slow worker")
+	e.waitFor("parent idle while the child works", func() bool {
+		return root.State() == Idle && len(root.childIDs()) == 1
+	})
+	child, _ := root.ownChild("slow")
+	calls := e.svc.Info(root).Usage.ModelCalls
+	if calls != 2 {
+		t.Fatalf("parent made %d model calls before waiting, want 2", calls)
+	}
+	for child.State() != Idle {
+		if got := e.svc.Info(root).Usage.ModelCalls; got != calls {
+			t.Fatalf("the idle parent spent model calls while its child worked: %d → %d", calls, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.settled(root)
+	if got := e.svc.Info(root).Usage.ModelCalls; got != calls+1 {
+		t.Errorf("parent woke %d times for one completion notice, want once", got-calls)
 	}
 }

@@ -142,6 +142,40 @@ local function run()
   vim.cmd('tabclose')
   table.insert(passed, 'side-by-side diff')
 
+  -- `a` on the diff's first line accepts everything onto the user's branch (main of the repo).
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(diffbuf))
+  vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  local confirm = vim.fn.confirm
+  vim.fn.confirm = function() return 1 end
+  vim.api.nvim_feedkeys('a', 'x', false)
+  vim.fn.confirm = confirm
+  local shown
+  wait_for('', 15000, function()
+    shown = vim.fn.system({ 'git', 'show', 'HEAD:sum.txt' })
+    return vim.v.shell_error == 0
+  end)
+  if shown ~= '2\n' then
+    error('accept from the diff buffer did not bring sum.txt onto the branch: git show says ' .. vim.inspect(shown), 0)
+  end
+  table.insert(passed, 'accept')
+
+  -- :ArborFork makes a new session on its own branch, shown in the tree.
+  local before = #arbor.store.all()
+  vim.cmd('ArborFork ' .. created.id)
+  local fork
+  wait_for('', 15000, function()
+    for _, x in ipairs(arbor.store.all()) do
+      if x.id ~= created.id and x.task == created.task and x.branch ~= created.branch then
+        fork = x
+        return true
+      end
+    end
+  end)
+  if not fork or #arbor.store.all() <= before then
+    error(':ArborFork made no new session', 0)
+  end
+  table.insert(passed, 'fork ' .. fork.id:sub(1, 8))
+
   -- Code actions on a selection of a file: the daemon offers the agent actions, and running
   -- "Refactor with agent…" asks for the task and starts a session carrying the selection.
   vim.cmd('edit calc.py')
@@ -174,7 +208,7 @@ local function run()
   local second
   wait_for('', 20000, function()
     for _, x in ipairs(arbor.store.all()) do
-      if x.id ~= created.id and x.task == 'add one and one' then
+      if x.id ~= created.id and x.id ~= fork.id and x.task == 'add one and one' then
         second = x
         return true
       end

@@ -5,7 +5,7 @@
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
+const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { pathToFileURL } = require('node:url');
@@ -144,6 +144,30 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
     const c = store.get(child.id);
     assert.ok(parent.total.modelCalls >= parent.usage.modelCalls + c.usage.modelCalls,
       `parent total ${JSON.stringify(parent.total)} lacks the child's ${JSON.stringify(c.usage)}`);
+  });
+
+  await t.test('arbor/session.accept brings the change onto the user\'s branch', async () => {
+    const res = await conn.sendRequest(P.MethodSessionAccept, { id: created.id });
+    assert.match(res.commit, /^[0-9a-f]{7,}$/);
+    assert.deepEqual(res.files, ['sum.txt']);
+    const git = (...a) => execFileSync('git', ['-C', fx.repo, ...a], { encoding: 'utf8' });
+    assert.equal(git('rev-parse', 'HEAD').trim(), res.commit, 'HEAD of the user\'s branch is the accept commit');
+    assert.equal(git('show', 'HEAD:sum.txt'), '2\n');
+    assert.equal(git('status', '--porcelain'), '', 'the user\'s tree is clean after accept');
+  });
+
+  await t.test('arbor/session.fork makes a new session on its own branch; discard removes it', async () => {
+    const f = await conn.sendRequest(P.MethodSessionFork, { id: created.id });
+    assert.notEqual(f.id, created.id);
+    assert.match(f.branch, /^arbor\//);
+    assert.notEqual(f.branch, created.branch);
+    await waitFor('the fork in arbor/sessionTree', 10000, () => store.get(f.id));
+    const wt = f.worktree;
+    assert.ok(fs.existsSync(wt), `fork worktree ${wt}`);
+    await conn.sendRequest(P.MethodSessionDiscard, { id: f.id, force: true });
+    assert.ok(!fs.existsSync(wt), 'discard removed the worktree');
+    const list = execFileSync('git', ['-C', fx.repo, 'worktree', 'list'], { encoding: 'utf8' });
+    assert.ok(!list.includes(wt), `git worktree list still has ${wt}:\n${list}`);
   });
 
   await t.test('arbor/session.send reaches the session; arbor/session.stop stops it', async () => {

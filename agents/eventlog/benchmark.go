@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -218,7 +219,7 @@ func benchRecovery(ctx context.Context, dir string, r *bench.Report) error {
 	if err != nil {
 		return fmt.Errorf("bench recovery: %w", err)
 	}
-	ref, err := best(func() error { return naiveRead(path) })
+	ref, err := best(func() error { _, err := naiveRead(path); return err })
 	if err != nil {
 		return fmt.Errorf("bench recovery reference: %w", err)
 	}
@@ -266,10 +267,10 @@ func writeBenchLog(path string, n int) (int64, error) {
 }
 
 // naiveRead is the recovery reference: split lines, strip the checksum, json.Unmarshal each.
-func naiveRead(path string) error {
+func naiveRead(path string) ([]Record, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -277,14 +278,14 @@ func naiveRead(path string) error {
 	var recs []Record
 	for sc.Scan() {
 		line := sc.Bytes()
-		if i := strings.LastIndexByte(string(line), '\t'); i >= 0 {
+		if i := bytes.LastIndexByte(line, '\t'); i >= 0 {
 			line = line[:i]
 		}
 		var r Record
 		if err := json.Unmarshal(line, &r); err != nil {
-			return err
+			return nil, err
 		}
 		recs = append(recs, r)
 	}
-	return sc.Err()
+	return recs, sc.Err()
 }

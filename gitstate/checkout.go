@@ -176,29 +176,12 @@ func writeFile(dir string, e *index.Entry, data []byte) error {
 		fillStat(e, fi)
 		return nil
 	}
-	perm := os.FileMode(0o666)
+	perm := uint32(0o666)
 	if e.Mode == filemode.Executable {
 		perm = 0o777
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	var fi os.FileInfo
-	if err == nil {
-		fi, err = f.Stat()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	fillStat(e, fi)
-	return nil
+	return createFile(p, data, perm, e)
 }
-
 // interleaveByDir orders file indexes round-robin over their directories (first file of each
 // directory, then the second, …) and numbers each file's directory.
 func interleaveByDir(files []treeFile) (order, dirOf []int) {

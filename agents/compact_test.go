@@ -72,3 +72,23 @@ func TestContextOverflowCompactsAndRetriesOnce(t *testing.T) {
 	}
 	_ = context.Background()
 }
+
+const flakyScript = `{"rules":[
+ {"when":{"task":"^flaky"},"fail":{"status":503,"times":2},"text":"answered after retries"}
+],"default":{"text":"ok"}}`
+
+func TestModelRetriesAreRecorded(t *testing.T) {
+	e := newEnv(t, flakyScript)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"models":{"scripted":{}}}`), 0o644)
+	s := e.create("flaky endpoint")
+	e.settled(s)
+	if n := len(e.events(s, EvModelRetry)); n != 2 {
+		t.Errorf("%d model_retry events, want 2", n)
+	}
+	if got := e.svc.Info(s).Usage.Retries; got != 2 {
+		t.Errorf("usage retries = %d, want 2", got)
+	}
+	if s.State() != Idle {
+		t.Errorf("state %v", s.State())
+	}
+}

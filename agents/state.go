@@ -60,4 +60,5 @@ const (
 	EvSubagentSpawned  EventType = "subagent_spawned"
 	EvMessageSent      EventType = "message_sent"
 	EvCompaction       EventType = "compaction"
+	EvModelRetry       EventType = "model_retry"
 )

@@ -109,13 +109,13 @@ func (s *Session) runTurn(ctx context.Context) error {
 		if err := s.maybeCompact(ctx, false); err != nil {
 			return err
 		}
-		reply, err := s.client.Complete(ctx, model.Request{System: systemPrompt(s.meta), Messages: s.conversation()}, nil)
+		reply, err := s.complete(ctx)
 		if errors.Is(err, model.ErrContextOverflow) {
 			// The estimate was off for this model: compact now and try once more.
 			if cerr := s.maybeCompact(ctx, true); cerr != nil {
 				return fmt.Errorf("model %s: %w; %v", s.meta.Model, err, cerr)
 			}
-			reply, err = s.client.Complete(ctx, model.Request{System: systemPrompt(s.meta), Messages: s.conversation()}, nil)
+			reply, err = s.complete(ctx)
 		}
 		if err != nil {
 			return fmt.Errorf("model %s: %w", s.meta.Model, err)
@@ -149,6 +149,16 @@ func (s *Session) runTurn(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("the turn reached its limit of %d model calls (maxTurnSteps in arbor.json)", steps)
+}
+
+// complete calls the model with the session's context. Retries (429, 5xx, timeouts, a stream
+// cut mid-reply) are recorded as they happen, so a flaky endpoint is visible in the log.
+func (s *Session) complete(ctx context.Context) (*model.Reply, error) {
+	req := model.Request{System: systemPrompt(s.meta), Messages: s.conversation(),
+		OnRetry: func(n int, err error) {
+			s.append(ctx, EvModelRetry, map[string]any{"retry": n, "error": err.Error()})
+		}}
+	return s.client.Complete(ctx, req, nil)
 }
 
 type assistantEvent struct {

@@ -182,6 +182,7 @@ func writeFile(dir string, e *index.Entry, data []byte) error {
 	}
 	return createFile(p, data, perm, e)
 }
+
 // interleaveByDir orders file indexes round-robin over their directories (first file of each
 // directory, then the second, …) and numbers each file's directory.
 func interleaveByDir(files []treeFile) (order, dirOf []int) {

@@ -54,6 +54,27 @@ func printEvent(w io.Writer, e server.Event, asJSON bool) {
 		fmt.Fprintf(w, "%s turn failed: %s\n", ts, str("error"))
 	case "session_created":
 		fmt.Fprintf(w, "%s session %s created on %s: %s\n", ts, str("id"), str("branch"), firstLine(str("task")))
+	case "kernel":
+		line := "kernel " + str("event")
+		if pid, ok := d["pid"]; ok {
+			line += fmt.Sprintf(" (pid %v)", pid)
+		}
+		for _, k := range []string{"restored", "summary", "error"} {
+			if v := str(k); v != "" {
+				line += ": " + v
+			}
+		}
+		fmt.Fprintf(w, "%s %s\n", ts, line)
+	case "model_retry":
+		fmt.Fprintf(w, "%s model retry %v: %s\n", ts, d["retry"], str("error"))
+	case "subagent_spawned":
+		fmt.Fprintf(w, "%s spawned subagent %s on %s: %s\n", ts, str("name"), str("branch"), firstLine(str("task")))
+	case "message_sent":
+		if t := str("text"); t != "" {
+			fmt.Fprintf(w, "%s sent: %s\n", ts, indent(t))
+		}
+	case "compaction":
+		fmt.Fprintf(w, "%s context compacted (%v messages summarised, %v kept)\n", ts, d["compacted"], d["kept"])
 	case "message_queued", "tool_started", "turn_started":
 		// shown by the events that follow them
 	default:

@@ -16,15 +16,16 @@ type CorruptError struct {
 	Detail string
 }
 
+// Error leaves the path out: callers wrap it with the operation and the path.
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("%s: corrupt record at line %d (byte %d): %s; quarantined: run `arbor fsck --repair` to keep the valid prefix",
-		e.Path, e.Line, e.Offset, e.Detail)
+	return fmt.Sprintf("corrupt record at line %d (byte %d): %s; quarantined: `arbor fsck --repair` keeps the valid prefix",
+		e.Line, e.Offset, e.Detail)
 }
 
 func (e *CorruptError) Unwrap() error { return ErrQuarantined }
 
 func corruptError(path string, res scanResult) *CorruptError {
-	return &CorruptError{Path: path, Line: res.BadLine, Offset: res.ValidEnd, Detail: res.Detail}
+	return &CorruptError{Path: path, Line: res.BadLine, Offset: res.ValidEnd, Detail: res.Reason}
 }
 
 // ReadFile returns the records of the log at path, validated as Open does, without modifying the

@@ -21,7 +21,8 @@ type scanResult struct {
 	// checksum matches is not the record that belongs there.
 	Corrupt bool
 	BadLine int    // 1-based line number of the first bad line, if Torn or Corrupt
-	Detail  string // what is wrong with the first bad line, and what follows it
+	Reason  string // what is wrong with the first bad line, and what follows it
+	Detail  string // Reason prefixed with the line and byte offset
 	// ValidAfter counts lines after the first bad one whose checksum matches.
 	ValidAfter int
 }
@@ -72,7 +73,7 @@ func scanAt(r io.Reader, at position, fn func(Record, int64) error) (scanResult,
 		if b == nil { // longer than maxLineBytes: no record is that long
 			if badOff < 0 {
 				badOff, res.BadLine = off, line
-				res.Detail = fmt.Sprintf("line %d at byte %d: %d bytes long, over the %d-byte limit", line, off, n, maxLineBytes)
+				res.Reason = fmt.Sprintf("%d bytes long, over the %d-byte limit", n, maxLineBytes)
 			}
 			off += n
 			continue
@@ -81,7 +82,7 @@ func scanAt(r io.Reader, at position, fn func(Record, int64) error) (scanResult,
 			// Past the first bad line, only look for evidence that it is not a torn tail.
 			if _, err := checkCRC(b); err == nil {
 				if res.ValidAfter == 0 {
-					res.Detail += fmt.Sprintf("; line %d at byte %d after it has a valid checksum", line, off)
+					res.Reason += fmt.Sprintf("; line %d (byte %d) after it has a valid checksum", line, off)
 				}
 				res.ValidAfter++
 			}
@@ -97,7 +98,7 @@ func scanAt(r io.Reader, at position, fn func(Record, int64) error) (scanResult,
 		}
 		if perr != nil {
 			badOff, res.BadLine = off, line
-			res.Detail = fmt.Sprintf("line %d at byte %d: %v", line, off, perr)
+			res.Reason = perr.Error()
 			if errors.Is(perr, errInvalid) {
 				res.Corrupt = true
 			}
@@ -121,6 +122,7 @@ func scanAt(r io.Reader, at position, fn func(Record, int64) error) (scanResult,
 			res.Corrupt = true
 		}
 		res.Torn = !res.Corrupt
+		res.Detail = fmt.Sprintf("line %d (byte %d): %s", res.BadLine, res.ValidEnd, res.Reason)
 	}
 	return res, nil
 }

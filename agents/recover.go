@@ -46,8 +46,37 @@ func (s *Service) Recover(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+		if err := s.reconcile(ctx, ws); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// reconcile brings the workspace's worktrees in line with its sessions: a worktree made for a
+// session that was never recorded (the daemon died in between) is cleaned up without losing
+// its work; a session whose worktree vanished gets it back from its branch.
+func (s *Service) reconcile(ctx context.Context, ws *Workspace) error {
+	known := map[string]string{}
+	for _, sess := range s.all() {
+		if sess.ws == ws && !sess.discarded() {
+			known[sess.meta.ID] = sess.meta.Worktree
+		}
+	}
+	rep, err := ws.Repo.Reconcile(ctx, known)
+	if err != nil {
+		return fmt.Errorf("reconcile worktrees of %s: %w", ws.Root, err)
+	}
+	for _, id := range rep.Recreated {
+		if sess, err := s.Get(id); err == nil {
+			sess.append(ctx, EvRecovered, map[string]any{"worktree": "recreated from branch " + sess.meta.Branch})
+		}
+	}
+	if len(rep.Orphans)+len(rep.Recreated)+len(rep.StaleLocks)+len(rep.Problems) > 0 {
+		s.log.Warn("reconciled worktrees", "workspace", ws.Root, "orphans", len(rep.Orphans),
+			"recreated", rep.Recreated, "staleLocks", rep.StaleLocks, "problems", rep.Problems)
+	}
+	return nil
 }
 
 func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) error {

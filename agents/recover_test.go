@@ -1,0 +1,76 @@
+package agents
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/arborhq/arbor/gitstate"
+)
+
+const recoverScript = `{"rules":[
+ {"when":{"task":"^write","turn":1},"code":"open('note.txt','w').write('kept\\n')\nprint('wrote')"},
+ {"when":{"task":"^write"},"text":"done"}
+],"default":{"text":"ok"}}`
+
+// TestRecoverAfterRestart closes a service and opens a new one on the same state, as a daemon
+// restart does: sessions come back inactive with their history, a worktree deleted by hand is
+// recreated from the branch, and a worktree whose session was never recorded is cleaned up
+// with its work kept on a branch.
+func TestRecoverAfterRestart(t *testing.T) {
+	e := newEnv(t, recoverScript)
+	s := e.create("write a note")
+	e.settled(s)
+	id, wt, branch := s.meta.ID, s.meta.Worktree, s.meta.Branch
+	stateDir := e.svc.opts.StateDir
+	ov := e.svc.opts.Overrides
+	if err := e.svc.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The user deletes the session's worktree by hand; a crash left a worktree no log knows.
+	os.RemoveAll(wt)
+	repo, err := gitstate.Open(e.repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphanDir := repo.CommonDir() + "/arbor/worktrees/orphan123"
+	if err := repo.AddWorktree(context.Background(), gitstate.WorktreeSpec{Name: "orphan123", Branch: "arbor/orphan-orphan12", Base: s.meta.BaseCommit, Dir: orphanDir}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(orphanDir+"/unsaved.txt", []byte("work\n"), 0o644)
+	repo.Close()
+
+	svc2, err := New(Options{StateDir: stateDir, Overrides: ov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc2.Close(context.Background()) })
+	if err := svc2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := svc2.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.State() != Inactive {
+		t.Errorf("recovered state %v, want inactive", s2.State())
+	}
+	if got, err := os.ReadFile(wt + "/note.txt"); err != nil || string(got) != "kept\n" {
+		t.Errorf("worktree not recreated from branch %s: %q %v", branch, got, err)
+	}
+	if _, err := os.Stat(orphanDir); !os.IsNotExist(err) {
+		t.Errorf("orphan worktree still there: %v", err)
+	}
+	refs := git(t, e.repo, "for-each-ref", "--format=%(refname)")
+	if !strings.Contains(refs, "orphan") {
+		t.Errorf("the orphan's work is gone; refs:\n%s", refs)
+	}
+	if out := git(t, e.repo, "fsck"); strings.Contains(out, "error") {
+		t.Errorf("git fsck: %s", out)
+	}
+	if len(s2.conversation()) < 3 {
+		t.Errorf("conversation not replayed: %d messages", len(s2.conversation()))
+	}
+}

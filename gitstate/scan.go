@@ -8,7 +8,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -150,9 +152,6 @@ func (s *scan) headUnder(scope string, out map[string]treeFile) error {
 
 // walk visits the disk at or below p.
 func (s *scan) walk(ctx context.Context, p string, seen map[string]bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	abs := filepath.Join(s.dir, filepath.FromSlash(p))
 	fi, err := os.Lstat(abs)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallENOTDIR) {
@@ -161,6 +160,10 @@ func (s *scan) walk(ctx context.Context, p string, seen map[string]bool) error {
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", abs, err)
 	}
+	return s.visit(ctx, p, abs, fi, seen)
+}
+
+func (s *scan) visit(ctx context.Context, p, abs string, fi os.FileInfo, seen map[string]bool) error {
 	if !fi.IsDir() {
 		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
 			return nil // sockets, fifos and devices are not content
@@ -171,24 +174,35 @@ func (s *scan) walk(ctx context.Context, p string, seen map[string]bool) error {
 		seen[p] = true
 		return s.file(p, abs, fi)
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if p != "" {
 		if e := s.lookup(p); e != nil && e.Mode == filemode.Submodule {
 			seen[p] = true // a gitlink: its commit changes only through git itself
 			s.changes[p] = &treeFile{path: p, mode: e.Mode, hash: e.Hash}
 			return nil
 		}
-		if _, err := os.Lstat(filepath.Join(abs, ".git")); err == nil {
-			return nil // a nested repository, which `git add -A` would not take in either
-		}
 		if !s.isTracked(p) && s.ign.ignored(p, true) {
 			return nil
 		}
 	}
-	ents, err := os.ReadDir(abs)
+	ds, err := openDirStater(abs)
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", abs, err)
 	}
-	for _, de := range ents {
+	defer ds.close()
+	if p != "" {
+		if _, err := ds.lstat(".git"); err == nil {
+			return nil // a nested repository, which `git add -A` would not take in either
+		}
+	}
+	ents, err := ds.readDir()
+	if err != nil {
+		return fmt.Errorf("scan %s: %w", abs, err)
+	}
+	infos, errs := statAll(ds, ents)
+	for i, de := range ents {
 		name := de.Name()
 		if p == "" && name == ".git" {
 			continue
@@ -197,7 +211,14 @@ func (s *scan) walk(ctx context.Context, p string, seen map[string]bool) error {
 		if p != "" {
 			child = p + "/" + name
 		}
-		if err := s.walk(ctx, child, seen); err != nil {
+		cfi, err := infos[i], errs[i]
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted while we looked
+		}
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", abs, err)
+		}
+		if err := s.visit(ctx, child, abs+string(filepath.Separator)+name, cfi, seen); err != nil {
 			return err
 		}
 	}
@@ -261,4 +282,27 @@ func (r *Repo) writeBlob(data []byte) (plumbing.Hash, error) {
 		return h, err
 	}
 	return r.git.Storer.SetEncodedObject(obj)
+}
+
+// statAll lstats a directory's entries, in parallel when there are many: stat calls are most
+// of a full scan and independent of each other.
+func statAll(ds *dirStater, ents []fs.DirEntry) ([]os.FileInfo, []error) {
+	infos, errs := make([]os.FileInfo, len(ents)), make([]error, len(ents))
+	workers := min(runtime.GOMAXPROCS(0), len(ents)/16)
+	if workers < 2 {
+		for i, de := range ents {
+			infos[i], errs[i] = ds.lstat(de.Name())
+		}
+		return infos, errs
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(ents); i += workers {
+				infos[i], errs[i] = ds.lstat(ents[i].Name())
+			}
+		})
+	}
+	wg.Wait()
+	return infos, errs
 }

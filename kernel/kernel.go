@@ -379,6 +379,7 @@ func (p *proc) release() {
 		p.ch.close()
 		p.sockCancel()
 	})
+	p.removeFiles()
 }
 
 func (k *Kernel) closeBridge() {

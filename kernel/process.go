@@ -32,6 +32,17 @@ type proc struct {
 	sockCancel   context.CancelFunc
 	releaseOnce  sync.Once
 	shutdownOnce sync.Once
+	filesOnce    sync.Once
+	connPath     string
+}
+
+// removeFiles deletes the connection file and sockets of an exited process. It runs from the
+// exit watcher and again, synchronously, from release, so Close leaves nothing behind.
+func (p *proc) removeFiles() {
+	p.filesOnce.Do(func() {
+		os.Remove(p.connPath)
+		p.conn.removeIPC()
+	})
 }
 
 // launchSpec is what a launch needs beyond Options.
@@ -95,11 +106,10 @@ func launch(ctx context.Context, o Options, s launchSpec, spawn spawnFunc, log *
 		os.Remove(connPath)
 		return nil, err
 	}
-	p.conn = cf
+	p.conn, p.connPath = cf, connPath
 	go func() {
 		<-p.exited
-		os.Remove(connPath)
-		cf.removeIPC()
+		p.removeFiles()
 	}()
 	sockCtx, sockCancel := context.WithCancel(context.Background())
 	p.sockCancel = sockCancel

@@ -150,7 +150,8 @@ func Soak(ctx context.Context, dir string, cycles int, w io.Writer) error {
 			a.tick.C = c
 			acked[a.log] = append(acked[a.log], a.ack)
 		}
-		records, torn, err := verifySoak(gen, &acked)
+		last := c == cycles-1 || c%soakGeneration == soakGeneration-1
+		records, torn, err := verifySoak(gen, &acked, last)
 		if err != nil {
 			return fmt.Errorf("soak cycle %d: %w", c, err)
 		}
@@ -257,20 +258,16 @@ func parseAck(line string) (loggedAck, error) {
 	return loggedAck{log: int(v[0]), ack: ack{seq: v[1], tick: soakTick{W: int(v[2]), N: int(v[3])}}}, nil
 }
 
-// verifySoak reopens every log of a generation, as a restarted daemon would, and checks it
-// against the acknowledged appends.
-func verifySoak(gen string, acked *[soakLogs][]ack) (records, torn int, err error) {
+// verifySoak checks every log of a generation against the acknowledged appends. It reads with
+// ReadFile, which changes nothing, so that cutting a torn tail is left to the next writer's Open,
+// where a kill can interrupt it; with reopen it recovers with Open, as a restarted daemon would.
+func verifySoak(gen string, acked *[soakLogs][]ack, reopen bool) (records, torn int, err error) {
 	for i := range soakLogs {
 		path := soakPath(gen, i)
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && len(acked[i]) == 0 {
 			continue // killed before this log was created
 		}
-		l, err := Open(path, Options{})
-		if err != nil {
-			return 0, 0, err
-		}
-		recs, err := l.Records(1)
-		l.Close()
+		recs, err := readSoakLog(path, reopen)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -282,6 +279,18 @@ func verifySoak(gen string, acked *[soakLogs][]ack) (records, torn int, err erro
 		torn += len(aside)
 	}
 	return records, torn, nil
+}
+
+func readSoakLog(path string, reopen bool) ([]Record, error) {
+	if !reopen {
+		return ReadFile(path)
+	}
+	l, err := Open(path, Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	return l.Records(1)
 }
 
 func checkSoakLog(path string, recs []Record, acked []ack) error {

@@ -102,6 +102,9 @@ test('Arbor: New Task starts a session that appears idle in the Sessions view', 
   const text = (await idle.first().innerText()).replace(/\s+/g, ' ');
   t.diagnostic(`Sessions view row: ${text}`);
   assert.match(text, /idle · scripted · .* tok · arbor\//);
+  // The kernel's rlm('write the tests', name='tests') started a subagent: it sits one level down.
+  await expectVisible(page.locator('.monaco-list-row[aria-level="2"]', { hasText: 'tests' }).filter({ hasText: 'arbor/' }),
+    'the subagent "tests" that the session spawned with rlm() is not shown under it', 30000);
 
   await page.screenshot({ path: SHOT.replace(/\.png$/, '-sessions.png') }).catch(() => undefined);
 

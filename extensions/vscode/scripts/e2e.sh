@@ -72,10 +72,10 @@ cat > "$RUN/script.json" <<'JSON'
 {
   "rules": [
     {"when": {"task": "add one and one", "turn": 1},
-     "code": "open('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
-    {"when": {"task": "add one and one", "turn": 2}, "text": "the sum is two"}
+     "code": "h = await rlm('write the tests', name='tests')\nopen('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
+    {"when": {"task": "write the tests"}, "text": "tests written"}
   ],
-  "default": {"text": "nothing scripted for this"}
+  "default": {"text": "the sum is two"}
 }
 JSON
 "$ARBOR_BIN" fake-model --script "$RUN/script.json" --addr 127.0.0.1:0 > "$RUN/fake.out" 2> "$RUN/fake.err" &

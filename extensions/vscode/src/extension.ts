@@ -33,6 +33,24 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     status.show();
   };
   store.onDidChange(updateStatus);
+  // VS Code keeps a row's collapsed state from when it first showed it, childless: reveal new
+  // subagents so the user sees the tree grow.
+  const known = new Set<string>();
+  const unrevealed = new Set<string>();
+  const revealNew = () => {
+    if (!view.visible) return;
+    for (const id of unrevealed) void view.reveal(id, { select: false, focus: false }).then(undefined, () => undefined);
+    unrevealed.clear();
+  };
+  store.onDidChange(() => {
+    for (const s of store.all()) {
+      if (known.has(s.id)) continue;
+      known.add(s.id);
+      if (s.parent && store.get(s.parent)) unrevealed.add(s.id);
+    }
+    revealNew();
+  });
+  view.onDidChangeVisibility(revealNew);
 
   context.subscriptions.push(
     output, view, status, client,

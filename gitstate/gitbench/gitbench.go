@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,9 @@ type Options struct {
 	Concurrent int    // forks created at once (50)
 	DiffFiles  int    // files changed in the diffed session (50)
 	Dir        string // where to generate the repository (a temporary directory, removed after)
+	// Source, when set, is an existing repository (e.g. the project's own) to clone and measure
+	// instead of a generated one; Files is then ignored.
+	Source string
 }
 
 // Validate reports options that cannot work.
@@ -78,17 +82,45 @@ func RunOptions(ctx context.Context, logger *slog.Logger, o Options) (*bench.Rep
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	logger.Info("generating repository", "files", o.Files, "dir", dir)
-	if err := Generate(ctx, dir, o.Files); err != nil {
-		return nil, fmt.Errorf("bench git: generate: %w", err)
+	if o.Source != "" {
+		logger.Info("cloning repository", "source", o.Source, "dir", dir)
+		if _, err := runGit(ctx, "", "clone", "-q", "--no-hardlinks", o.Source, dir); err != nil {
+			return nil, fmt.Errorf("bench git: %w", err)
+		}
+		if _, err := runGit(ctx, dir, "checkout", "-q", "-B", "main"); err != nil {
+			return nil, fmt.Errorf("bench git: %w", err)
+		}
+	} else {
+		logger.Info("generating repository", "files", o.Files, "dir", dir)
+		if err := Generate(ctx, dir, o.Files); err != nil {
+			return nil, fmt.Errorf("bench git: generate: %w", err)
+		}
 	}
+	out, err := runGit(ctx, dir, "ls-files", "-s", "-z")
+	if err != nil {
+		return nil, fmt.Errorf("bench git: %w", err)
+	}
+	var files []string // regular files only: edits append a line to them
+	for _, rec := range strings.Split(out, "\x00") {
+		if meta, name, ok := strings.Cut(rec, "\t"); ok && (strings.HasPrefix(meta, "100644 ") || strings.HasPrefix(meta, "100755 ")) {
+			files = append(files, name)
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("bench git: %s has no files", dir)
+	}
+	o.DiffFiles = min(o.DiffFiles, len(files))
 	r, err := gitstate.Open(dir, logger)
 	if err != nil {
 		return nil, fmt.Errorf("bench git: %w", err)
 	}
 	defer r.Close()
-	b := &run{ctx: ctx, logger: logger, o: o, r: r, dir: dir,
-		report: &bench.Report{Suite: fmt.Sprintf("git (%d files)", o.Files)}}
+	suite := fmt.Sprintf("git (%d files)", len(files))
+	if o.Source != "" {
+		suite = fmt.Sprintf("git (%s, %d files)", o.Source, len(files))
+	}
+	b := &run{ctx: ctx, logger: logger, o: o, r: r, dir: dir, files: files,
+		report: &bench.Report{Suite: suite}}
 	_, b.head, err = r.Head(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bench git: %w", err)
@@ -107,6 +139,7 @@ type run struct {
 	o      Options
 	r      *gitstate.Repo
 	dir    string
+	files  []string // tracked text files, for edits
 	head   string
 	seq    int
 	report *bench.Report

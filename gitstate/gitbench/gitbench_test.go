@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,4 +73,20 @@ func TestSoakSmall(t *testing.T) {
 		t.Errorf("ran %d ops, want %d", rep.Ops, ops)
 	}
 	t.Logf("%+v", *rep)
+}
+
+// TestRunSource measures a clone of an existing repository (here a small generated one).
+func TestRunSource(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	if err := Generate(t.Context(), src, 120); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := RunOptions(t.Context(), nil, Options{Source: src, Rounds: 1, Concurrent: 2, Dir: filepath.Join(t.TempDir(), "clone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Suite, "120 files") || len(rep.Figures) != 5 {
+		t.Errorf("report %s with %d figures", rep.Suite, len(rep.Figures))
+	}
 }

@@ -27,7 +27,7 @@ func (b *run) checkpoint() error {
 	defer b.cleanup(so, sg)
 	var touched, full, ref []time.Duration
 	for i := range b.o.Rounds {
-		p := FilePath(i * 97 % b.o.Files)
+		p := b.files[i*97%len(b.files)]
 		for _, d := range []string{so.Dir, sg.Dir} {
 			if err := appendLine(filepath.Join(d, p), fmt.Sprintf("// round %d\n", i)); err != nil {
 				return err
@@ -92,7 +92,7 @@ func (b *run) diff() error {
 	}
 	defer b.cleanup(so)
 	for i := range b.o.DiffFiles {
-		if err := appendLine(filepath.Join(so.Dir, FilePath(i*(b.o.Files/b.o.DiffFiles))), "// changed by the session\n"); err != nil {
+		if err := appendLine(filepath.Join(so.Dir, b.files[i*(len(b.files)/b.o.DiffFiles)]), "// changed by the session\n"); err != nil {
 			return err
 		}
 	}

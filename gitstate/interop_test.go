@@ -58,3 +58,20 @@ func TestInterop(t *testing.T) {
 	}
 	assertFsck(t, root)
 }
+
+// TestSparseEntriesAreNotDeletions: a skip-worktree entry absent from disk is not a deletion.
+func TestSparseEntriesAreNotDeletions(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "sparse")
+	git(t, wt, "update-index", "--skip-worktree", "b.go")
+	os.Remove(filepath.Join(wt, "b.go"))
+	writeFiles(t, wt, map[string]string{"a.go": "changed\n"})
+	if _, _, err := r.Checkpoint(t.Context(), wt, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, wt, "diff", "--name-status", "HEAD~1", "HEAD"); got != "M\ta.go" {
+		t.Errorf("checkpoint changed %q, want only a.go", got)
+	}
+}

@@ -123,6 +123,12 @@ func (x *rawIndex) name(i int) string { return string(x.nameBytes(i)) }
 
 func (x *rawIndex) stage(i int) index.Stage { return index.Stage(x.flags(x.offs[i]) >> 12 & 3) }
 
+// skipWorktree reports the sparse-checkout bit: the file is absent from disk on purpose.
+func (x *rawIndex) skipWorktree(i int) bool {
+	off := x.offs[i]
+	return x.flags(off)&0x4000 != 0 && binary.BigEndian.Uint16(x.data[off+entryHeader:])&0x4000 != 0
+}
+
 // search returns the first entry whose name is >= name.
 func (x *rawIndex) search(name string) int {
 	return sort.Search(len(x.offs), func(i int) bool { return string(x.nameBytes(i)) >= name })
@@ -137,13 +143,14 @@ func (x *rawIndex) get(name string) *index.Entry {
 	return nil
 }
 
-// namesUnder lists the stage-0 names at or below scope ("" is everything). Names such as
+// namesUnder lists the stage-0 names at or below scope ("" is everything) that should be on
+// disk (sparse-checkout entries are not). Names such as
 // "scope.txt" sort between "scope" and "scope/", so the directory range is searched on its own.
 func (x *rawIndex) namesUnder(scope string) []string {
 	var out []string
 	add := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			if x.stage(i) == 0 {
+			if x.stage(i) == 0 && !x.skipWorktree(i) {
 				out = append(out, x.name(i))
 			}
 		}
@@ -156,6 +163,21 @@ func (x *rawIndex) namesUnder(scope string) []string {
 		add(i, i+1)
 	}
 	add(x.search(scope+"/"), x.search(scope+"0")) // '0' is the byte after '/'
+	return out
+}
+
+// namesSkipped lists the sparse-checkout (skip-worktree) names at or below scope.
+func (x *rawIndex) namesSkipped(scope string) []string {
+	var out []string
+	lo, hi := 0, len(x.offs)
+	if scope != "" {
+		lo, hi = x.search(scope), x.search(scope+"0")
+	}
+	for i := lo; i < hi; i++ {
+		if x.skipWorktree(i) && under(x.name(i), scope) {
+			out = append(out, x.name(i))
+		}
+	}
 	return out
 }
 

@@ -97,8 +97,12 @@ func (s *scan) run(ctx context.Context, scopes []string) error {
 		if err := s.walk(ctx, sc, seen); err != nil {
 			return err
 		}
+		skipped := map[string]bool{} // in the index, not on disk, not deleted
+		for _, p := range s.x.namesSkipped(sc) {
+			skipped[p] = true
+		}
 		for p := range head {
-			if !seen[p] {
+			if !seen[p] && !skipped[p] {
 				s.changes[p] = nil
 			}
 		}

@@ -45,14 +45,16 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 	}
 	snap := s.snapshotDir()
 	opts := kernel.Options{
-		Python:   s.cfg.KernelPython,
-		Dir:      s.meta.Worktree,
-		StateDir: filepath.Join(s.dir, "kernel"),
-		Snapshot: snap,
-		Revive:   true,
-		Env:      []string{"ARBOR_SESSION=" + s.meta.ID},
-		Host:     hostHandler{s},
-		Logger:   s.svc.log.With("session", s.meta.ID),
+		Python:       s.cfg.KernelPython,
+		Dir:          s.meta.Worktree,
+		StateDir:     filepath.Join(s.dir, "kernel"),
+		Snapshot:     snap,
+		Revive:       true,
+		Sandbox:      s.cfg.Sandbox,
+		AllowNetwork: s.cfg.AllowNetwork,
+		Env:          []string{"ARBOR_SESSION=" + s.meta.ID},
+		Host:         hostHandler{s},
+		Logger:       s.svc.log.With("session", s.meta.ID),
 	}
 	if _, err := os.Stat(filepath.Join(snap, "manifest.json")); err == nil {
 		opts.Restore = snap

@@ -45,6 +45,10 @@ type Config struct {
 	MaxRunning int `json:"maxRunning,omitempty"`
 	// IdleTimeout moves an idle session to inactive (kernel snapshotted and stopped), e.g. "30m".
 	IdleTimeout string `json:"idleTimeout,omitempty"`
+	// Sandbox runs kernels under "bwrap" (bubblewrap): read-only system, writable worktree and
+	// session directory, private /tmp, no network unless AllowNetwork. "" runs them plainly.
+	Sandbox      string `json:"sandbox,omitempty"`
+	AllowNetwork bool   `json:"allowNetwork,omitempty"`
 }
 
 // Overrides come from the daemon's flags and environment and beat every file.
@@ -123,6 +127,9 @@ func (c Config) Validate() error {
 		if _, err := time.ParseDuration(d.v); err != nil {
 			return fmt.Errorf("config: %s %q is not a duration like \"10m\"", d.name, d.v)
 		}
+	}
+	if c.Sandbox != "" && c.Sandbox != "bwrap" {
+		return fmt.Errorf("config: sandbox %q: want \"bwrap\" or nothing", c.Sandbox)
 	}
 	for name, m := range c.Models {
 		if m.ToolMode != "" && m.ToolMode != "tools" && m.ToolMode != "fenced" {
@@ -226,5 +233,11 @@ func merge(dst *Config, src Config) {
 	}
 	if src.IdleTimeout != "" {
 		dst.IdleTimeout = src.IdleTimeout
+	}
+	if src.Sandbox != "" {
+		dst.Sandbox = src.Sandbox
+	}
+	if src.AllowNetwork {
+		dst.AllowNetwork = true
 	}
 }

@@ -46,6 +46,7 @@ func TestLoadErrors(t *testing.T) {
 		{`{"cellTimeout":"ten"}`, "cellTimeout"},
 		{`{"bogus":1}`, "bogus"},
 		{`{"models":{"x":{"toolMode":"smoke"}}}`, "toolMode"},
+		{`{"sandbox":"docker"}`, "sandbox"},
 		{`{`, "arbor.json"},
 	} {
 		root := t.TempDir()

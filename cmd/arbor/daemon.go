@@ -31,6 +31,8 @@ func cmdDaemon(ctx context.Context, args []string) error {
 	fs.StringVar(&ov.Model, "model", ov.Model, "model id (ARBOR_MODEL)")
 	fs.StringVar(&ov.APIKeyEnv, "api-key-env", ov.APIKeyEnv, "name of the variable holding the API key (ARBOR_API_KEY_ENV)")
 	fs.StringVar(&ov.KernelPython, "kernel-python", ov.KernelPython, "Python with ipykernel (ARBOR_KERNEL_PYTHON)")
+	maxKernels := fs.Int("max-kernels", 16, "kernel processes alive at once; idle ones beyond it are parked (snapshot, stop)")
+	plain := fs.Bool("plain-kernels", false, "launch each kernel plainly instead of forking a pre-imported template")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -40,7 +42,8 @@ func cmdDaemon(ctx context.Context, args []string) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	svc, err := agents.New(agents.Options{StateDir: *stateDir, Overrides: ov, Logger: logger})
+	svc, err := agents.New(agents.Options{StateDir: *stateDir, Overrides: ov, Logger: logger,
+		MaxKernels: *maxKernels, PlainKernels: *plain})
 	if err != nil {
 		return err
 	}

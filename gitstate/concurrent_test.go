@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -67,4 +68,22 @@ func TestConcurrentSessions(t *testing.T) {
 		t.Errorf("%d session branches, want %d", got, n)
 	}
 	assertFsck(t, root)
+}
+
+// TestNoGoroutinesLeft: checkout writers and parallel stat workers all return.
+func TestNoGoroutinesLeft(t *testing.T) {
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	before := runtime.NumGoroutine()
+	wt := addSession(t, r, "g")
+	writeFiles(t, wt, map[string]string{"x.txt": "x\n"})
+	if _, _, err := r.Checkpoint(t.Context(), wt, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Discard(t.Context(), wt, "", false); err != nil {
+		t.Fatal(err)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("goroutines: %d before, %d after", before, after)
+	}
 }

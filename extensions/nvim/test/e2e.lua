@@ -92,6 +92,21 @@ local function run()
   end
   table.insert(passed, string.format('tree shows idle on %s after %d ms', s.branch, (vim.loop.hrtime() - t0) / 1e6))
 
+  -- The kernel's rlm('write the tests', name='tests') started a subagent: a child row below.
+  local child
+  wait_for('', 30000, function()
+    for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
+      if l:find('└─', 1, true) and l:find('tests', 1, true) and l:find('arbor/', 1, true) then
+        child = l
+        return true
+      end
+    end
+  end)
+  if not child then
+    error('the tree shows no child row for the subagent "tests":\n' .. buffer_text(tree), 0)
+  end
+  table.insert(passed, 'subagent row')
+
   -- The transcript replays the session's events: the kernel printed 2 and the model answered.
   local log = require('arbor.log').open(created.id)
   wait_for('', 15000, function()

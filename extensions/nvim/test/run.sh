@@ -49,15 +49,16 @@ git -C "$REPO" config user.name "arbor test"
 printf 'def add(a, b):\n    return a + b\n' > "$REPO/calc.py"
 git -C "$REPO" add . && git -C "$REPO" commit -q -m init
 
-# The scripted model: turn 1 writes a file and prints 1+1 in the kernel, turn 2 answers.
+# The scripted model: turn 1 starts a subagent with rlm(), writes a file and prints 1+1 in the
+# kernel; then it answers (also when the subagent's report arrives).
 cat > "$TMP/script.json" <<'JSON'
 {
   "rules": [
     {"when": {"task": "add one and one", "turn": 1},
-     "code": "open('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
-    {"when": {"task": "add one and one", "turn": 2}, "text": "the sum is two"}
+     "code": "h = await rlm('write the tests', name='tests')\nopen('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
+    {"when": {"task": "write the tests"}, "text": "tests written"}
   ],
-  "default": {"text": "nothing scripted for this"}
+  "default": {"text": "the sum is two"}
 }
 JSON
 "$ARBOR_BIN" fake-model --script "$TMP/script.json" --addr 127.0.0.1:0 > "$TMP/fake.out" 2> "$TMP/fake.err" &

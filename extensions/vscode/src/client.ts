@@ -95,6 +95,6 @@ export class ArborClient implements vscode.Disposable {
   diff(p: P.DiffParams) { return this.request<P.DiffResult>(P.MethodSessionDiff, p); }
   fileAt(p: P.FileAtParams) { return this.request<P.FileAtResult>(P.MethodSessionFileAt, p); }
   accept(p: P.AcceptParams) { return this.request<P.AcceptResult>(P.MethodSessionAccept, p); }
-  discard(p: P.DiscardParams) { return this.request<unknown>(P.MethodSessionDiscard, p); }
+  discard(p: P.DiscardParams) { return this.request<P.DiscardResult>(P.MethodSessionDiscard, p); }
   status() { return this.request<P.DaemonStatus>(P.MethodDaemonStatus, {}); }
 }

@@ -148,7 +148,10 @@ export class Commands {
       `Arbor: discard ${sessionTitle(s, 40)}? Its worktree is removed; unmerged work on ${s.branch} is dropped only with "Discard anyway".`,
       { modal: true }, 'Discard', 'Discard anyway');
     if (!ok) return;
-    await this.client.discard({ id: s.id, force: ok === 'Discard anyway' });
+    const res = await this.client.discard({ id: s.id, force: ok === 'Discard anyway' });
+    if (res?.session) this.store.upsert(res.session);
+    const where = res?.branchDeleted ? `branch ${s.branch} deleted` : res?.archived ? `its work kept at ${res.archived}` : `branch ${s.branch} kept`;
+    vscode.window.showInformationMessage(`Arbor: discarded ${sessionTitle(s, 40)}; ${where}.`);
   }
 
   async discardCommand(arg: Arg): Promise<void> {

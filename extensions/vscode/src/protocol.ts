@@ -167,6 +167,14 @@ export interface AcceptParams {
 export interface AcceptResult { commit: string; files: string[]; }
 
 export interface DiscardParams { id: string; force?: boolean; }
+/** Where a discarded session's work went: its branch is deleted when another branch holds its
+ * commits, else kept under archived (refs/arbor/archive/…) unless the discard was forced. */
+export interface DiscardResult {
+  session: Session;
+  worktreeRemoved: boolean;
+  branchDeleted: boolean;
+  archived?: string;
+}
 
 export interface DaemonStatus {
   pid: number;

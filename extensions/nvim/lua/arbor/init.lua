@@ -190,12 +190,19 @@ function M.discard(id, force)
     if vim.fn.confirm(prompt, '&Yes\n&No', 2) ~= 1 then
       return
     end
-    client.request(P.MethodSessionDiscard, { id = x, force = force or nil }, function(err)
+    client.request(P.MethodSessionDiscard, { id = x, force = force or nil }, function(err, res)
       if err then
         warn('discard: ' .. client.error_message(err) .. (force and '' or ' (:ArborDiscard! forces)'))
-      else
-        client.notify('discarded ' .. x:sub(1, 8))
+        return
       end
+      res = type(res) == 'table' and res or {}
+      if type(res.session) == 'table' then
+        store.upsert(res.session)
+      end
+      local where = res.branchDeleted and 'branch deleted'
+        or (type(res.archived) == 'string' and res.archived ~= '' and ('work kept at ' .. res.archived))
+        or 'branch kept'
+      client.notify('discarded ' .. x:sub(1, 8) .. '; ' .. where)
     end)
   end)
 end

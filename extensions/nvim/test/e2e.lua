@@ -191,6 +191,19 @@ local function run()
   end
   table.insert(passed, 'fork ' .. fork.id:sub(1, 8))
 
+  -- :ArborDiscard! removes the fork's worktree.
+  local confirm2 = vim.fn.confirm
+  vim.fn.confirm = function() return 1 end
+  vim.cmd('ArborDiscard! ' .. fork.id)
+  vim.fn.confirm = confirm2
+  wait_for('', 15000, function()
+    return fork.worktree and vim.fn.isdirectory(fork.worktree) == 0
+  end)
+  if vim.fn.isdirectory(fork.worktree) == 1 then
+    error(':ArborDiscard! left the worktree ' .. fork.worktree, 0)
+  end
+  table.insert(passed, 'discard')
+
   -- Code actions on a selection of a file: the daemon offers the agent actions, and running
   -- "Refactor with agent…" asks for the task and starts a session carrying the selection.
   vim.cmd('edit calc.py')

@@ -102,6 +102,10 @@ func TestReconcile(t *testing.T) {
 	old := time.Now().Add(-time.Minute)
 	os.Chtimes(lock, old, old)
 
+	// A worktree whose record was lost is still recognised as Arbor's.
+	lost := addSession(t, r, "lost")
+	os.Remove(r.recordPath("lost"))
+
 	// The user's own linked worktree is none of gitstate's business.
 	userWT := filepath.Join(t.TempDir(), "user-wt")
 	git(t, root, "worktree", "add", "-q", "-b", "user-branch", userWT)
@@ -139,7 +143,10 @@ func TestReconcile(t *testing.T) {
 	if o := byName["empty"]; !o.Deleted || o.Archived != "" {
 		t.Errorf("empty orphan = %+v, want branch deleted", o)
 	}
-	for _, dir := range []string{orphan, empty} {
+	if o := byName["lost"]; !o.Deleted {
+		t.Errorf("orphan without a record = %+v, want cleaned up", o)
+	}
+	for _, dir := range []string{orphan, empty, lost} {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("orphan dir %s still there", dir)
 		}

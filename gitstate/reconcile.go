@@ -57,6 +57,7 @@ func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*Reconci
 	if err != nil {
 		return nil, fmt.Errorf("reconcile %s: %w", r.root, err)
 	}
+	recs = append(recs, r.unrecorded(recs)...)
 	rep := &ReconcileReport{}
 	recorded := map[string]bool{}
 	for _, rec := range recs {
@@ -84,6 +85,39 @@ func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*Reconci
 	sort.Strings(rep.Recreated)
 	r.logger.Info("reconciled", "orphans", len(rep.Orphans), "recreated", len(rep.Recreated), "staleLocks", len(rep.StaleLocks), "problems", len(rep.Problems))
 	return rep, nil
+}
+
+// unrecorded rebuilds records for worktrees registered under <common>/arbor/worktrees that
+// have none (a record lost to a power cut, which writeRecord does not fsync against), from
+// their admin files, so they are reconciled like the rest.
+func (r *Repo) unrecorded(recs []record) []record {
+	have := map[string]bool{}
+	for _, rec := range recs {
+		have[rec.Name] = true
+	}
+	ours := filepath.Join(r.common, "arbor", "worktrees") + string(filepath.Separator)
+	ents, _ := os.ReadDir(filepath.Join(r.common, "worktrees"))
+	var out []record
+	for _, e := range ents {
+		if have[e.Name()] {
+			continue
+		}
+		admin := r.adminDir(e.Name())
+		gitdir, err := os.ReadFile(filepath.Join(admin, "gitdir"))
+		dir := filepath.Dir(filepath.Clean(strings.TrimSpace(string(gitdir))))
+		if err != nil || !strings.HasPrefix(dir, ours) {
+			continue // the user's own worktree
+		}
+		branch, _, err := r.headAt(filepath.Join(admin, "HEAD"))
+		if err != nil && !errors.Is(err, ErrNoCommits) || branch == "" {
+			continue
+		}
+		rec := record{Name: e.Name(), Branch: branch.Short(), Dir: dir}
+		if err := r.writeRecord(rec); err == nil {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 // healthy reports whether a worktree is complete: registered, pointing at each other, and not

@@ -21,7 +21,10 @@ TMP=$(mktemp -d /tmp/arbor-nvim.XXXXXX)
 FAKE_PID=
 cleanup() {
   local rc=$?
-  if [ -n "${ARBOR_SOCKET:-}" ]; then timeout 15 "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || true; fi
+  if [ -n "${ARBOR_SOCKET:-}" ]; then
+    local s=$SECONDS
+    timeout 15 "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || echo "nvim-test: note: \`arbor daemon stop\` failed or hung ($((SECONDS-s))s)" >&2
+  fi
   if [ -n "$FAKE_PID" ]; then kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; fi
   if [ $rc -ne 0 ] && [ -d "$TMP/state" ]; then
     echo "--- daemon logs (last 40 lines each) ---" >&2

@@ -29,7 +29,8 @@ RUN=$ARBOR_E2E_CACHE/run
 FAKE_PID=
 cleanup() {
   local rc=$?
-  timeout 15 "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || true
+  local s=$SECONDS
+  timeout 15 "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || echo "vscode-e2e: note: \`arbor daemon stop\` failed or hung ($((SECONDS-s))s)" >&2
   if [ -n "$FAKE_PID" ]; then kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; fi
   if [ $rc -ne 0 ]; then
     echo "--- logs under $RUN (kept for inspection) ---" >&2

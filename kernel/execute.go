@@ -28,6 +28,9 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 	if err != nil {
 		return nil, fmt.Errorf("execute: %w", err)
 	}
+	if err := k.finishAdopt(ctx); err != nil {
+		return nil, fmt.Errorf("execute: %w", err)
+	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout

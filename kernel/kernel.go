@@ -25,6 +25,7 @@ type Kernel struct {
 	python   string
 	launcher string
 	spawn    spawnFunc
+	forked   bool // spawn is a fork server's; plain launch is the fallback
 	bridge   *bridge
 	mgr      *Manager // nil for kernels from Start
 
@@ -38,6 +39,7 @@ type Kernel struct {
 	parked   bool          // process stopped on purpose (Manager eviction); revived on use
 	done     chan struct{} // closed when the current process dies unexpectedly, or on Close
 	lastUse  time.Time
+	adopting *pendingCell // a pooled kernel's adaptation cell, checked by the first cell (execSem)
 
 	dirty      chan struct{} // a cell ran since the last automatic snapshot (cap 1)
 	stopCtx    context.Context
@@ -132,7 +134,15 @@ func (k *Kernel) launch(ctx context.Context, restore string) (*proc, error) {
 		s.restore = restore
 		s.report = filepath.Join(k.opts.StateDir, "restore-"+s.tag+".json")
 	}
+	// A boot never waits forever, even when the caller's ctx has no deadline.
+	ctx, cancel := context.WithTimeout(ctx, bootTimeout)
+	defer cancel()
 	p, err := launch(ctx, k.opts, s, k.spawn, k.log)
+	if err != nil && k.forked && ctx.Err() == nil {
+		// Plain launch is the fallback when a forked kernel does not come up.
+		k.log.Warn("kernel: forked kernel failed to start; launching plainly", "err", err)
+		p, err = launch(ctx, k.opts, s, spawnExec, k.log)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +161,9 @@ func (k *Kernel) launch(ctx context.Context, restore string) (*proc, error) {
 	k.log.Info("kernel: started", "pid", p.pid, "dir", k.opts.Dir, "transport", p.conn.Transport, "restored", restore != "")
 	return p, nil
 }
+
+// bootTimeout bounds one kernel start.
+const bootTimeout = 2 * time.Minute
 
 // setProc installs p as the current process and watches it.
 func (k *Kernel) setProc(p *proc) {

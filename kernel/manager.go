@@ -124,7 +124,7 @@ func (m *Manager) Start(ctx context.Context, opts Options) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.mgr = m
+	k.mgr, k.forked = m, m.fork != nil && opts.Sandbox == ""
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

@@ -51,7 +51,7 @@ func (m *Manager) fillPool() {
 			}
 			k, err := newKernel(o, m.spawner(o))
 			if err == nil {
-				k.mgr = m
+				k.mgr, k.forked = m, m.fork != nil
 				if err = m.admit(m.stopCtx, k); err == nil {
 					err = k.boot(m.stopCtx)
 					m.bootDone()
@@ -157,16 +157,25 @@ func (k *Kernel) adopt(ctx context.Context, opts Options) error {
 		code += fmt.Sprintf("\n__import__('arbor_snapshot').restore(get_ipython().user_ns, %s, %s)"+
 			"\n__import__('arbor_runtime').boot(get_ipython())", strconv.Quote(opts.Restore), strconv.Quote(report))
 	}
-	k.execSem <- struct{}{}
-	res, err := k.executeSilent(ctx, code)
-	<-k.execSem
-	if err != nil {
-		return fmt.Errorf("adopt pooled kernel: %w", err)
-	}
-	if res.Status != StatusOK {
-		return fmt.Errorf("adopt pooled kernel: %s", res.Text)
-	}
-	if report != "" {
+	if report == "" {
+		// Nothing to wait for: send the adaptation and let the first cell (which the kernel
+		// runs after it, in order) check its reply. Hand-out then costs no round trip.
+		p := k.current()
+		h, box, err := p.ch.request(p.ch.shell, "execute_request", silentRequest(code))
+		if err != nil {
+			return fmt.Errorf("adopt pooled kernel: %w", err)
+		}
+		k.adopting = &pendingCell{p: p, h: h, box: box}
+	} else {
+		k.execSem <- struct{}{}
+		res, err := k.executeSilent(ctx, code)
+		<-k.execSem
+		if err != nil {
+			return fmt.Errorf("adopt pooled kernel: %w", err)
+		}
+		if res.Status != StatusOK {
+			return fmt.Errorf("adopt pooled kernel: %s", res.Text)
+		}
 		m, err := readRestoreReport(report)
 		if err != nil {
 			k.log.Warn("kernel: restore report", "err", err)
@@ -205,4 +214,38 @@ func (m *Manager) WaitPool(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// pendingCell is a silent cell sent without waiting for it.
+type pendingCell struct {
+	p   *proc
+	h   header
+	box *mailbox
+}
+
+// finishAdopt waits for the pooled kernel's adaptation cell, if one is outstanding. The
+// caller holds execSem.
+func (k *Kernel) finishAdopt(ctx context.Context) error {
+	a := k.adopting
+	if a == nil {
+		return nil
+	}
+	k.adopting = nil
+	defer a.p.ch.unregister(a.h.MsgID)
+	st := &execState{res: &Result{}, max: -1}
+	for !st.finished() {
+		select {
+		case <-a.box.notify:
+			st.handleAll(a.box.take())
+		case <-a.p.exited:
+			return nil // the kernel died; its replacement is set up from k.opts
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	st.finish()
+	if st.res.Status != StatusOK {
+		return fmt.Errorf("adapt pooled kernel to the session: %s", st.res.Text)
+	}
+	return nil
 }

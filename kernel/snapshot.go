@@ -63,10 +63,10 @@ func (k *Kernel) executeSilent(ctx context.Context, code string) (*Result, error
 	if p == nil || p.isExited() || k.isClosed() {
 		return nil, ErrDead
 	}
-	h, box, err := p.ch.request(p.ch.shell, "execute_request", map[string]any{
-		"code": code, "silent": true, "store_history": false,
-		"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
-	})
+	if err := k.finishAdopt(ctx); err != nil {
+		return nil, err
+	}
+	h, box, err := p.ch.request(p.ch.shell, "execute_request", silentRequest(code))
 	if err != nil {
 		return nil, err
 	}
@@ -84,4 +84,13 @@ func (k *Kernel) executeSilent(ctx context.Context, code string) (*Result, error
 	}
 	st.finish()
 	return st.res, nil
+}
+
+// silentRequest is the content of an execute_request that leaves no trace in history, the
+// execution count or iopub results.
+func silentRequest(code string) map[string]any {
+	return map[string]any{
+		"code": code, "silent": true, "store_history": false,
+		"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
+	}
 }

@@ -26,11 +26,13 @@ def _fsync_dir(d):
 
 
 def _atomic_write(path, data):
+    """Write data (bytes, or a list of bytes) to path: temp, fsync, rename, fsync dir."""
     d = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in (data if isinstance(data, list) else [data]):
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -71,7 +73,7 @@ def take(shell, dirpath, max_var, max_total):
     t0 = time.monotonic()
     os.makedirs(dirpath, mode=0o700, exist_ok=True)
     ns, hidden = shell.user_ns, shell.user_ns_hidden
-    kept, skipped, blobs, total = [], [], {}, 0
+    kept, skipped, blobs, total = [], [], [], 0
     for name, val in list(ns.items()):
         if name.startswith("_") or name in _ALWAYS_SKIP:
             continue
@@ -79,8 +81,7 @@ def take(shell, dirpath, max_var, max_total):
             continue
         ent = {"name": name, "type": _typename(val)}
         if isinstance(val, types.ModuleType):
-            ent.update(method="import", bytes=0, module=val.__name__)
-            blobs[name] = ("import", val.__name__.encode())
+            ent.update(method="import", module=val.__name__)
             kept.append(ent)
             continue
         data, method, reason = _dump(val)
@@ -93,11 +94,13 @@ def take(shell, dirpath, max_var, max_total):
         if total + len(data) > max_total:
             skipped.append(dict(ent, bytes=len(data), reason=f"would exceed the snapshot cap of {max_total} bytes"))
             continue
+        kept.append(dict(ent, method=method, bytes=len(data), offset=total))
+        blobs.append(data)
         total += len(data)
-        blobs[name] = (method, data)
-        kept.append(dict(ent, method=method, bytes=len(data)))
+    # One data file of concatenated pickles, addressed by offset from the manifest: no second
+    # serialization of the whole namespace, and restore slices it without copying.
     data_name = f"data-{time.time_ns():x}.bin"
-    _atomic_write(os.path.join(dirpath, data_name), pickle.dumps(blobs, protocol=pickle.HIGHEST_PROTOCOL))
+    _atomic_write(os.path.join(dirpath, data_name), blobs)
     man = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "data": data_name,
@@ -124,15 +127,18 @@ def restore(ns, dirpath, report_path=""):
         with open(os.path.join(dirpath, "manifest.json"), "rb") as f:
             man = json.load(f)
         with open(os.path.join(dirpath, man["data"]), "rb") as f:
-            blobs = pickle.load(f)
+            blob = memoryview(f.read())
         report["created"] = man.get("created")
         report["skipped"] = list(man.get("skipped", []))
         for ent in man.get("vars", []):
-            name = ent["name"]
-            method, data = blobs.get(name, (None, None))
+            name, method = ent["name"], ent.get("method")
+            off, n = ent.get("offset", 0), ent.get("bytes", 0)
+            data = blob[off:off + n]
             try:
+                if len(data) != n:
+                    raise ValueError("truncated data file")
                 if method == "import":
-                    ns[name] = importlib.import_module(data.decode())
+                    ns[name] = importlib.import_module(ent["module"])
                 elif method == "dill":
                     import dill
 

@@ -21,7 +21,8 @@ TMP=$(mktemp -d /tmp/arbor-nvim.XXXXXX)
 FAKE_PID=
 cleanup() {
   local rc=$?
-  if [ -n "${ARBOR_SOCKET:-}" ]; then
+  # Only the test's own daemon: never one the user runs on the default socket.
+  if [ "${ARBOR_SOCKET:-}" = "$TMP/run/arbor.sock" ] && [ -S "$ARBOR_SOCKET" ]; then
     local s=$SECONDS
     timeout 15 "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || echo "nvim-test: note: \`arbor daemon stop\` failed or hung ($((SECONDS-s))s)" >&2
   fi

@@ -30,7 +30,10 @@ FAKE_PID=
 cleanup() {
   local rc=$?
   local s=$SECONDS
-  timeout 15 "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || echo "vscode-e2e: note: \`arbor daemon stop\` failed or hung ($((SECONDS-s))s)" >&2
+  # Only the test's own daemon: never one the user runs on the default socket.
+  if [ "${ARBOR_SOCKET:-}" = "$RUN/sock/arbor.sock" ] && [ -S "$ARBOR_SOCKET" ]; then
+    timeout 15 "$ARBOR_BIN" daemon stop >/dev/null 2>&1 || echo "vscode-e2e: note: \`arbor daemon stop\` failed or hung ($((SECONDS-s))s)" >&2
+  fi
   if [ -n "$FAKE_PID" ]; then kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; fi
   if [ $rc -ne 0 ]; then
     echo "--- logs under $RUN (kept for inspection) ---" >&2

@@ -162,10 +162,7 @@ func (fs *forkServer) spawn(ctx context.Context, o Options, s launchSpec, connPa
 		}
 		unix.Close(pfd)
 		p.waitErr = errors.New("forked kernel exited (status not reported to the daemon)")
-		if b, err := os.ReadFile(logPath); err == nil {
-			p.stderr.Write(b)
-		}
-		os.Remove(logPath)
+		p.collectLog()
 		close(p.exited)
 	}()
 	return p, nil

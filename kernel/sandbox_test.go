@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestSandboxBwrap(t *testing.T) {
@@ -31,6 +33,9 @@ func TestSandboxBwrap(t *testing.T) {
 		{"private tmp", "import os\nopen('/tmp/scratch', 'w').write('x')\nos.listdir('/tmp')", "ok", "scratch"},
 		{"no network", "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)", "error", "OSError"},
 		{"bridge works", "await arbor_ping('sandboxed')", "ok", "sandboxed"},
+	}
+	if k.current().sigPID == 0 || k.current().sigPID == k.PID() {
+		t.Errorf("sandboxed kernel pid %d (bwrap %d)", k.current().sigPID, k.PID())
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,3 +65,34 @@ func TestSandboxMissingBwrap(t *testing.T) {
 }
 
 func pyQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "\\'") + "'" }
+
+// SIGINT reaches the kernel inside the sandbox, not bwrap: the kernel survives Interrupt's
+// fallback signal and the cell stops.
+func TestSandboxSignal(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bubblewrap not installed")
+	}
+	k := startKernel(t, Options{Sandbox: "bwrap"})
+	mustOK(t, k, "x = 1")
+	done := make(chan *Result, 1)
+	go func() {
+		res, _ := k.Execute(t.Context(), "import time\ntime.sleep(60)", ExecOptions{})
+		done <- res
+	}()
+	for {
+		if err := k.current().signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case res := <-done:
+			if res.Error == nil || res.Error.Name != "KeyboardInterrupt" {
+				t.Fatalf("result %s %q", res.Status, res.Text)
+			}
+			if r := mustOK(t, k, "x"); r.Text != "1\n" {
+				t.Fatalf("after SIGINT: %q", r.Text)
+			}
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}

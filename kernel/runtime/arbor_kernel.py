@@ -14,6 +14,12 @@ def main(conn):
     sys.path.append(here)
     from ipykernel.kernelapp import IPKernelApp
 
+    pidfile = os.environ.pop("ARBOR_PID_FILE", "")
+    if pidfile:
+        # Under a sandbox the process Arbor started is bwrap, not this kernel: Arbor signals
+        # this pid directly so a SIGINT does not kill the sandbox.
+        with open(pidfile, "w") as f:
+            f.write(str(os.getpid()))
     IPKernelApp.clear_instance()  # a forked child starts from a clean singleton
     app = IPKernelApp.instance()
     app.initialize(["-f", conn, "--IPKernelApp.quiet=True"])

@@ -112,3 +112,20 @@ func TestInterrupt(t *testing.T) {
 		}
 	}
 }
+
+// A cell awaiting a host request that never answers is stopped by the ladder like any stuck
+// await; the host handler sees its context cancelled when the kernel closes.
+func TestTimeoutWhileAwaitingHost(t *testing.T) {
+	host := &recordingHost{started: make(chan struct{}, 1), release: make(chan struct{})}
+	k := startKernel(t, Options{Host: host, InterruptGrace: 500 * time.Millisecond})
+	res, err := k.Execute(t.Context(), "h = await rlm('never answered')", ExecOptions{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StatusTimeout || !strings.Contains(res.Notice, "variables are intact") {
+		t.Fatalf("status %s notice %q text %q", res.Status, res.Notice, res.Text)
+	}
+	if r := mustOK(t, k, "await arbor_ping('still here')"); !strings.Contains(r.Text, "still here") {
+		t.Errorf("bridge after the timeout: %q", r.Text)
+	}
+}

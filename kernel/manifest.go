@@ -26,6 +26,7 @@ type VarEntry struct {
 	Method string `json:"method,omitempty"` // "pickle", "dill" or "import"
 	Module string `json:"module,omitempty"`
 	Bytes  int64  `json:"bytes,omitempty"`
+	Offset int64  `json:"offset,omitempty"` // of its pickle in the data file
 	Reason string `json:"reason,omitempty"` // why it was skipped
 }
 

@@ -16,11 +16,15 @@ import (
 	"github.com/arborhq/arbor/bench"
 )
 
-const (
-	benchWriters   = 8
-	benchAppends   = 500     // per writer
-	benchRecovered = 100_000 // records in the recovery file
-)
+const benchWriters = 8
+
+// benchSize is how much Bench does; tests run it small.
+type benchSize struct {
+	appends   int // per writer and round
+	recovered int // records in the recovery file
+}
+
+var fullBench = benchSize{appends: 500, recovered: 100_000}
 
 // benchPayload is a typical tool_finished event: a bounded output and a little metadata.
 var benchPayload = map[string]any{
@@ -34,11 +38,15 @@ var benchPayload = map[string]any{
 // concurrent writers, against a naive write+fsync per append measured in the same run, and
 // recovery read speed, against a plain line scan with json.Unmarshal and no checksums.
 func Bench(ctx context.Context, dir string) (*bench.Report, error) {
+	return runBench(ctx, dir, fullBench)
+}
+
+func runBench(ctx context.Context, dir string, sz benchSize) (*bench.Report, error) {
 	r := &bench.Report{Suite: "eventlog"}
-	if err := benchAppend(ctx, dir, r); err != nil {
+	if err := benchAppend(ctx, dir, sz, r); err != nil {
 		return nil, err
 	}
-	if err := benchRecovery(ctx, dir, r); err != nil {
+	if err := benchRecovery(ctx, dir, sz, r); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -48,13 +56,13 @@ func Bench(ctx context.Context, dir string) (*bench.Report, error) {
 // hits both; each figure is the median over the rounds.
 const benchRounds = 3
 
-func benchAppend(ctx context.Context, dir string, r *bench.Report) error {
+func benchAppend(ctx context.Context, dir string, sz benchSize, r *bench.Report) error {
 	payload, err := json.Marshal(benchPayload)
 	if err != nil {
 		return err
 	}
 	ref := "write+fdatasync per append"
-	note := fmt.Sprintf("median of %d interleaved rounds of %d appends", benchRounds, benchWriters*benchAppends)
+	note := fmt.Sprintf("median of %d interleaved rounds of %d appends", benchRounds, benchWriters*sz.appends)
 	for _, shared := range []bool{true, false} {
 		name := "8 writers, one log"
 		if !shared {
@@ -63,14 +71,14 @@ func benchAppend(ctx context.Context, dir string, r *bench.Report) error {
 		var ours, naive [3][]float64 // p50, p99, appends/s per round
 		for round := range benchRounds {
 			sub := filepath.Join(dir, fmt.Sprintf("append-%v-%d", shared, round))
-			lat, wall, err := appendLatencies(ctx, sub, shared, func(path string) (appender, error) {
+			lat, wall, err := appendLatencies(ctx, sub, shared, sz.appends, func(path string) (appender, error) {
 				return Open(path, Options{})
 			}, payload)
 			if err != nil {
 				return fmt.Errorf("bench append: %w", err)
 			}
 			addRound(&ours, lat, wall)
-			lat, wall, err = appendLatencies(ctx, sub+"-naive", shared, openNaive, payload)
+			lat, wall, err = appendLatencies(ctx, sub+"-naive", shared, sz.appends, openNaive, payload)
 			if err != nil {
 				return fmt.Errorf("bench naive append: %w", err)
 			}
@@ -104,9 +112,9 @@ type appender interface {
 	Close() error
 }
 
-// appendLatencies runs benchWriters goroutines appending benchAppends records each, to one
-// shared log or a log each, and returns every append's latency and the wall time.
-func appendLatencies(ctx context.Context, dir string, shared bool, open func(string) (appender, error), payload json.RawMessage) ([]time.Duration, time.Duration, error) {
+// appendLatencies runs benchWriters goroutines appending n records each, to one shared log or a
+// log each, and returns every append's latency and the wall time.
+func appendLatencies(ctx context.Context, dir string, shared bool, n int, open func(string) (appender, error), payload json.RawMessage) ([]time.Duration, time.Duration, error) {
 	logs := make([]appender, benchWriters)
 	for i := range logs {
 		if shared && i > 0 {
@@ -120,19 +128,19 @@ func appendLatencies(ctx context.Context, dir string, shared bool, open func(str
 		defer l.Close()
 		logs[i] = l
 	}
-	lat := make([]time.Duration, benchWriters*benchAppends)
+	lat := make([]time.Duration, benchWriters*n)
 	errs := make([]error, benchWriters)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range benchWriters {
 		wg.Go(func() {
-			for i := range benchAppends {
+			for i := range n {
 				t0 := time.Now()
 				if _, err := logs[w].Append(ctx, "tool_finished", payload); err != nil {
 					errs[w] = err
 					return
 				}
-				lat[w*benchAppends+i] = time.Since(t0)
+				lat[w*n+i] = time.Since(t0)
 			}
 		})
 	}
@@ -183,9 +191,9 @@ func (n *naiveLog) Append(_ context.Context, typ string, data any) (Record, erro
 
 func (n *naiveLog) Close() error { return n.f.Close() }
 
-func benchRecovery(ctx context.Context, dir string, r *bench.Report) error {
+func benchRecovery(ctx context.Context, dir string, sz benchSize, r *bench.Report) error {
 	path := filepath.Join(dir, "recovery", "events.jsonl")
-	size, err := writeBenchLog(path, benchRecovered)
+	size, err := writeBenchLog(path, sz.recovered)
 	if err != nil {
 		return fmt.Errorf("bench recovery: %w", err)
 	}
@@ -223,9 +231,9 @@ func benchRecovery(ctx context.Context, dir string, r *bench.Report) error {
 	if err != nil {
 		return fmt.Errorf("bench recovery reference: %w", err)
 	}
-	perSec := func(d time.Duration) float64 { return benchRecovered / d.Seconds() }
+	perSec := func(d time.Duration) float64 { return float64(sz.recovered) / d.Seconds() }
 	refName := "bufio line scan + json.Unmarshal, no CRC"
-	note := fmt.Sprintf("%d events, %.1f MB, warm page cache", benchRecovered, float64(size)/1e6)
+	note := fmt.Sprintf("%d events, %.1f MB, warm page cache", sz.recovered, float64(size)/1e6)
 	r.Add(bench.Figure{Name: "recovery: Open (validate all)", Unit: "events/s", Value: perSec(open),
 		Reference: refName, RefValue: perSec(ref), Goal: ">= 100000 events/s", Note: note})
 	r.Add(bench.Figure{Name: "recovery: ReadFile (validate, keep all)", Unit: "events/s", Value: perSec(read),

@@ -170,3 +170,23 @@ func TestCloseDuringAppends(t *testing.T) {
 		t.Fatalf("%d acknowledged, %d in the file: Close dropped or invented appends", n, len(recs))
 	}
 }
+
+func TestOptionsValidate(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		opts Options
+		ok   bool
+	}{
+		{Options{}, true},
+		{Options{MaxRecordBytes: 1 << 10}, true},
+		{Options{MaxRecordBytes: -1}, false},
+		{Options{MaxRecordBytes: maxLineBytes + 1}, false},
+	} {
+		if err := tt.opts.Validate(); (err == nil) != tt.ok {
+			t.Errorf("%+v: Validate = %v", tt.opts, err)
+		}
+		if _, err := Open(filepath.Join(t.TempDir(), "e.jsonl"), tt.opts); !tt.ok && err == nil {
+			t.Errorf("%+v: Open accepted invalid options", tt.opts)
+		}
+	}
+}

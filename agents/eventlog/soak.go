@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -235,9 +236,13 @@ func crashOnce(exe string, cfg soakChild, plan killPlan) ([]loggedAck, error) {
 	}
 	// The pipe reaches EOF only when the writer is dead, so every ack it sent has been read.
 	kill()
-	cmd.Wait()
+	werr := cmd.Wait()
 	if childErr != nil {
 		return nil, fmt.Errorf("writer: %w", childErr)
+	}
+	// Anything but our SIGKILL (a panic, a race report's exit 66) is a failure of its own.
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && !(ws.Signaled() && ws.Signal() == syscall.SIGKILL) {
+		return nil, fmt.Errorf("writer died by itself: %v", werr)
 	}
 	return acks, sc.Err()
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"sync"
 
@@ -35,10 +36,27 @@ func NewClient(ctx context.Context, nc net.Conn, onNotify func(method string, pa
 	return c
 }
 
-// Call sends a request and decodes its result into result (may be nil).
+// Call sends a request and decodes its result into result (may be nil). It returns when the
+// connection closes too: jsonrpc2 v0.10.0 leaves a pending call waiting forever otherwise.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	_, err := c.rpc.Call(ctx, method, params, result)
-	return err
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.rpc.Call(ctx, method, params, result)
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-c.rpc.Done():
+		select {
+		case err := <-errc:
+			return err
+		default:
+			return fmt.Errorf("%s: the arbor daemon closed the connection", method)
+		}
+	}
 }
 
 // Notify sends a notification.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,7 +154,9 @@ func (c *conn) call(ctx context.Context, method string, params, result any) erro
 
 func decode[T any](raw json.RawMessage) (T, error) {
 	var v T
-	if len(raw) == 0 || string(raw) == "null" {
+	// No params, null, and an empty array (what Neovim sends for an empty Lua table) all mean
+	// "no params".
+	if t := strings.TrimSpace(string(raw)); t == "" || t == "null" || t == "[]" {
 		return v, nil
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {

@@ -14,7 +14,12 @@ func (c *conn) sessionDiff(ctx context.Context, raw json.RawMessage) (any, error
 	if err != nil {
 		return nil, err
 	}
-	d, err := c.srv.agents.Diff(ctx, p.ID)
+	var d *gitstate.Diff
+	if p.Turn != 0 {
+		d, err = c.srv.agents.DiffTurn(ctx, p.ID, p.Turn)
+	} else {
+		d, err = c.srv.agents.Diff(ctx, p.ID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +47,7 @@ func (c *conn) sessionFileAt(ctx context.Context, raw json.RawMessage) (any, err
 		return nil, errInvalidParams{`fileAt: side must be "base" or "head", got "` + p.Side + `"`}
 	}
 	data, err := c.srv.agents.FileAt(ctx, p.ID, p.Path, p.Side)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, gitstate.ErrNotFound) {
 		return &FileAtResult{Missing: true}, nil
 	}
 	if err != nil {

@@ -71,6 +71,9 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 			c.log.Debug("request failed", "method", req.Method(), "err", err)
 		}
 		reply(ctx, res, toRPCError(err))
+		if req.Method() == MethodDaemonStop && err == nil {
+			c.srv.Stop() // only now: the reply must reach the client first
+		}
 	}()
 	return nil
 }

@@ -7,7 +7,8 @@ import (
 
 // This file is the single source of the arbor/* protocol: method names, params and results.
 // extensions/vscode/src/protocol.ts and extensions/nvim/lua/arbor/protocol.lua mirror it, and
-// TestProtocolMirrors checks that the method names agree.
+// extensions/test/protocol-mirror.test.js (run by `make test-vscode`) checks that every
+// Method, Notify, State and Code constant agrees.
 
 // Requests, client → daemon.
 const (
@@ -232,6 +233,16 @@ type AcceptResult struct {
 type DiscardParams struct {
 	ID    string `json:"id"`
 	Force bool   `json:"force,omitempty"`
+}
+
+// DiscardResult says where a discarded session's work went: its branch is deleted when
+// another branch holds its commits, else kept under Archived (refs/arbor/archive/…) unless
+// the discard was forced.
+type DiscardResult struct {
+	Session         Session `json:"session"`
+	WorktreeRemoved bool    `json:"worktreeRemoved"`
+	BranchDeleted   bool    `json:"branchDeleted"`
+	Archived        string  `json:"archived,omitempty"`
 }
 
 // DaemonStatus describes the running daemon.

@@ -15,8 +15,7 @@ func (c *conn) daemonStatus(ctx context.Context, _ json.RawMessage) (any, error)
 	}, nil
 }
 
-// daemonStop answers first, then stops the daemon: the reply must reach the client.
+// daemonStop answers; handle stops the daemon once the reply is written.
 func (c *conn) daemonStop(ctx context.Context, _ json.RawMessage) (any, error) {
-	go c.srv.Stop()
 	return &DaemonStatus{PID: os.Getpid(), Socket: c.srv.opts.Socket}, nil
 }

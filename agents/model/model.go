@@ -50,8 +50,8 @@ var ErrContextOverflow = errors.New("model context window exceeded")
 
 // ToolCall is one call of the python tool.
 type ToolCall struct {
-	ID   string
-	Code string
+	ID   string `json:"id"`
+	Code string `json:"code"`
 }
 
 // Message is one entry of the conversation.

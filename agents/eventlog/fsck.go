@@ -85,7 +85,8 @@ func newReport(path string, res scanResult) *Report {
 }
 
 // Check validates the log at path without modifying it. Damage is described in the Report; the
-// error is for failures to read.
+// error is for failures to read. On a log that a daemon has open, a batch being written at that
+// moment shows as a torn tail; Repair refuses such a log with ErrLocked.
 func Check(path string) (*Report, error) {
 	f, err := os.Open(path)
 	if err != nil {

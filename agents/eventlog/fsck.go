@@ -32,23 +32,35 @@ func corruptError(path string, res scanResult) *CorruptError {
 // file: a torn tail is left out, a damaged middle is an error matching ErrQuarantined. It may be
 // used on a log another process has open; it then sees the records written so far.
 func ReadFile(path string) ([]Record, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read event log %s: %w", path, err)
-	}
-	defer f.Close()
 	var out []Record
-	res, err := scan(f, func(r Record) error {
+	err := ScanFile(path, func(r Record) error {
 		out = append(out, r)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read event log %s: %w", path, err)
-	}
-	if res.Corrupt {
-		return nil, fmt.Errorf("read event log %s: %w", path, corruptError(path, res))
+		return nil, err
 	}
 	return out, nil
+}
+
+// ScanFile is ReadFile without holding the records: it calls fn for each record in order, and
+// an error from fn stops it and is returned. If the log turns out to be damaged in the middle,
+// fn has seen the records before the damage and ScanFile returns an error matching
+// ErrQuarantined.
+func ScanFile(path string, fn func(Record) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("read event log %s: %w", path, err)
+	}
+	defer f.Close()
+	res, err := scan(f, fn)
+	if err != nil {
+		return fmt.Errorf("read event log %s: %w", path, err)
+	}
+	if res.Corrupt {
+		return fmt.Errorf("read event log %s: %w", path, corruptError(path, res))
+	}
+	return nil
 }
 
 // Report is what `arbor fsck` prints for one log.

@@ -408,3 +408,35 @@ func TestDocExample(t *testing.T) {
 		t.Fatalf("appendLine = %q, want %q", got, line+"\n")
 	}
 }
+
+func TestScanFile(t *testing.T) {
+	t.Parallel()
+	data, ends := fixture(20)
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("stop")
+	var seen []uint64
+	err := ScanFile(path, func(r Record) error {
+		seen = append(seen, r.Seq)
+		if r.Seq == 5 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || len(seen) != 5 {
+		t.Fatalf("ScanFile = %v after %v, want stop after 5", err, seen)
+	}
+	// Damage in the middle: the records before it are seen, then ErrQuarantined.
+	bad := bytes.Clone(data)
+	bad[ends[9]+3] ^= 0x20
+	if err := os.WriteFile(path, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = ScanFile(path, func(Record) error { n++; return nil })
+	if !errors.Is(err, ErrQuarantined) || n != 10 {
+		t.Fatalf("ScanFile = %v after %d records, want ErrQuarantined after 10", err, n)
+	}
+}

@@ -40,7 +40,7 @@ func (s *Service) Accept(ctx context.Context, id string, files []string, hunks m
 	}
 	res, err := sess.ws.Repo.Accept(ctx, o)
 	if err != nil {
-		return nil, fmt.Errorf("accept session %s: %w", shortID(sess.meta.ID), err)
+		return nil, fmt.Errorf("session %s: %w", shortID(sess.meta.ID), err)
 	}
 	mode := "squash"
 	if merge {
@@ -159,7 +159,7 @@ func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate
 	}
 	res, err := sess.ws.Repo.Discard(ctx, sess.meta.Worktree, sess.meta.Branch, force)
 	if err != nil {
-		return res, fmt.Errorf("discard session %s: %w", shortID(sess.meta.ID), err)
+		return res, fmt.Errorf("session %s: %w", shortID(sess.meta.ID), err)
 	}
 	sess.append(ctx, EvDiscarded, map[string]any{"branch": sess.meta.Branch, "worktreeRemoved": res.Removed,
 		"branchDeleted": res.Deleted, "archived": res.Archived, "force": force})

@@ -78,9 +78,10 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 	s.lastUse.Store(time.Now().UnixNano())
 	s.log.Info("daemon listening", "socket", opts.Socket, "pid", os.Getpid())
 
+	rctx := context.WithoutCancel(ctx) // before ctx is reassigned below: the goroutine must not read it
 	go func() {
 		defer close(s.ready)
-		if err := s.agents.Recover(context.WithoutCancel(ctx)); err != nil {
+		if err := s.agents.Recover(rctx); err != nil {
 			s.log.Error("recover sessions", "err", err)
 		}
 	}()

@@ -29,9 +29,13 @@ func toRPCError(err error) error {
 	}
 	code := jsonrpc2.InternalError
 	var ip errInvalidParams
+	var dirty *gitstate.DirtyError
+	var conflict *gitstate.ConflictError
 	switch {
 	case errors.As(err, &ip):
 		code = jsonrpc2.InvalidParams
+	case errors.As(err, &dirty), errors.As(err, &conflict):
+		code = CodeConflict // the messages name the files
 	case errors.Is(err, agents.ErrUnknownSession):
 		code = CodeUnknownSession
 	case errors.Is(err, workspace.ErrNotRepo), errors.Is(err, gitstate.ErrNotRepo), errors.Is(err, gitstate.ErrNoCommits):

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The git operations on sessions: fork, accept, child merge, discard.
+func init() {
+	methods[MethodSessionFork] = (*conn).sessionFork
+	methods[MethodSessionAccept] = (*conn).sessionAccept
+	methods[MethodSessionMerge] = (*conn).sessionMerge
+	methods[MethodSessionDiscard] = (*conn).sessionDiscard
+}
+
+func (c *conn) sessionFork(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[ForkParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := c.srv.agents.Fork(ctx, p.ID, p.AtSeq, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	return toSession(c.srv.agents.Info(sess)), nil
+}
+
+func (c *conn) sessionAccept(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[AcceptParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	merge := false
+	switch p.Mode {
+	case "", "squash":
+	case "merge":
+		merge = true
+	default:
+		return nil, errInvalidParams{fmt.Sprintf(`accept: mode must be "squash" or "merge", got %q`, p.Mode)}
+	}
+	hunks, err := parseHunks(p.Hunks)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.srv.agents.Accept(ctx, p.ID, p.Files, hunks, merge)
+	if err != nil {
+		return nil, err
+	}
+	return &AcceptResult{Commit: res.Commit, Files: res.Files}, nil
+}
+
+// parseHunks reads "path#index" selections into path → indexes.
+func parseHunks(sel []string) (map[string][]int, error) {
+	if len(sel) == 0 {
+		return nil, nil
+	}
+	out := map[string][]int{}
+	for _, h := range sel {
+		i := strings.LastIndexByte(h, '#')
+		n, err := strconv.Atoi(h[i+1:])
+		if i <= 0 || err != nil || n < 0 {
+			return nil, errInvalidParams{fmt.Sprintf("accept: hunk %q: want path#index, the index counting from 0 in the file's diff hunks", h)}
+		}
+		out[h[:i]] = append(out[h[:i]], n)
+	}
+	return out, nil
+}
+
+func (c *conn) sessionMerge(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[SessionRef](raw)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.srv.agents.Merge(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &AcceptResult{Commit: res.Commit, Files: res.Files}, nil
+}
+
+func (c *conn) sessionDiscard(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, err := decode[DiscardParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.srv.agents.Discard(ctx, p.ID, p.Force)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := c.srv.agents.Get(p.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &DiscardResult{Session: toSession(c.srv.agents.Info(sess)), WorktreeRemoved: res.Removed,
+		BranchDeleted: res.Deleted, Archived: res.Archived}, nil
+}

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arborhq/arbor/agents"
+	"github.com/arborhq/arbor/agents/model/scripted"
+	"github.com/arborhq/arbor/workspace"
+	"go.lsp.dev/jsonrpc2"
+)
+
+const gitopsScript = `{"rules":[
+ {"when":{"turn":1},"code":"open('a.txt','w').write('one\\n')\nopen('main.py','w').write('agent\\n')"}
+],"default":{"text":"done"}}`
+
+// TestGitOpsOverProtocol drives fork, per-turn diff, accept and discard through a real daemon
+// on a socket, checking the wire types and error codes.
+func TestGitOpsOverProtocol(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	ctx := t.Context()
+	script, err := scripted.Parse([]byte(gitopsScript), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, stopModel := context.WithCancel(ctx)
+	url, wait, err := scripted.Serve(mctx, "127.0.0.1:0", script, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stopModel()
+		wait()
+	}()
+	repo := filepath.Join(t.TempDir(), "repo")
+	os.MkdirAll(repo, 0o755)
+	os.WriteFile(filepath.Join(repo, "main.py"), []byte("print('hi')\n"), 0o644)
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"}} {
+		gitRun(t, repo, args...)
+	}
+	svc, err := agents.New(agents.Options{StateDir: t.TempDir(), PlainKernels: true,
+		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "arbor.sock")
+	dctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunDaemon(dctx, DaemonOptions{Socket: sock, Agents: svc}) }()
+	defer func() {
+		stop()
+		<-done
+		svc.Close(context.Background())
+	}()
+	c := dialClient(t, sock)
+	defer c.Close()
+
+	var s Session
+	if err := c.Call(ctx, MethodSessionCreate, &SessionCreateParams{Task: "edit things", Dir: repo}, &s); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(90 * time.Second); s.State != StateIdle; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("session never went idle: %+v", s)
+		}
+		if err := c.Call(ctx, MethodSessionGet, &SessionRef{ID: s.ID}, &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var d DiffResult
+	if err := c.Call(ctx, MethodSessionDiff, &DiffParams{ID: s.ID, Turn: 1}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Files) != 2 || d.Files[0].Path != "a.txt" || !strings.Contains(d.Patch, "+agent") {
+		t.Errorf("turn 1 diff: %+v", d)
+	}
+	if err := c.Call(ctx, MethodSessionDiff, &DiffParams{ID: s.ID, Turn: 2}, &d); err == nil {
+		t.Errorf("turn 2 does not exist, yet diffed")
+	}
+
+	var f Session
+	if err := c.Call(ctx, MethodSessionFork, &ForkParams{ID: s.ID, Name: "alt"}, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.State != StateIdle || !strings.HasPrefix(f.Branch, "arbor/alt-") || f.Parent != "" {
+		t.Errorf("fork: %+v", f)
+	}
+
+	wantCode := func(err error, code jsonrpc2.Code, text string) {
+		t.Helper()
+		var re *jsonrpc2.Error
+		if !errors.As(err, &re) || re.Code != code || !strings.Contains(re.Message, text) {
+			t.Errorf("error %v, want code %d naming %q", err, code, text)
+		}
+	}
+	var ar AcceptResult
+	wantCode(c.Call(ctx, MethodSessionAccept, &AcceptParams{ID: s.ID, Hunks: []string{"a.txt"}}, &ar), jsonrpc2.InvalidParams, "path#index")
+	wantCode(c.Call(ctx, MethodSessionAccept, &AcceptParams{ID: s.ID, Mode: "rebase"}, &ar), jsonrpc2.InvalidParams, "squash")
+	os.WriteFile(filepath.Join(repo, "main.py"), []byte("mine\n"), 0o644)
+	wantCode(c.Call(ctx, MethodSessionAccept, &AcceptParams{ID: s.ID}, &ar), CodeConflict, "main.py")
+	wantCode(c.Call(ctx, MethodSessionMerge, &SessionRef{ID: s.ID}, &ar), CodeInvalidState, "root session")
+
+	if err := c.Call(ctx, MethodSessionAccept, &AcceptParams{ID: s.ID, Files: []string{"a.txt"}}, &ar); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(gitRun(t, repo, "rev-parse", "HEAD")); got != ar.Commit || strings.Join(ar.Files, ",") != "a.txt" {
+		t.Errorf("accept result %+v, HEAD %s", ar, got)
+	}
+
+	var dr DiscardResult
+	if err := c.Call(ctx, MethodSessionDiscard, &DiscardParams{ID: s.ID}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	// The fork's branch holds the session's commits, so its branch goes without an archive.
+	if dr.Session.State != StateStopped || !dr.WorktreeRemoved || !dr.BranchDeleted || dr.Archived != "" {
+		t.Errorf("discard: %+v", dr)
+	}
+	if err := c.Call(ctx, MethodSessionDiscard, &DiscardParams{ID: f.ID}, &dr); err != nil {
+		t.Fatal(err)
+	}
+	if dr.Archived != "refs/arbor/archive/"+f.Branch {
+		t.Errorf("discarding the fork, the last holder of the work: %+v", dr)
+	}
+}
+
+func dialClient(t *testing.T, sock string) *Client {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		nc, err := Dial(t.Context(), DialOptions{Socket: sock})
+		if err == nil {
+			c := NewClient(t.Context(), nc, nil)
+			if err := c.Call(t.Context(), "initialize", map[string]any{"capabilities": map[string]any{}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+}
+
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,19 +136,11 @@ func (r *Repo) reachableFromOthers(commit plumbing.Hash, self plumbing.Reference
 		return false, err
 	}
 	horizon := c.Committer.When.Add(-24 * time.Hour)
-	refs, err := r.git.Storer.IterReferences()
-	if err != nil {
-		return false, err
-	}
 	var queue []plumbing.Hash
-	err = refs.ForEach(func(ref *plumbing.Reference) error {
-		if ref.Name().IsBranch() && ref.Name() != self && ref.Type() == plumbing.HashReference {
-			queue = append(queue, ref.Hash())
+	for name, h := range r.branches() {
+		if name != self {
+			queue = append(queue, h)
 		}
-		return nil
-	})
-	if err != nil {
-		return false, err
 	}
 	seen := map[plumbing.Hash]bool{}
 	for len(queue) > 0 {
@@ -173,4 +166,32 @@ func (r *Repo) reachableFromOthers(commit plumbing.Hash, self plumbing.Reference
 		queue = append(queue, cc.ParentHashes...)
 	}
 	return false, nil
+}
+
+// branches lists every branch: loose refs under refs/heads (skipping *.lock files, which a
+// killed git process can leave behind and go-git would try to read as refs) over packed ones.
+// Callers hold the lock.
+func (r *Repo) branches() map[plumbing.ReferenceName]plumbing.Hash {
+	out := map[plumbing.ReferenceName]plumbing.Hash{}
+	if b, err := os.ReadFile(filepath.Join(r.common, "packed-refs")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			h, name, ok := strings.Cut(line, " ")
+			if ok && plumbing.IsHash(h) && strings.HasPrefix(name, "refs/heads/") {
+				out[plumbing.ReferenceName(name)] = plumbing.NewHash(h)
+			}
+		}
+	}
+	heads := filepath.Join(r.common, "refs", "heads")
+	filepath.WalkDir(heads, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".lock") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if h := strings.TrimSpace(string(b)); err == nil && plumbing.IsHash(h) {
+			rel, _ := filepath.Rel(heads, p)
+			out[plumbing.NewBranchReferenceName(filepath.ToSlash(rel))] = plumbing.NewHash(h)
+		}
+		return nil
+	})
+	return out
 }

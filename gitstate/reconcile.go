@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 )
@@ -39,14 +38,14 @@ type Orphan struct {
 	Deleted    bool   `json:"deleted"`
 }
 
-// lockAge is how old a lock file in one of Arbor's own worktrees must be to count as stale:
-// git holds index.lock for milliseconds, and Reconcile runs at daemon start.
-const lockAge = 2 * time.Second
-
 // Reconcile brings the worktrees gitstate made in line with the sessions the caller knows
 // (session name → worktree dir), at daemon start: recreates missing or half-made worktrees of
 // known sessions from their branches, cleans up worktrees of unknown sessions without losing
 // their work, and removes stale locks. The user's own linked worktrees are never touched.
+//
+// Run it when nothing else works on Arbor's sessions (at daemon start): it removes every lock
+// file on their branches and in their worktree admin dirs, which then only a killed process
+// can have left.
 func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*ReconcileReport, error) {
 	unlock, err := r.lock(ctx)
 	if err != nil {
@@ -215,7 +214,7 @@ func (r *Repo) clearStaleLocks(rec record, rep *ReconcileReport) {
 	admin := r.adminDir(rec.Name)
 	branchLock := filepath.Join(r.common, "refs", "heads", filepath.FromSlash(rec.Branch)+".lock")
 	for _, p := range []string{filepath.Join(admin, "index.lock"), filepath.Join(admin, "HEAD.lock"), branchLock} {
-		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > lockAge {
+		if _, err := os.Stat(p); err == nil {
 			if err := os.Remove(p); err == nil {
 				rep.StaleLocks = append(rep.StaleLocks, p)
 			}

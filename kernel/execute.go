@@ -72,6 +72,9 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 			if st.finished() {
 				break
 			}
+			if k.isClosed() {
+				return nil, fmt.Errorf("execute: kernel closed during the cell: %w", ErrDead)
+			}
 			st.res.Status = StatusDied
 			st.notice(fmt.Sprintf("The kernel process died while running this cell (%s); its variables are lost.", exitReason(p)))
 			st.res.Duration = time.Since(start)

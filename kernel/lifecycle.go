@@ -58,10 +58,15 @@ func (k *Kernel) replace(ctx context.Context, old *proc) (*Manifest, error) {
 		return nil, fmt.Errorf("restart kernel: %w", err)
 	}
 	k.mu.Lock()
-	if !isClosed(k.done) {
-		// keep the same channel: nobody saw a death
-	} else {
-		k.done = make(chan struct{})
+	if k.closed {
+		// Close ran while this process booted: it must not outlive the kernel.
+		k.p = old
+		k.mu.Unlock()
+		p.shutdown(ctx)
+		return nil, fmt.Errorf("restart kernel: %w", ErrDead)
+	}
+	if isClosed(k.done) {
+		k.done = make(chan struct{}) // a death was reported; this is a new life
 	}
 	k.mu.Unlock()
 	k.setProc(p)

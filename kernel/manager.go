@@ -178,7 +178,7 @@ func (m *Manager) victims(k *Kernel) []*Kernel {
 			continue
 		}
 		o.mu.Lock()
-		if o.p != nil && !o.parked && !o.closed {
+		if o.p != nil && !o.parked && !o.closed && !o.p.isExited() {
 			live = append(live, cand{o, o.lastUse.UnixNano()})
 		}
 		o.mu.Unlock()

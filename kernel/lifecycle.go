@@ -116,8 +116,29 @@ func (k *Kernel) ensureRunning(ctx context.Context) (*proc, string, error) {
 	return k.current(), why + " " + restoreNotice(m), nil
 }
 
-// park snapshots the namespace and stops the process to free memory, if the kernel is idle.
-// The next Execute revives it. It reports whether the kernel was parked.
+// Park snapshots the namespace into Options.Snapshot and stops the process to free memory, if
+// no cell is running; the next Execute starts a new process, restores the namespace and says so
+// in Result.Notice. It reports whether the kernel was parked (false: busy, already parked,
+// closed, no Snapshot dir, or the snapshot failed — the kernel then keeps running).
+func (k *Kernel) Park(ctx context.Context) bool { return k.park(ctx) }
+
+// Parked reports whether the kernel's process is stopped by Park.
+func (k *Kernel) Parked() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.parked
+}
+
+// idleFor reports how long the kernel has been unused, or 0 if it has no live process.
+func (k *Kernel) idleFor(now time.Time) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.p == nil || k.parked || k.closed || k.p.isExited() {
+		return 0
+	}
+	return now.Sub(k.lastUse)
+}
+
 func (k *Kernel) park(ctx context.Context) bool {
 	select {
 	case k.execSem <- struct{}{}:

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 )
 
 // ManagerConfig configures a Manager.
@@ -20,6 +21,9 @@ type ManagerConfig struct {
 	MaxBoots int          // kernels starting at once (the boot semaphore); 0 = 2
 	PoolSize int          // pre-warmed kernels kept ready (not counted in MaxLive); 0 = none
 	Fork     bool         // start kernels by forking a pre-imported template (falls back to plain)
+	// IdleAfter parks kernels unused for this long (snapshot, stop; revived on next use).
+	// 0 = only park when MaxLive is reached.
+	IdleAfter time.Duration
 	Logger   *slog.Logger // nil discards
 }
 
@@ -95,6 +99,10 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		m.poolWG.Add(1)
 		go m.fillPool()
 		m.wantPool()
+	}
+	if cfg.IdleAfter > 0 {
+		m.poolWG.Add(1)
+		go m.parkIdle()
 	}
 	return m, nil
 }
@@ -194,15 +202,43 @@ func (m *Manager) victims(k *Kernel) []*Kernel {
 	return out
 }
 
-// Live returns the number of kernel processes running now.
+// parkIdle parks kernels idle for longer than IdleAfter, until the manager closes.
+func (m *Manager) parkIdle() {
+	defer m.poolWG.Done()
+	every := max(m.cfg.IdleAfter/4, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stopCtx.Done():
+			return
+		case now := <-t.C:
+			m.mu.Lock()
+			var idle []*Kernel
+			for k := range m.kernels {
+				if k.idleFor(now) >= m.cfg.IdleAfter {
+					idle = append(idle, k)
+				}
+			}
+			m.mu.Unlock()
+			for _, k := range idle {
+				k.park(m.stopCtx)
+			}
+		}
+	}
+}
+
+// Live returns the number of kernels with a running process (parked ones excluded).
 func (m *Manager) Live() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
 	for k := range m.kernels {
-		if p := k.current(); p != nil && !p.isExited() {
+		k.mu.Lock()
+		if k.p != nil && !k.parked && !k.p.isExited() {
 			n++
 		}
+		k.mu.Unlock()
 	}
 	return n
 }

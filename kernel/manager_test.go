@@ -204,3 +204,43 @@ func TestManagerCloseGoroutines(t *testing.T) {
 	}
 	waitGoroutines(t, base)
 }
+
+func TestManagerParksAfterIdle(t *testing.T) {
+	m := newTestManager(t, ManagerConfig{IdleAfter: 200 * time.Millisecond})
+	k := managedKernel(t, m)
+	mustOK(t, k, "x = 7")
+	for !k.Parked() { // parking is asynchronous by design
+		time.Sleep(20 * time.Millisecond)
+	}
+	if m.Live() != 0 {
+		t.Errorf("live = %d after idle parking", m.Live())
+	}
+	res := mustOK(t, k, "x * 6")
+	if res.Text != "42\n" || !strings.Contains(res.Notice, "stopped to free memory") {
+		t.Errorf("revived: %q notice %q", res.Text, res.Notice)
+	}
+}
+
+func TestPark(t *testing.T) {
+	k := startKernel(t, Options{Snapshot: filepath.Join(t.TempDir(), "snap")})
+	mustOK(t, k, "import math\nr = math.sqrt(16)")
+	pid := k.PID()
+	if !k.Park(t.Context()) {
+		t.Fatal("Park refused an idle kernel")
+	}
+	if processAlive(pid) {
+		t.Error("parked kernel's process alive")
+	}
+	select {
+	case <-k.Done():
+		t.Error("Park closed Done")
+	default:
+	}
+	res := mustOK(t, k, "r")
+	if res.Text != "4.0\n" || !strings.Contains(res.Notice, "2/2 variables") {
+		t.Errorf("after Park: %q notice %q", res.Text, res.Notice)
+	}
+	if k2 := startKernel(t, Options{}); k2.Park(t.Context()) {
+		t.Error("Park without a Snapshot dir succeeded")
+	}
+}

@@ -1,0 +1,619 @@
+package main
+
+// Integration tests: the real binary (built with -race in TestMain), a real daemon on a real
+// Unix socket, real ipykernel kernels, real git repositories checked with the git CLI, and the
+// scripted model of testdata/script.json served by `arbor fake-model`. Every assertion is on
+// what a user sees: stdout, stderr, exit status and the repository.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestRunSessionOnItsOwnBranch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+
+	// A turn that runs code in the kernel and then answers.
+	r := e.mustArbor("run", "compute two plus two minus two")
+	id := sessionID(t, r)
+	if !regexp.MustCompile(`(?m)^\s*│ 2$`).MatchString(r.stdout) {
+		t.Errorf("the kernel result 2 is not shown:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, "the answer is 2") {
+		t.Errorf("the model's answer is not shown:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, "● idle") {
+		t.Errorf("the run does not end idle:\n%s", r)
+	}
+
+	s := e.session(id)
+	wantBranch := regexp.MustCompile(`^arbor/[a-z0-9-]+-` + regexp.QuoteMeta(id[:8]) + `$`)
+	if !wantBranch.MatchString(s.Branch) {
+		t.Errorf("branch = %q, want arbor/<slug>-%s", s.Branch, id[:8])
+	}
+	if s.State != "idle" || s.Model != "scripted" || s.Worktree == "" || s.Parent == nil || *s.Parent != "" {
+		t.Errorf("arbor ls --json entry = %+v, want state idle, model scripted, a worktree, parent \"\"", s)
+	}
+	var usage map[string]any
+	if err := json.Unmarshal(s.Usage, &usage); err != nil || usage["modelCalls"] == nil || usage["modelCalls"].(float64) < 2 {
+		t.Errorf("usage = %s, want modelCalls >= 2", s.Usage)
+	}
+
+	// The git CLI sees the branch and the worktree, and the worktree is clean.
+	if wl := e.git(e.repo, "worktree", "list", "--porcelain"); !strings.Contains(wl, "worktree "+s.Worktree+"\n") ||
+		!strings.Contains(wl, "branch refs/heads/"+s.Branch+"\n") {
+		t.Errorf("git worktree list does not show %s on %s:\n%s", s.Worktree, s.Branch, wl)
+	}
+	if st := e.git(s.Worktree, "status", "--porcelain"); st != "" {
+		t.Errorf("git -C worktree status --porcelain = %q, want clean", st)
+	}
+	if br := e.git(e.repo, "branch", "--list", "arbor/*"); !strings.Contains(br, s.Branch) {
+		t.Errorf("git branch --list 'arbor/*' = %q, want %s", br, s.Branch)
+	}
+
+	// A turn that writes a file: a checkpoint commit on the session branch, a diff, and the
+	// user's tree untouched.
+	r = e.mustArbor("run", "write a file please")
+	id2 := sessionID(t, r)
+	s2 := e.session(id2)
+	if data, err := os.ReadFile(filepath.Join(s2.Worktree, "hello.txt")); err != nil || string(data) != "hello from arbor\n" {
+		t.Errorf("hello.txt in the worktree = %q, %v", data, err)
+	}
+	if st := e.git(s2.Worktree, "status", "--porcelain"); st != "" {
+		t.Errorf("worktree not clean after the checkpoint: %q", st)
+	}
+	log := e.git(e.repo, "log", "--format=%an %s", s2.Branch)
+	if n := strings.Count(log, "\n"); n < 2 || strings.Contains(strings.SplitN(log, "\n", 2)[0], "initial") {
+		t.Errorf("git log %s shows no checkpoint commit on top of the base:\n%s", s2.Branch, log)
+	}
+	if files := e.git(e.repo, "show", "--name-only", "--format=", s2.Branch); strings.TrimSpace(files) != "hello.txt" {
+		t.Errorf("the checkpoint commit changes %q, want hello.txt", files)
+	}
+	d := e.mustArbor("diff", id2)
+	for _, want := range []string{"diff --git a/hello.txt b/hello.txt", "+++ b/hello.txt", "+hello from arbor"} {
+		if !strings.Contains(d.stdout, want) {
+			t.Errorf("arbor diff lacks %q:\n%s", want, d)
+		}
+	}
+	if d := e.mustArbor("diff", id); strings.TrimSpace(d.stdout) != "" {
+		t.Errorf("arbor diff of a session that changed nothing = %q, want empty", d.stdout)
+	}
+	if st := e.git(e.repo, "status", "--porcelain"); st != "" {
+		t.Errorf("the user's tree changed: git status --porcelain = %q", st)
+	}
+	if _, err := os.Stat(filepath.Join(e.repo, "hello.txt")); err == nil {
+		t.Errorf("hello.txt appeared in the user's tree")
+	}
+	if head := strings.TrimSpace(e.git(e.repo, "rev-parse", "--abbrev-ref", "HEAD")); head != "main" {
+		t.Errorf("the user's HEAD moved to %q", head)
+	}
+}
+
+func TestDetachThenFollowFromAnotherProcess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustArbor("run", "--detach", "slow count to three")
+	id := sessionID(t, r)
+	if !strings.Contains(r.stdout, "arbor log "+id[:8]+" --follow") {
+		t.Errorf("--detach does not say how to follow:\n%s", r)
+	}
+	// The client that started the session is gone; a new one follows it to the end.
+	f := e.mustArbor("log", id, "--follow", "--json")
+	evs := parseEvents(t, f)
+	if len(evs) == 0 {
+		t.Fatalf("no events:\n%s", f)
+	}
+	for i, ev := range evs {
+		if ev.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d, want seqs 1, 2, 3, … :\n%s", i, ev.Seq, f.stdout)
+		}
+	}
+	if st := states(evs); len(st) == 0 || st[len(st)-1] != "idle" {
+		t.Errorf("states = %v, want the last to be idle", st)
+	}
+	if !strings.Contains(f.stdout, "tick 2") || !strings.Contains(f.stdout, "counted to three") {
+		t.Errorf("the followed log misses the kernel output or the answer:\n%s", f.stdout)
+	}
+	// The plain log, after the fact, is the same sequence.
+	again := parseEvents(t, e.mustArbor("log", id[:8], "--json"))
+	if len(again) != len(evs) {
+		t.Errorf("arbor log has %d events, arbor log --follow had %d", len(again), len(evs))
+	}
+}
+
+func TestUnknownSessionID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, args := range [][]string{{"log", "nope"}, {"stop", "deadbeef"}, {"diff", "cafe0000"}, {"log", "nope", "--follow"}} {
+		r := e.arbor(args...)
+		if r.code == 0 || !strings.Contains(r.stderr, args[1]) || !strings.Contains(r.stderr, "unknown session") {
+			t.Errorf("want a non-zero exit and a message naming %q as an unknown session:\n%s", args[1], r)
+		}
+	}
+}
+
+func TestRunOutsideGitRepository(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.arborIn(t.TempDir(), "run", "compute two")
+	if r.code == 0 || !regexp.MustCompile(`not (inside )?a git repository`).MatchString(r.stderr) {
+		t.Errorf("want a non-zero exit and \"not a git repository\":\n%s", r)
+	}
+}
+
+func TestRunWithoutModel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.vars["ARBOR_MODEL_BASE_URL"], e.vars["ARBOR_MODEL"] = "", ""
+	r := e.arbor("run", "compute two")
+	if r.code == 0 || !strings.Contains(r.stderr, "no model configured") || !strings.Contains(r.stderr, "ARBOR_MODEL_BASE_URL") {
+		t.Errorf("want a non-zero exit and a message saying how to configure a model:\n%s", r)
+	}
+	if out := e.git(e.repo, "branch", "--list", "arbor/*"); out != "" {
+		t.Errorf("a refused run left a branch behind: %q", out)
+	}
+}
+
+func TestModelUnreachableFailsTheSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.vars["ARBOR_MODEL_BASE_URL"] = "http://127.0.0.1:1/v1"
+	r := e.arbor("run", "compute two")
+	id := sessionID(t, r)
+	if r.code == 0 || !strings.Contains(r.stdout, "● failed") || !strings.Contains(r.stdout, "127.0.0.1:1") {
+		t.Errorf("want a non-zero exit and the session failed with the endpoint named:\n%s", r)
+	}
+	if s := e.session(id); s.State != "failed" || !strings.Contains(s.Error, "127.0.0.1:1") {
+		t.Errorf("arbor ls --json: state %q error %q, want failed naming the endpoint", s.State, s.Error)
+	}
+}
+
+func TestModelAnswersGarbage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.arbor("run", "garbage in")
+	id := sessionID(t, r)
+	s := e.session(id)
+	if r.code == 0 || s.State != "failed" || s.Error == "" {
+		t.Errorf("want a non-zero exit and a failed session with a reason; state %q error %q\n%s", s.State, s.Error, r)
+	}
+}
+
+func TestCellThatRaisesReachesTheModel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustArbor("run", "divide by zero")
+	id := sessionID(t, r)
+	for _, want := range []string{"ZeroDivisionError", "the cell raised ZeroDivisionError; stopping here", "● idle"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("run output lacks %q:\n%s", want, r)
+		}
+	}
+	evs := parseEvents(t, e.mustArbor("log", id, "--json"))
+	var sawError bool
+	for _, ev := range evs {
+		if ev.Type == "tool_finished" {
+			var d struct{ Status, Output string }
+			json.Unmarshal(ev.Data, &d)
+			sawError = d.Status == "error" && strings.Contains(d.Output, "ZeroDivisionError")
+		}
+	}
+	if !sawError {
+		t.Errorf("no tool_finished with status error and the traceback")
+	}
+	if s := e.session(id); s.State != "idle" {
+		t.Errorf("state = %q, want idle: a failing cell does not end the session", s.State)
+	}
+}
+
+func TestNoPythonWithIPykernel(t *testing.T) {
+	t.Parallel()
+	pythons := map[string]string{"bin-false": "/bin/false"}
+	if p := pythonWithoutIPykernel(); p != "" {
+		pythons["path-python3"] = p
+	}
+	for name, python := range pythons {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.vars["ARBOR_KERNEL_PYTHON"] = python
+			r := e.mustArbor("run", "no python here")
+			if !regexp.MustCompile(`result \(unavailable\):\n\s+│ the python tool is unavailable: \S`).MatchString(r.stdout) {
+				t.Errorf("the tool result does not say the python tool is unavailable, with a reason:\n%s", r)
+			}
+			if !strings.Contains(r.stdout, "python is unavailable, so I stop") || !strings.Contains(r.stdout, "● idle") {
+				t.Errorf("the model did not see the unavailable tool, or the session did not settle:\n%s", r)
+			}
+		})
+	}
+}
+
+// pythonWithoutIPykernel finds an interpreter on PATH that cannot import ipykernel (often a
+// pyenv or virtualenv python3 first on PATH), resolved to its real executable.
+func pythonWithoutIPykernel() string {
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(dir, "python3")
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		out, err := exec.Command(p, "-c", "import sys, importlib.util as u; print(sys.executable); sys.exit(3 if u.find_spec('ipykernel') else 0)").Output()
+		if err == nil {
+			if exe := strings.TrimSpace(string(out)); exe != "" {
+				return exe
+			}
+		}
+	}
+	return ""
+}
+
+func TestSecondDaemonIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.startDaemon()
+	eventually(t, "the daemon listens", func() bool { _, err := os.Stat(e.sock); return err == nil })
+
+	r := e.arbor("daemon", "--socket", e.sock)
+	if r.code == 0 || !strings.Contains(r.stderr, "already running") ||
+		!strings.Contains(r.stderr, fmt.Sprintf("pid %d", first.Process.Pid)) {
+		t.Errorf("want a refusal naming the running daemon (pid %d):\n%s", first.Process.Pid, r)
+	}
+	// The first one still serves.
+	st := e.mustArbor("daemon", "status")
+	if !strings.Contains(st.stdout, fmt.Sprintf(`"pid": %d`, first.Process.Pid)) {
+		t.Errorf("arbor daemon status does not name pid %d:\n%s", first.Process.Pid, st)
+	}
+}
+
+// startDaemon runs `arbor daemon` in the foreground of a child process; the test's cleanup
+// stops it, and waits for it so it leaves no zombie.
+func (e *env) startDaemon(args ...string) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(arborBin, append([]string{"daemon", "--socket", e.sock}, args...)...)
+	cmd.Dir, cmd.Env = e.root, e.environ()
+	logf, err := os.Create(filepath.Join(e.root, "foreground-daemon.log"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	logf.Close()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	e.t.Cleanup(func() { // runs before env.cleanup, which was registered first
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stop := exec.CommandContext(ctx, arborBin, "daemon", "stop")
+		stop.Dir, stop.Env = e.root, e.environ()
+		stop.Run()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			e.t.Errorf("arbor daemon pid %d did not exit after arbor daemon stop", cmd.Process.Pid)
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return cmd
+}
+
+// TestDaemonStopReturns stops a fresh daemon several times over: `arbor daemon stop` must
+// come back every time, and the daemon must be gone.
+func TestDaemonStopReturns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i := range 5 {
+		cmd := exec.Command(arborBin, "daemon", "--socket", e.sock)
+		cmd.Dir, cmd.Env = e.root, e.environ()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		eventually(t, "the daemon listens", func() bool { _, err := os.Stat(e.sock); return err == nil })
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		stop := exec.CommandContext(ctx, arborBin, "daemon", "stop")
+		stop.Dir, stop.Env = e.root, e.environ()
+		out, err := stop.CombinedOutput()
+		hung := ctx.Err() != nil
+		cancel()
+		if hung || err != nil || !strings.Contains(string(out), fmt.Sprintf("daemon pid %d stopped", cmd.Process.Pid)) {
+			t.Errorf("round %d: arbor daemon stop: hung=%v err=%v\n%s", i, hung, err, out)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("round %d: the daemon exited with %v", i, err)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("round %d: the daemon did not exit", i)
+		}
+	}
+}
+
+// lspClient drives `arbor lsp` over its stdio with LSP's Content-Length framing.
+type lspClient struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	msgs   chan map[string]json.RawMessage
+	nextID int
+	exited chan struct{} // closed when the process has been waited for
+	err    error         // its exit, once exited is closed
+}
+
+func (e *env) startLSP() *lspClient {
+	e.t.Helper()
+	cmd := exec.Command(arborBin, "lsp")
+	cmd.Dir, cmd.Env = e.repo, e.environ()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	c := &lspClient{t: e.t, cmd: cmd, stdin: stdin, msgs: make(chan map[string]json.RawMessage, 1024), exited: make(chan struct{})}
+	go func() {
+		defer close(c.msgs)
+		br := bufio.NewReader(stdout)
+		for {
+			body, err := readFrame(br)
+			if err != nil {
+				return
+			}
+			var m map[string]json.RawMessage
+			if json.Unmarshal(body, &m) == nil {
+				c.msgs <- m
+			}
+		}
+	}()
+	go func() { c.err = cmd.Wait(); close(c.exited) }()
+	e.t.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-c.exited:
+		case <-time.After(10 * time.Second):
+			e.t.Errorf("arbor lsp pid %d did not exit when its stdin closed", cmd.Process.Pid)
+			cmd.Process.Kill()
+			<-c.exited
+		}
+	})
+	return c
+}
+
+// readFrame reads one Content-Length framed message.
+func readFrame(br *bufio.Reader) ([]byte, error) {
+	length := -1
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			break
+		}
+		if v, ok := strings.CutPrefix(line, "Content-Length:"); ok {
+			length, err = strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if length < 0 {
+		return nil, fmt.Errorf("no Content-Length")
+	}
+	body := make([]byte, length)
+	_, err := io.ReadFull(br, body)
+	return body, err
+}
+
+func writeFrame(w io.Writer, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "Content-Length: %d\r\n\r\n%s", len(body), body)
+	return err
+}
+
+func (c *lspClient) notify(method string, params any) {
+	c.t.Helper()
+	if err := writeFrame(c.stdin, map[string]any{"jsonrpc": "2.0", "method": method, "params": params}); err != nil {
+		c.t.Fatalf("send %s: %v", method, err)
+	}
+}
+
+// call sends a request and returns its result, keeping the notifications that arrive before
+// the reply in notes.
+func (c *lspClient) call(method string, params any, notes *[]map[string]json.RawMessage) json.RawMessage {
+	c.t.Helper()
+	c.nextID++
+	id := c.nextID
+	if err := writeFrame(c.stdin, map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+		c.t.Fatalf("send %s: %v", method, err)
+	}
+	for {
+		m := c.next("the reply to " + method)
+		if _, isNote := m["method"]; isNote && m["id"] == nil {
+			if notes != nil {
+				*notes = append(*notes, m)
+			}
+			continue
+		}
+		if string(m["id"]) != strconv.Itoa(id) {
+			continue
+		}
+		if m["error"] != nil {
+			c.t.Fatalf("%s failed: %s", method, m["error"])
+		}
+		return m["result"]
+	}
+}
+
+func (c *lspClient) next(what string) map[string]json.RawMessage {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.msgs:
+		if !ok {
+			c.t.Fatalf("arbor lsp closed its stdout while waiting for %s", what)
+		}
+		return m
+	case <-time.After(hangGuard):
+		c.t.Fatalf("gave up waiting for %s", what)
+		return nil
+	}
+}
+
+// waitNote returns the first notification of method for which match holds, looking at the
+// notifications already seen first.
+func (c *lspClient) waitNote(method string, seen []map[string]json.RawMessage, match func(json.RawMessage) bool) json.RawMessage {
+	c.t.Helper()
+	for _, m := range seen {
+		if string(m["method"]) == strconv.Quote(method) && match(m["params"]) {
+			return m["params"]
+		}
+	}
+	for {
+		m := c.next("notification " + method)
+		if string(m["method"]) == strconv.Quote(method) && m["id"] == nil && match(m["params"]) {
+			return m["params"]
+		}
+	}
+}
+
+type treeNote struct {
+	Full     bool `json:"full"`
+	Sessions []struct {
+		ID, State, Branch string
+	} `json:"sessions"`
+}
+
+func (c *lspClient) initialize(root string) json.RawMessage {
+	c.t.Helper()
+	res := c.call("initialize", map[string]any{
+		"processId": os.Getpid(), "rootUri": "file://" + root,
+		"capabilities": map[string]any{"window": map[string]any{"workDoneProgress": false}},
+		"clientInfo":   map[string]any{"name": "integration-test"},
+	}, nil)
+	c.notify("initialized", map[string]any{})
+	return res
+}
+
+func TestLSPForwarder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.startLSP()
+	res := c.initialize(e.repo)
+	var init struct {
+		Capabilities struct {
+			ExecuteCommandProvider struct{ Commands []string }
+		}
+		ServerInfo struct{ Name string }
+	}
+	if err := json.Unmarshal(res, &init); err != nil || init.ServerInfo.Name != "arbor" || len(init.Capabilities.ExecuteCommandProvider.Commands) == 0 {
+		t.Errorf("initialize result = %s", res)
+	}
+	c.waitNote("arbor/sessionTree", nil, func(p json.RawMessage) bool {
+		var tn treeNote
+		return json.Unmarshal(p, &tn) == nil && tn.Full
+	})
+
+	var notes []map[string]json.RawMessage
+	created := c.call("arbor/session.create", map[string]any{"task": "hello from the editor", "dir": e.repo}, &notes)
+	var s struct{ ID, Branch string }
+	if err := json.Unmarshal(created, &s); err != nil || s.ID == "" {
+		t.Fatalf("arbor/session.create result = %s", created)
+	}
+	// Deltas carry the new session, up to its settling idle.
+	c.waitNote("arbor/sessionTree", notes, func(p json.RawMessage) bool {
+		var tn treeNote
+		if json.Unmarshal(p, &tn) != nil || tn.Full {
+			return false
+		}
+		for _, ts := range tn.Sessions {
+			if ts.ID == s.ID && ts.State == "idle" && ts.Branch == s.Branch {
+				return true
+			}
+		}
+		return false
+	})
+
+	if res := c.call("shutdown", nil, nil); string(res) != "null" {
+		t.Errorf("shutdown result = %s, want null", res)
+	}
+	c.notify("exit", nil)
+	select {
+	case <-c.exited:
+		if c.err != nil {
+			t.Errorf("arbor lsp exited with %v after exit", c.err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatalf("arbor lsp did not exit after exit")
+	}
+	// The session outlives the editor.
+	if st := e.session(s.ID).State; st != "idle" {
+		t.Errorf("after the editor left, state = %q, want idle", st)
+	}
+}
+
+func TestTwoForwardersStartOneDaemon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	clients := []*lspClient{e.startLSP(), e.startLSP()}
+	var wg sync.WaitGroup
+	pids := make([]int, len(clients))
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.initialize(e.repo)
+		}()
+		_ = i
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for i, c := range clients {
+		var st struct{ PID int }
+		json.Unmarshal(c.call("arbor/daemon.status", nil, nil), &st)
+		pids[i] = st.PID
+	}
+	if pids[0] == 0 || pids[0] != pids[1] {
+		t.Errorf("the forwarders reach daemons %v, want one and the same", pids)
+	}
+	if ds := e.daemons(); len(ds) != 1 {
+		t.Errorf("%d daemon processes for %s, want 1: %v", len(ds), e.sock, ds)
+	}
+	if data, _ := os.ReadFile(filepath.Join(e.vars["ARBOR_STATE_DIR"], "daemon.log")); strings.Contains(string(data), "already running") {
+		t.Errorf("a second daemon was started and refused:\n%s", data)
+	}
+	for _, c := range clients {
+		c.call("shutdown", nil, nil)
+		c.notify("exit", nil)
+	}
+}

@@ -76,6 +76,9 @@ func newKernel(opts Options, spawn spawnFunc) (*Kernel, error) {
 			return nil, err
 		}
 	}
+	if fi, err := os.Stat(opts.Dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("start kernel: working directory %q is not a directory", opts.Dir)
+	}
 	for _, d := range []string{opts.StateDir, opts.Snapshot} {
 		if d == "" {
 			continue

@@ -132,3 +132,10 @@ func TestSecretsNotInherited(t *testing.T) {
 		t.Fatalf("env in kernel: %q", res.Text)
 	}
 }
+
+func TestStartMissingDir(t *testing.T) {
+	_, err := Start(t.Context(), Options{Python: testPython(t), Dir: filepath.Join(t.TempDir(), "gone"), StateDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "is not a directory") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -28,8 +28,6 @@ type proc struct {
 	exited  chan struct{} // closed when the process has been waited for
 	waitErr error         // valid after exited
 
-	started time.Time // for the orphan registry
-
 	logPath      string // forked kernels write their output here
 	sockCancel   context.CancelFunc
 	releaseOnce  sync.Once

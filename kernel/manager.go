@@ -15,16 +15,16 @@ import (
 
 // ManagerConfig configures a Manager.
 type ManagerConfig struct {
-	Python   string       // interpreter for every kernel; "" means FindPython()
-	StateDir string       // the manager's own state: orphan registry, fork server, pool
-	MaxLive  int          // kernel processes alive at once; beyond it idle ones are parked; 0 = 16
-	MaxBoots int          // kernels starting at once (the boot semaphore); 0 = 2
-	PoolSize int          // pre-warmed kernels kept ready (not counted in MaxLive); 0 = none
-	Fork     bool         // start kernels by forking a pre-imported template (falls back to plain)
+	Python   string // interpreter for every kernel; "" means FindPython()
+	StateDir string // the manager's own state: orphan registry, fork server, pool
+	MaxLive  int    // kernel processes alive at once; beyond it idle ones are parked; 0 = 16
+	MaxBoots int    // kernels starting at once (the boot semaphore); 0 = 2
+	PoolSize int    // pre-warmed kernels kept ready (not counted in MaxLive); 0 = none
+	Fork     bool   // start kernels by forking a pre-imported template (falls back to plain)
 	// IdleAfter parks kernels unused for this long (snapshot, stop; revived on next use).
 	// 0 = only park when MaxLive is reached.
 	IdleAfter time.Duration
-	Logger   *slog.Logger // nil discards
+	Logger    *slog.Logger // nil discards
 }
 
 // Manager starts kernels, keeps at most MaxLive processes alive by parking the least recently

@@ -244,3 +244,13 @@ func TestPark(t *testing.T) {
 		t.Error("Park without a Snapshot dir succeeded")
 	}
 }
+
+// When the fork server is gone, kernels still start: plainly.
+func TestManagerForkServerFallback(t *testing.T) {
+	m := newTestManager(t, ManagerConfig{Fork: true})
+	m.fork.close()
+	k := managedKernel(t, m)
+	if r := mustOK(t, k, "1+1"); r.Text != "2\n" {
+		t.Fatalf("text %q", r.Text)
+	}
+}

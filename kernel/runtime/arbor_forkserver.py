@@ -49,6 +49,11 @@ def main():
     import arbor_runtime  # noqa: F401
     import arbor_snapshot  # noqa: F401
 
+    try:  # snapshots and restores of __main__ functions and classes need it; import it once
+        import dill  # noqa: F401
+    except ImportError:
+        pass
+
     # Children are reaped automatically; Arbor watches them with pidfds.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     out = sys.stdout

@@ -126,7 +126,7 @@ func (r *Repo) diffCommits(ctx context.Context, from, to plumbing.Hash) (*Diff, 
 	if err != nil {
 		return nil, fmt.Errorf("compare trees: %w", err)
 	}
-	d := &Diff{Base: from.String(), Head: to.String()}
+	d := &Diff{Base: from.String(), Head: to.String(), Files: []FileDiff{}} // [] not null in JSON
 	for _, c := range changes {
 		fds, err := r.fileDiffs(c)
 		if err != nil {

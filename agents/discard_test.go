@@ -108,3 +108,35 @@ func TestDiscardForceDropsWork(t *testing.T) {
 		t.Errorf("forced discard archived: %s", out)
 	}
 }
+
+const busyScript = `{"rules":[
+ {"when":{"task":"^busy","turn":1},"code":"open('wip.txt','w').write('half done\\n')\nimport time\nprint('started', flush=True)\ntime.sleep(120)"}
+],"default":{"text":"done"}}`
+
+// TestDiscardRunningSession discards a session in the middle of a cell: the turn ends, the
+// work it wrote is archived, and nothing is recorded after the discard.
+func TestDiscardRunningSession(t *testing.T) {
+	e := newEnv(t, busyScript)
+	s := e.create("busy task")
+	e.waitFor("the cell to start", func() bool { return len(e.events(s, EvToolStarted)) > 0 && fileExists(filepath.Join(s.meta.Worktree, "wip.txt")) })
+	res, err := e.svc.Discard(t.Context(), s.meta.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, e.repo, "show", res.Archived+":wip.txt"); got != "half done\n" {
+		t.Errorf("wip.txt in the archive = %q", got)
+	}
+	e.settled(s)
+	recs, _ := s.Events(0)
+	if last := recs[len(recs)-1]; last.Type != string(EvDiscarded) {
+		t.Errorf("recorded after the discard: %s %s", last.Type, last.Data)
+	}
+	for _, f := range e.events(s, EvTurnFailed) {
+		t.Errorf("turn failed: %v", f)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -152,6 +152,9 @@ func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate
 	if err := s.Stop(ctx, sess.meta.ID); err != nil {
 		return nil, err
 	}
+	if err := sess.waitTurnEnd(ctx); err != nil {
+		return nil, fmt.Errorf("discard %s: wait for its turn to end: %w", shortID(sess.meta.ID), err)
+	}
 	if !force {
 		if _, err := sess.commitWorktree(ctx, "kept on discard", nil); err != nil {
 			return nil, fmt.Errorf("discard %s: keep its uncommitted work: %w (discard --force drops it)", shortID(sess.meta.ID), err)
@@ -184,4 +187,23 @@ func (s *Session) Discarded() (map[string]any, bool) {
 func (s *Session) discarded() bool {
 	_, ok := s.Discarded()
 	return ok
+}
+
+// waitTurnEnd waits until a stopped session's turn goroutine has made its last checkpoint, so
+// nothing writes to the worktree or the log after a discard. Stop cancels the turn and its
+// kernel, so this is short; it polls because the turn loop has no completion signal.
+func (s *Session) waitTurnEnd(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		active := s.turnActive
+		s.mu.Unlock()
+		if !active {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

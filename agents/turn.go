@@ -84,6 +84,9 @@ func (s *Session) runTurns() {
 		switch {
 		case err == nil:
 		case s.State() == Stopped:
+			s.mu.Lock()
+			s.turnActive = false // Discard waits for this before removing the worktree
+			s.mu.Unlock()
 			return
 		case errors.Is(err, context.Canceled) && s.svc.ctx.Err() != nil:
 			s.append(s.svc.ctx, EvInterrupted, map[string]any{"turn": turn, "reason": "daemon stopping"})

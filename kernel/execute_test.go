@@ -71,6 +71,11 @@ func TestExecuteParentFiltering(t *testing.T) {
 	if res.Text != "'second'\n" {
 		t.Errorf("second cell text = %q", res.Text)
 	}
+	// History is in memory only, but the usual names still work.
+	mustOK(t, k, "40+2")
+	if res := mustOK(t, k, "(_, In[-2], Out[len(In)-2])"); res.Text != "(42, '40+2', 42)\n" {
+		t.Errorf("history names: %q", res.Text)
+	}
 }
 
 func TestExecuteCancelInterrupts(t *testing.T) {

@@ -22,7 +22,9 @@ def main(conn):
             f.write(str(os.getpid()))
     IPKernelApp.clear_instance()  # a forked child starts from a clean singleton
     app = IPKernelApp.instance()
-    app.initialize(["-f", conn, "--IPKernelApp.quiet=True"])
+    # History goes to a per-kernel in-memory database: Arbor keeps its own log, and hundreds of
+    # kernels committing to one shared ~/.ipython history.sqlite after every cell cost latency.
+    app.initialize(["-f", conn, "--IPKernelApp.quiet=True", "--HistoryManager.enabled=False"])
     import arbor_runtime
 
     restore = os.environ.pop("ARBOR_RESTORE", "")

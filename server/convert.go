@@ -6,7 +6,7 @@ func toSession(in agents.Info) Session {
 	return Session{
 		ID: in.ID, Parent: in.Parent, Name: in.Name, Task: in.Task, State: in.State.String(),
 		Error: in.Error, Model: in.Model, Branch: in.Branch, Worktree: in.Worktree,
-		BaseCommit: in.BaseCommit, Workspace: in.Workspace, Created: in.Created, LastSeq: in.LastSeq,
+		BaseCommit: in.BaseCommit, ForkOf: in.ForkOf, ForkSeq: in.ForkSeq, Workspace: in.Workspace, Created: in.Created, LastSeq: in.LastSeq,
 		Usage: toUsage(in.Usage), Total: toUsage(in.Total), Children: in.Children,
 	}
 }

@@ -92,7 +92,7 @@ func TestGitOpsOverProtocol(t *testing.T) {
 	if err := c.Call(ctx, MethodSessionFork, &ForkParams{ID: s.ID, Name: "alt"}, &f); err != nil {
 		t.Fatal(err)
 	}
-	if f.State != StateIdle || !strings.HasPrefix(f.Branch, "arbor/alt-") || f.Parent != "" {
+	if f.State != StateIdle || !strings.HasPrefix(f.Branch, "arbor/alt-") || f.Parent != "" || f.ForkOf != s.ID || f.ForkSeq < s.LastSeq {
 		t.Errorf("fork: %+v", f)
 	}
 

@@ -73,6 +73,8 @@ type Session struct {
 	Branch     string    `json:"branch"`
 	Worktree   string    `json:"worktree"`
 	BaseCommit string    `json:"baseCommit"`
+	ForkOf     string    `json:"forkOf,omitempty"`  // the session this one was forked from
+	ForkSeq    uint64    `json:"forkSeq,omitempty"` // the event of ForkOf's log it was forked at
 	Workspace  string    `json:"workspace"`
 	Created    time.Time `json:"created"`
 	LastSeq    uint64    `json:"lastSeq"`

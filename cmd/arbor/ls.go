@@ -19,6 +19,8 @@ type lsEntry struct {
 	State    string       `json:"state"`
 	Error    string       `json:"error,omitempty"`
 	Branch   string       `json:"branch"`
+	ForkOf   string       `json:"forkOf,omitempty"`
+	ForkSeq  uint64       `json:"forkSeq,omitempty"`
 	Worktree string       `json:"worktree"`
 	Model    string       `json:"model"`
 	Usage    server.Usage `json:"usage"`
@@ -52,7 +54,7 @@ func toEntries(ss []server.Session) []lsEntry {
 			ch = []string{}
 		}
 		out = append(out, lsEntry{ID: s.ID, Parent: s.Parent, Name: s.Name, Task: s.Task, State: s.State, Error: s.Error,
-			Branch: s.Branch, Worktree: s.Worktree, Model: s.Model, Usage: s.Usage, Own: s.Usage, Total: s.Total, Children: ch})
+			Branch: s.Branch, ForkOf: s.ForkOf, ForkSeq: s.ForkSeq, Worktree: s.Worktree, Model: s.Model, Usage: s.Usage, Own: s.Usage, Total: s.Total, Children: ch})
 	}
 	return out
 }
@@ -115,6 +117,9 @@ func cmdTree(ctx context.Context, args []string) error {
 		label := s.ID[:8]
 		if s.Name != "" {
 			label += " " + s.Name
+		}
+		if s.ForkOf != "" {
+			label += fmt.Sprintf(" (fork of %s@%d)", s.ForkOf[:min(8, len(s.ForkOf))], s.ForkSeq)
 		}
 		fmt.Printf("%s%s%s [%s] %s  tokens %d (total %d)  %s\n", prefix, branch, label, s.State, s.Branch,
 			s.Usage.InputTokens+s.Usage.OutputTokens, s.Total.InputTokens+s.Total.OutputTokens, truncate(firstLine(s.Task), 40))

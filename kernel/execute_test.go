@@ -23,6 +23,7 @@ func TestExecute(t *testing.T) {
 		{"after error still runs", "2*21", "ok", "42", []string{"result"}, ""},
 		{"input fails at once", "input('name? ')", "error", "StdinNotImplementedError", []string{"error"}, "StdinNotImplementedError"},
 		{"top-level await", "import asyncio\nawait asyncio.sleep(0.01)\n'awaited'", "ok", "'awaited'", []string{"result"}, ""},
+		{"debugpy importable after boot", "import importlib.util\nimportlib.util.find_spec('debugpy') is not None", "ok", "True", []string{"result"}, ""},
 		{"display", "from IPython.display import display, HTML\ndisplay(HTML('<b>x</b>'))", "ok", "IPython.core.display.HTML object", []string{"display"}, ""},
 		{"ordering", "import sys\nprint('a')\nsys.stdout.flush()\nprint('b', file=sys.stderr)\nsys.stderr.flush()\nprint('c')\n7", "ok", "a\nb\nc\n7\n", []string{"stdout", "stderr", "stdout", "result"}, ""},
 	}

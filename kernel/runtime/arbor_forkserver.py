@@ -41,7 +41,8 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
         sys.path.append(here)
-    # The expensive part of a kernel start, done once.
+    # The expensive part of a kernel start, done once (without debugpy, as arbor_kernel does).
+    sys.modules["debugpy"] = None
     import ipykernel.kernelapp  # noqa: F401
     import ipykernel.ipkernel  # noqa: F401
     import IPython  # noqa: F401
@@ -49,6 +50,8 @@ def main():
     import arbor_runtime  # noqa: F401
     import arbor_snapshot  # noqa: F401
 
+    if sys.modules.get("debugpy", 0) is None:
+        del sys.modules["debugpy"]
     try:  # snapshots and restores of __main__ functions and classes need it; import it once
         import dill  # noqa: F401
     except ImportError:

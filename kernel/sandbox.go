@@ -31,6 +31,9 @@ func sandboxArgv(o Options, argv []string) ([]string, error) {
 		"--die-with-parent",
 		"--chdir", dir,
 	}
+	if o.Snapshot != "" {
+		args = append(args, "--bind", o.Snapshot, o.Snapshot) // automatic snapshots are written from inside
+	}
 	for _, extra := range o.sandboxBinds {
 		args = append(args, "--bind", extra, extra)
 	}

@@ -72,8 +72,16 @@ func TestSandboxSignal(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bubblewrap not installed")
 	}
-	k := startKernel(t, Options{Sandbox: "bwrap"})
+	snap, err := os.MkdirTemp("/var/tmp", "arbor-sandbox-snap-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(snap) })
+	k := startKernel(t, Options{Sandbox: "bwrap", Snapshot: snap})
 	mustOK(t, k, "x = 1")
+	if _, err := k.Snapshot(t.Context(), snap); err != nil {
+		t.Fatalf("snapshot from inside the sandbox: %v", err)
+	}
 	done := make(chan *Result, 1)
 	go func() {
 		res, _ := k.Execute(t.Context(), "import time\ntime.sleep(60)", ExecOptions{})

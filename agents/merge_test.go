@@ -15,7 +15,7 @@ import (
 // "merge now" merges both from a cell; the second conflicts.
 const mergeScript = `{"rules":[
  {"when":{"task":"^merge parent","turn":1},"code":"a = await rlm('child alpha', name='alpha')\nb = await rlm('child beta', name='beta')\nprint('spawned')"},
- {"when":{"task":"^merge parent","last":"^merge now"},"code":"open('parent.txt','w').write('parent wip\\n')\nr = await rlm.merge(a)\nprint('merged', sorted(r['Files']))\ntry:\n    await rlm.merge(b)\nexcept ArborError as e:\n    print('refused:', e)"},
+ {"when":{"task":"^merge parent","last":"^merge now"},"code":"open('parent.txt','w').write('parent wip\\n')\nr = await rlm.merge(a)\nprint('merged', sorted(r['files']), 'into', r['branch'])\ntry:\n    await rlm.merge(b)\nexcept ArborError as e:\n    print('refused:', e)"},
  {"when":{"task":"^child alpha","turn":1},"code":"open('shared.txt','w').write('alpha\\n')\nopen('alpha.txt','w').write('a\\n')\nprint(await agent_message.send('alpha done', receiver_role='parent'))"},
  {"when":{"task":"^child beta","turn":1},"code":"open('shared.txt','w').write('beta\\n')\nprint(await agent_message.send('beta done', receiver_role='parent'))"}
 ],"default":{"text":"ok"}}`
@@ -37,7 +37,7 @@ func TestChildMergeIntoParent(t *testing.T) {
 
 	outs := e.events(parent, EvToolFinished)
 	last := fmt.Sprint(outs[len(outs)-1]["output"])
-	if !strings.Contains(last, "merged ['alpha.txt', 'shared.txt']") {
+	if !strings.Contains(last, "merged ['alpha.txt', 'shared.txt'] into "+parent.meta.Branch) {
 		t.Errorf("merging alpha from the cell: %s", last)
 	}
 	if !strings.Contains(last, "refused:") || !strings.Contains(last, "conflicts") || !strings.Contains(last, "shared.txt") {

@@ -145,7 +145,7 @@ func hostMergeChild(ctx context.Context, s *Session, raw json.RawMessage) (any, 
 	if err != nil {
 		return nil, fmt.Errorf("rlm.merge: %w", err)
 	}
-	return res, nil
+	return map[string]any{"commit": res.Commit, "branch": res.Branch, "files": res.Files}, nil
 }
 
 var errNoParent = errors.New("this session has no parent: it is a root session started by the user")

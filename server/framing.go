@@ -25,6 +25,9 @@ import (
 // Content-Length asks for (up to 2 GiB), so the cap is checked before reading the body.
 const MaxMessageBytes = 32 << 20
 
+// maxHeaderLine caps one header line; LSP sends two short ones.
+const maxHeaderLine = 1024
+
 // stream is a jsonrpc2.Stream with LSP header framing, a size cap, and recovery from a
 // malformed body: the peer gets a parse error naming the problem and the connection goes on.
 type stream struct {
@@ -48,6 +51,9 @@ func (s *stream) Read(ctx context.Context) (jsonrpc2.Message, int64, error) {
 		}
 		length, n, err := s.readHeader()
 		total += n
+		if err == io.EOF {
+			return nil, total, err // the peer is gone between messages: nobody to answer
+		}
 		if err != nil {
 			s.writeError(nil, jsonrpc2.ParseError, err.Error())
 			return nil, total, err
@@ -64,7 +70,12 @@ func (s *stream) Read(ctx context.Context) (jsonrpc2.Message, int64, error) {
 		total += length
 		msg, err := jsonrpc2.DecodeMessage(data)
 		if err != nil {
-			s.writeError(requestID(data), jsonrpc2.ParseError, "malformed JSON-RPC message: "+err.Error())
+			// JSON-RPC 2.0: -32700 for text that is not JSON, -32600 for JSON that is no request.
+			code := jsonrpc2.ParseError
+			if json.Valid(data) {
+				code = jsonrpc2.InvalidRequest
+			}
+			s.writeError(requestID(data), code, "malformed JSON-RPC message: "+err.Error())
 			continue
 		}
 		return msg, total, nil
@@ -74,18 +85,20 @@ func (s *stream) Read(ctx context.Context) (jsonrpc2.Message, int64, error) {
 func (s *stream) readHeader() (length int64, total int64, err error) {
 	length = -1
 	for {
-		line, err := s.in.ReadString('\n')
-		total += int64(len(line))
+		// ReadSlice, not ReadString: a line that never ends must not grow without bound; it
+		// stops at the read buffer's size.
+		raw, err := s.in.ReadSlice('\n')
+		total += int64(len(raw))
+		if len(raw) > maxHeaderLine {
+			return 0, total, fmt.Errorf("header line of more than %d bytes is too long", maxHeaderLine)
+		}
 		if err != nil {
 			if err == io.EOF && total == 0 {
 				return 0, total, io.EOF
 			}
 			return 0, total, fmt.Errorf("read header: %w", err)
 		}
-		if len(line) > 1024 {
-			return 0, total, fmt.Errorf("header line of %d bytes is too long", len(line))
-		}
-		line = strings.TrimSpace(line)
+		line := strings.TrimSpace(string(raw))
 		if line == "" {
 			break
 		}
@@ -94,9 +107,10 @@ func (s *stream) readHeader() (length int64, total int64, err error) {
 			return 0, total, fmt.Errorf("invalid header line %q: want \"Name: value\"", line)
 		}
 		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
-			length, err = strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+			value = strings.TrimSpace(value)
+			length, err = strconv.ParseInt(value, 10, 64)
 			if err != nil || length <= 0 {
-				return 0, total, fmt.Errorf("invalid Content-Length %q", value)
+				return 0, total, fmt.Errorf("invalid Content-Length %q: want a positive number of bytes", value)
 			}
 		}
 	}

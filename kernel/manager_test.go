@@ -254,3 +254,21 @@ func TestManagerForkServerFallback(t *testing.T) {
 		t.Fatalf("text %q", r.Text)
 	}
 }
+
+// Closing a manager while its pool is booting a forked kernel leaves nothing running.
+func TestManagerCloseDuringPoolBoot(t *testing.T) {
+	for i := 0; i < 5; i++ {
+		m, err := NewManager(ManagerConfig{Python: testPython(t), StateDir: t.TempDir(), Fork: true, PoolSize: 2, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i) * 15 * time.Millisecond)
+		m.Close()
+		if ents, _ := os.ReadDir(procDir(m.cfg.StateDir)); len(ents) != 0 {
+			for _, e := range ents {
+				b, _ := os.ReadFile(filepath.Join(procDir(m.cfg.StateDir), e.Name()))
+				t.Errorf("still registered after Close: %s", b)
+			}
+		}
+	}
+}

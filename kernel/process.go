@@ -251,7 +251,15 @@ func (p *proc) signal(sig syscall.Signal) error {
 	return nil
 }
 
-func (p *proc) kill() { _ = syscall.Kill(-p.pid, syscall.SIGKILL) }
+// kill sends SIGKILL to the process group and to the process itself: a forked kernel killed
+// right after the fork may not have called setsid yet, and then has no group of its own (an
+// early kill that only signalled the group left it running, and Close waiting forever).
+func (p *proc) kill() {
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	if !p.isExited() {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+}
 
 // isExited reports whether the process has been reaped.
 func (p *proc) isExited() bool {

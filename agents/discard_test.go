@@ -118,7 +118,9 @@ const busyScript = `{"rules":[
 func TestDiscardRunningSession(t *testing.T) {
 	e := newEnv(t, busyScript)
 	s := e.create("busy task")
-	e.waitFor("the cell to start", func() bool { return len(e.events(s, EvToolStarted)) > 0 && fileExists(filepath.Join(s.meta.Worktree, "wip.txt")) })
+	e.waitFor("the cell to start", func() bool {
+		return len(e.events(s, EvToolStarted)) > 0 && fileExists(filepath.Join(s.meta.Worktree, "wip.txt"))
+	})
 	res, err := e.svc.Discard(t.Context(), s.meta.ID, false)
 	if err != nil {
 		t.Fatal(err)

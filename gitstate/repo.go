@@ -56,6 +56,10 @@ func Open(dir string, logger *slog.Logger) (*Repo, error) {
 	if filepath.Base(common) != ".git" {
 		return nil, fmt.Errorf("%w: %s (bare repositories are not supported: %s)", ErrNotRepo, dir, common)
 	}
+	if cfg, err := os.ReadFile(filepath.Join(common, "config")); err == nil &&
+		strings.Contains(strings.ReplaceAll(strings.ToLower(string(cfg)), " ", ""), "objectformat=sha256") {
+		return nil, fmt.Errorf("open repository %s: SHA-256 repositories are not supported yet", common)
+	}
 	root := filepath.Dir(common)
 	// Pack file descriptors stay open between reads (a checkout reads thousands of objects;
 	// reopening the pack for each was most of a fork's time), and BoundOS skips the per-call

@@ -132,3 +132,14 @@ func TestInterleaveByDir(t *testing.T) {
 		t.Errorf("dirOf = %s", got)
 	}
 }
+
+func TestOpenRefusesSHA256(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := gitErr(dir, "init", "-q", "--object-format=sha256"); err != nil {
+		t.Skip("git without sha256 support")
+	}
+	if _, err := Open(dir, nil); err == nil || !strings.Contains(err.Error(), "SHA-256") {
+		t.Errorf("Open(sha256 repo) = %v", err)
+	}
+}

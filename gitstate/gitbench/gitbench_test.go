@@ -1,6 +1,7 @@
 package gitbench
 
 import (
+	"github.com/arborhq/arbor/bench"
 	"log/slog"
 	"math"
 	"os"
@@ -34,14 +35,22 @@ func TestRunSmall(t *testing.T) {
 	t.Log("\n" + b.String())
 }
 
-// TestRunFull runs the standard suite when ARBOR_BENCH_GIT=1 (minutes, gigabytes of files):
+// TestRunFull runs the standard suite when ARBOR_BENCH_GIT=1 (minutes, gigabytes of files), or
+// the suite on a clone of ARBOR_BENCH_GIT_SOURCE when that is set too:
 //
 //	ARBOR_BENCH_GIT=1 go test -run TestRunFull -v ./gitstate/gitbench
 func TestRunFull(t *testing.T) {
 	if os.Getenv("ARBOR_BENCH_GIT") != "1" {
 		t.Skip("set ARBOR_BENCH_GIT=1 to run the 20,000-file suite")
 	}
-	rep, err := Run(t.Context(), slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var rep *bench.Report
+	var err error
+	if src := os.Getenv("ARBOR_BENCH_GIT_SOURCE"); src != "" {
+		rep, err = RunOptions(t.Context(), logger, Options{Source: src})
+	} else {
+		rep, err = Run(t.Context(), logger)
+	}
 	if rep != nil {
 		var b strings.Builder
 		rep.WriteTable(&b)

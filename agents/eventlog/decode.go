@@ -10,8 +10,8 @@ import (
 // reflection, which makes recovery several times faster. It reports false for anything else
 // (escapes in strings, other field orders, unknown fields, whitespace), and decodeJSON then
 // decides with encoding/json. When it reports true it agrees with json.Unmarshal; the fuzz target
-// checks that.
-func decodeFast(js []byte) (Record, bool) {
+// checks that. The returned Data aliases js.
+func decodeFast(js []byte, types typeNames) (Record, bool) {
 	var r Record
 	rest, ok := bytes.CutPrefix(js, []byte(`{"seq":`))
 	if !ok {
@@ -42,7 +42,7 @@ func decodeFast(js []byte) (Record, bool) {
 	if !ok {
 		return r, false
 	}
-	r.Type = string(typ)
+	r.Type = types.get(typ)
 	if rest, ok = bytes.CutPrefix(rest, []byte(`,"data":`)); !ok {
 		return r, false
 	}
@@ -50,7 +50,7 @@ func decodeFast(js []byte) (Record, bool) {
 	if !ok || len(data) == 0 || isSpace(data[0]) || isSpace(data[len(data)-1]) || !json.Valid(data) {
 		return r, false
 	}
-	r.Data = bytes.Clone(data)
+	r.Data = data // aliases js: scan copies it only for callers that keep records
 	return r, true
 }
 
@@ -69,3 +69,18 @@ func cutPlainString(b []byte) (s, rest []byte, ok bool) {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// typeNames shares the strings of event types within one scan: a log has a few dozen types and
+// up to millions of records, and a string per record was half of what recovery allocated.
+type typeNames map[string]string
+
+func (m typeNames) get(b []byte) string {
+	if s, ok := m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if m != nil && len(m) < 1024 {
+		m[s] = s
+	}
+	return s
+}

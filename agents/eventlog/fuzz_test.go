@@ -15,14 +15,14 @@ func FuzzParseLine(f *testing.F) {
 	raw := appendLineRaw([]byte(`{"seq":1,"ts":"2026-11-29T17:00:00Z","type":"a\u00e9\"b","data":{"x":[1,2,{"y":null}]}}`))
 	f.Add(raw[:len(raw)-1])
 	f.Fuzz(func(t *testing.T, line []byte) {
-		rec, err := parseLine(line)
+		rec, err := parseLine(line, nil)
 		if js, cerr := checkCRC(line); cerr == nil {
 			checkFastAgrees(t, js)
 		}
 		if err != nil {
 			return
 		}
-		again, err := parseLine(bytes.TrimSuffix(appendLine(nil, rec), []byte("\n")))
+		again, err := parseLine(bytes.TrimSuffix(appendLine(nil, rec), []byte("\n")), nil)
 		if err != nil {
 			t.Fatalf("re-encoded record does not parse: %v", err)
 		}
@@ -42,7 +42,7 @@ func FuzzDecode(f *testing.F) {
 
 func checkFastAgrees(t *testing.T, js []byte) {
 	t.Helper()
-	fast, ok := decodeFast(js)
+	fast, ok := decodeFast(js, nil)
 	if !ok {
 		return
 	}

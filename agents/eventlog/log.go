@@ -127,7 +127,7 @@ func Open(path string, opts Options) (*Log, error) {
 // recover validates the file, cuts a torn tail and positions the file at the end of the valid
 // prefix.
 func (l *Log) recover() error {
-	res, err := scanAt(io.NewSectionReader(l.f, 0, 1<<62), position{Seq: 1}, func(r Record, off int64) error {
+	res, err := scanAt(io.NewSectionReader(l.f, 0, 1<<62), position{Seq: 1}, false, func(r Record, off int64) error {
 		l.indexRecord(r.Seq, off)
 		return nil
 	})
@@ -324,7 +324,7 @@ func (l *Log) Scan(from uint64, fn func(Record) error) error {
 	if closed {
 		return fmt.Errorf("read event log %s: %w", l.path, ErrClosed)
 	}
-	res, err := scanAt(io.NewSectionReader(l.f, at.Off, end-at.Off), at, func(r Record, _ int64) error {
+	res, err := scanAt(io.NewSectionReader(l.f, at.Off, end-at.Off), at, true, func(r Record, _ int64) error {
 		if r.Seq >= from {
 			return fn(r)
 		}

@@ -141,22 +141,23 @@ func checkCRC(line []byte) (js []byte, err error) {
 	return js, nil
 }
 
-// parseLine checks and decodes one line (without its LF). The returned Record does not alias line.
-func parseLine(line []byte) (Record, error) {
+// parseLine checks and decodes one line (without its LF). The returned Data may alias line.
+func parseLine(line []byte, types typeNames) (Record, error) {
 	js, err := checkCRC(line)
 	if err != nil {
 		return Record{}, err
 	}
-	return decodeJSON(js)
+	return decodeJSON(js, types)
 }
 
-func decodeJSON(js []byte) (Record, error) {
-	r, ok := decodeFast(js)
+func decodeJSON(js []byte, types typeNames) (Record, error) {
+	r, ok := decodeFast(js, types)
 	if !ok {
-		r = Record{}
-		if err := json.Unmarshal(js, &r); err != nil {
+		slow := new(Record) // its own variable, so that r does not escape on the fast path
+		if err := json.Unmarshal(js, slow); err != nil {
 			return Record{}, invalid("checksum matches but the JSON does not decode: %v", err)
 		}
+		r = *slow
 	}
 	switch {
 	case r.Seq == 0:

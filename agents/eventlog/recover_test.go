@@ -400,7 +400,7 @@ func TestCheckTree(t *testing.T) {
 func TestDocExample(t *testing.T) {
 	t.Parallel()
 	line := "{\"seq\":1,\"ts\":\"2026-11-29T17:00:00.123Z\",\"type\":\"user_message\",\"data\":{\"text\":\"hi\"}}\tb0ddac96"
-	r, err := parseLine([]byte(line))
+	r, err := parseLine([]byte(line), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -441,3 +441,33 @@ func (r *rawConn) nextFrom() (rpcMsg, error) {
 	err = json.Unmarshal(body, &m)
 	return m, err
 }
+
+// TestDaemonStopReplyArrives: arbor/daemon.stop answers before the daemon closes the
+// connection, and Client.Call returns that answer rather than "connection closed".
+func TestDaemonStopReplyArrives(t *testing.T) {
+	failures := 0
+	const rounds = 20
+	for i := range rounds {
+		d := startTestDaemon(t, "")
+		nc, err := Dial(t.Context(), DialOptions{Socket: d.sock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := NewClient(t.Context(), nc, nil)
+		var st DaemonStatus
+		if err := c.Call(t.Context(), MethodDaemonStop, nil, &st); err != nil || st.PID != os.Getpid() {
+			failures++
+			t.Logf("round %d: daemon.stop = %+v, %v", i, st, err)
+		}
+		select {
+		case <-d.done:
+			close(d.done)
+		case <-time.After(hangGuard):
+			t.Fatalf("round %d: the daemon did not stop", i)
+		}
+		c.Close()
+	}
+	if failures > 0 {
+		t.Errorf("%d of %d daemon.stop calls lost their reply", failures, rounds)
+	}
+}

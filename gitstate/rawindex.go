@@ -70,6 +70,9 @@ func parseIndex(data []byte) (*rawIndex, error) {
 		return nil, errIndexVersion
 	}
 	n := int(binary.BigEndian.Uint32(data[8:]))
+	if n > (len(data)-32)/entryHeader {
+		return nil, fmt.Errorf("index claims %d entries but holds at most %d", n, (len(data)-32)/entryHeader)
+	}
 	x.offs = make([]int, 0, n)
 	off := 12
 	for range n {
@@ -81,15 +84,21 @@ func parseIndex(data []byte) (*rawIndex, error) {
 		if x.flags(off)&0x4000 != 0 {
 			nameOff += 2
 		}
+		if nameOff > len(data)-20 {
+			return nil, errors.New("truncated entry")
+		}
 		nl := int(x.flags(off) & 0xfff)
 		if nl == 0xfff {
-			nl = bytes.IndexByte(data[nameOff:], 0)
+			nl = bytes.IndexByte(data[nameOff:len(data)-20], 0)
 			if nl < 0 {
 				return nil, errors.New("unterminated entry name")
 			}
 		}
-		off = nameOff - off + nl
-		off = x.offs[len(x.offs)-1] + (off+8)&^7
+		next := off + (nameOff-off+nl+8)&^7
+		if next > len(data)-20 {
+			return nil, errors.New("entry runs past the end of the index")
+		}
+		off = next
 	}
 	// Mandatory (lower-case) extensions change what the entries mean: refuse rather than drop.
 	for e := off; e+8 <= len(data)-20; {

@@ -23,7 +23,7 @@ func TestTimeoutLadder(t *testing.T) {
 		{"ignores SIGINT", "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)",
 			"killed and restarted the kernel. Restored from the latest snapshot: 1/1 variables", true},
 	}
-	k := startKernel(t, Options{InterruptGrace: 500 * time.Millisecond})
+	k := startKernel(t, Options{InterruptGrace: 2 * time.Second})
 	mustOK(t, k, "x = 41")
 	if _, err := k.Snapshot(t.Context(), t.TempDir()); err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestInterrupt(t *testing.T) {
 // await; the host handler sees its context cancelled when the kernel closes.
 func TestTimeoutWhileAwaitingHost(t *testing.T) {
 	host := &recordingHost{started: make(chan struct{}, 1), release: make(chan struct{})}
-	k := startKernel(t, Options{Host: host, InterruptGrace: 500 * time.Millisecond})
+	k := startKernel(t, Options{Host: host, InterruptGrace: 2 * time.Second})
 	res, err := k.Execute(t.Context(), "h = await rlm('never answered')", ExecOptions{Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -41,8 +41,13 @@ bench: build
 	$(ARBOR) bench git
 	$(ARBOR) bench agents
 
+# Long crash and fork soaks: 1,000 kill -9 cycles of the event log, every byte offset of a
+# 1,000-record log, 500 fork/checkpoint/discard operations with random kills, and 30 daemon
+# kill -9 cycles with sessions running.
 soak: build
-	ARBOR_SOAK=1 $(GO) test -run Soak -timeout 60m ./...
+	ARBOR_SOAK=1 $(GO) test -count=1 -timeout 60m -run 'TestCrash|TestTruncateEveryOffset' ./agents/eventlog/
+	ARBOR_SOAK_GIT=1 $(GO) test -count=1 -timeout 60m -run TestSoakSmall ./gitstate/gitbench/
+	ARBOR_SOAK=1 $(GO) test -count=1 -timeout 60m -run TestDaemonKill ./cmd/arbor/
 
 lint:
 	gofmt -l . | tee /dev/stderr | (! read)

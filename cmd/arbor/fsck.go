@@ -40,9 +40,13 @@ func cmdFsck(ctx context.Context, args []string) error {
 			continue
 		}
 		status := "ok"
-		if r.Corrupt || r.TornTail {
+		switch {
+		case r.Corrupt:
 			bad++
 			status = r.Detail
+		case r.TornTail:
+			// An append cut short by a crash was never acknowledged; Open sets it aside.
+			status = "torn tail (never acknowledged; set aside when the session is next opened): " + r.Detail
 		}
 		fmt.Printf("%s: %d records, last seq %d: %s\n", filepath.Base(filepath.Dir(p)), r.Records, r.LastSeq, status)
 	}

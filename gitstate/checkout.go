@@ -10,10 +10,14 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // treeFile is one non-directory entry of a tree, with its slash-separated path.
@@ -47,10 +51,10 @@ func (r *Repo) listTree(tree plumbing.Hash, prefix string, out []treeFile) ([]tr
 }
 
 // checkout writes files into dir (which must be empty) and returns their index entries, stat
-// data included. One goroutine reads blobs through go-git (it alone touches the repository);
+// data included. One goroutine reads blobs with read (it alone touches that object store);
 // several write files, since creating thousands of small files is syscall-bound and the writers
-// overlap that latency. Callers hold the lock.
-func (r *Repo) checkout(ctx context.Context, dir string, files []treeFile) ([]*index.Entry, error) {
+// overlap that latency.
+func checkout(ctx context.Context, read blobReader, dir string, files []treeFile) ([]*index.Entry, error) {
 	entries := make([]*index.Entry, len(files))
 	made := map[string]bool{"": true, ".": true}
 	for i, f := range files {
@@ -115,7 +119,7 @@ func (r *Repo) checkout(ctx context.Context, dir string, files []treeFile) ([]*i
 			if n%256 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			data, err := r.readBlob(f.hash)
+			data, err := read(f.hash)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", f.path, err)
 			}
@@ -139,9 +143,14 @@ func (r *Repo) checkout(ctx context.Context, dir string, files []treeFile) ([]*i
 	return entries, nil
 }
 
+// blobReader returns a blob's content.
+type blobReader func(plumbing.Hash) ([]byte, error)
+
 // readBlob returns a blob's content. Callers hold the lock.
-func (r *Repo) readBlob(h plumbing.Hash) ([]byte, error) {
-	obj, err := r.git.Storer.EncodedObject(plumbing.BlobObject, h)
+func (r *Repo) readBlob(h plumbing.Hash) ([]byte, error) { return readBlobFrom(r.git.Storer, h) }
+
+func readBlobFrom(st storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
+	obj, err := st.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +165,16 @@ func (r *Repo) readBlob(h plumbing.Hash) ([]byte, error) {
 		return nil, err
 	}
 	return buf, nil
+}
+
+// privateReader opens a read-only object store of its own on the repository, for a checkout
+// that runs without the Repo's lock. Objects are immutable, and this store is used by one
+// goroutine only, so it needs no lock; the shared go-git instance is not touched. close
+// releases its pack files.
+func (r *Repo) privateReader() (read blobReader, close func()) {
+	st := filesystem.NewStorageWithOptions(osfs.New(r.common, osfs.WithBoundOS()),
+		cache.NewObjectLRU(32*cache.MiByte), filesystem.Options{MaxOpenDescriptors: 8})
+	return func(h plumbing.Hash) ([]byte, error) { return readBlobFrom(st, h) }, func() { st.Close() }
 }
 
 type bytesWriter struct{ b *[]byte }

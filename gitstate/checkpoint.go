@@ -78,6 +78,9 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
+	if r.pending[filepath.Base(admin)] {
+		return plumbing.ZeroHash, false, fmt.Errorf("worktree %s is still being created", dir)
+	}
 	branch, head, err := r.headAt(filepath.Join(admin, "HEAD"))
 	if errors.Is(err, ErrNoCommits) {
 		return plumbing.ZeroHash, false, fmt.Errorf("branch %s of this worktree no longer exists (deleted outside Arbor?); recreate it with `git branch %s <commit>` or discard the session", branch.Short(), branch.Short())

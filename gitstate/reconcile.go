@@ -61,6 +61,9 @@ func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*Reconci
 	recorded := map[string]bool{}
 	for _, rec := range recs {
 		recorded[rec.Name] = true
+		if r.pending[rec.Name] {
+			continue // being made right now by this process
+		}
 		if err := ctx.Err(); err != nil {
 			return rep, fmt.Errorf("reconcile %s: %w", r.root, err)
 		}

@@ -59,6 +59,9 @@ func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error
 	if err != nil {
 		return err
 	}
+	if r.pending[filepath.Base(admin)] {
+		return fmt.Errorf("worktree is still being created")
+	}
 	if !force {
 		if b, err := os.ReadFile(filepath.Join(admin, "locked")); err == nil {
 			return fmt.Errorf("worktree is locked (%s); unlock it with git worktree unlock, or force", strings.TrimSpace(string(b)))

@@ -33,7 +33,9 @@ type Repo struct {
 	store  *filesystem.Storage
 	// packStamp is the pack directory's mtime when go-git last indexed it.
 	packStamp time.Time
-	logger    *slog.Logger
+	// pending names worktrees whose files are being written without the lock.
+	pending map[string]bool
+	logger  *slog.Logger
 }
 
 // Open finds the repository containing dir (inside its main worktree, a linked worktree, or its
@@ -70,7 +72,7 @@ func Open(dir string, logger *slog.Logger) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", root, err)
 	}
-	return &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger}, nil
+	return &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger, pending: map[string]bool{}}, nil
 }
 
 // findCommonDir walks up from dir to the first .git entry and returns the absolute common git

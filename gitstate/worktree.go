@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
 )
 
 // WorktreeSpec describes a new session branch and its linked worktree.
@@ -44,11 +45,6 @@ func (r *Repo) AddWorktree(ctx context.Context, spec WorktreeSpec) error {
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("add worktree: %w", err)
 	}
-	unlock, err := r.lock(ctx)
-	if err != nil {
-		return fmt.Errorf("add worktree %s: %w", spec.Name, err)
-	}
-	defer unlock()
 	if err := r.addBranchWorktree(ctx, spec); err != nil {
 		return fmt.Errorf("add worktree %s: %w", spec.Name, err)
 	}
@@ -92,29 +88,38 @@ func (r *Repo) RestoreWorktree(ctx context.Context, name, branch, dir string) er
 	return nil
 }
 
+// addBranchWorktree registers the branch and worktree under the lock, writes the files without
+// it (from an object store of its own), and takes the lock again to write the index. Other
+// sessions' checkpoints and diffs, and other forks, proceed meanwhile; the worktree stays
+// "initializing" and pending, which Checkpoint, RemoveWorktree and Reconcile respect.
 func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
-	base, err := r.resolve(spec.Base)
+	unlock, err := r.lock(ctx)
 	if err != nil {
 		return err
 	}
-	branch := plumbing.NewBranchReferenceName(spec.Branch)
-	if _, err := r.git.Storer.Reference(branch); err == nil {
-		return fmt.Errorf("branch %s already exists", spec.Branch)
+	p, base, err := r.beginBranchWorktree(spec)
+	if err == nil {
+		r.pending[spec.Name] = true
 	}
-	if _, err := os.Stat(r.recordPath(spec.Name)); err == nil {
-		return fmt.Errorf("worktree name %q is taken (record %s exists)", spec.Name, r.recordPath(spec.Name))
-	}
-	// The record goes first: if the process dies anywhere below, Reconcile finds it and
-	// either finishes the worktree or cleans it up.
-	rec := record{Name: spec.Name, Branch: spec.Branch, Dir: filepath.Clean(spec.Dir), Base: base.String()}
-	if err := r.writeRecord(rec); err != nil {
+	unlock()
+	if err != nil {
 		return err
 	}
-	if err := r.setRef(branch, base, &plumbing.ZeroHash); err != nil {
-		r.removeRecord(spec.Name)
-		return fmt.Errorf("create branch %s: %w", spec.Branch, err)
+	read, closeReader := r.privateReader()
+	entries, err := checkout(ctx, read, p.dir, p.files)
+	closeReader()
+	unlock, lerr := r.lock(context.WithoutCancel(ctx)) // finishing or rolling back must happen
+	if lerr != nil {
+		return lerr
 	}
-	if err := r.linkWorktree(ctx, spec.Name, branch, base, spec.Dir); err != nil {
+	defer unlock()
+	delete(r.pending, spec.Name)
+	if err == nil {
+		err = r.finishWorktree(p, entries)
+	}
+	if err != nil {
+		p.abort()
+		branch := plumbing.NewBranchReferenceName(spec.Branch)
 		if ref, rerr := r.git.Storer.Reference(branch); rerr == nil && ref.Hash() == base {
 			r.git.Storer.RemoveReference(branch)
 		}
@@ -124,35 +129,98 @@ func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 	return nil
 }
 
+// beginBranchWorktree writes the record, creates the branch and registers the worktree.
+// Callers hold the lock.
+func (r *Repo) beginBranchWorktree(spec WorktreeSpec) (*pendingWorktree, plumbing.Hash, error) {
+	base, err := r.resolve(spec.Base)
+	if err != nil {
+		return nil, base, err
+	}
+	branch := plumbing.NewBranchReferenceName(spec.Branch)
+	if _, err := r.git.Storer.Reference(branch); err == nil {
+		return nil, base, fmt.Errorf("branch %s already exists", spec.Branch)
+	}
+	if _, err := os.Stat(r.recordPath(spec.Name)); err == nil {
+		return nil, base, fmt.Errorf("worktree name %q is taken (record %s exists)", spec.Name, r.recordPath(spec.Name))
+	}
+	// The record goes first: if the process dies anywhere below, Reconcile finds it and
+	// either finishes the worktree or cleans it up.
+	rec := record{Name: spec.Name, Branch: spec.Branch, Dir: filepath.Clean(spec.Dir), Base: base.String()}
+	if err := r.writeRecord(rec); err != nil {
+		return nil, base, err
+	}
+	if err := r.setRef(branch, base, &plumbing.ZeroHash); err != nil {
+		r.removeRecord(spec.Name)
+		return nil, base, fmt.Errorf("create branch %s: %w", spec.Branch, err)
+	}
+	p, err := r.prepareWorktree(spec.Name, branch, base, spec.Dir)
+	if err != nil {
+		r.git.Storer.RemoveReference(branch)
+		r.removeRecord(spec.Name)
+		return nil, base, err
+	}
+	return p, base, nil
+}
+
 // adminDir is where git keeps a linked worktree's HEAD, index and back-pointer.
 func (r *Repo) adminDir(name string) string { return filepath.Join(r.common, "worktrees", name) }
 
-// linkWorktree checks out an existing branch (at commit) into a new linked worktree. Like
-// `git worktree add` it holds a "locked: initializing" marker while it works, so neither
-// `git worktree prune` nor Reconcile mistakes a half-made worktree for a dead one. Callers hold
-// the lock.
-func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string) (err error) {
+// pendingWorktree is a linked worktree being made: registered and marked "initializing", its
+// files not yet all written.
+type pendingWorktree struct {
+	admin, dir string
+	files      []treeFile
+}
+
+// abort removes what was made.
+func (p *pendingWorktree) abort() {
+	os.RemoveAll(p.dir)
+	os.RemoveAll(p.admin)
+}
+
+// linkWorktree checks out an existing branch (at commit) into a new linked worktree, all under
+// the lock. Callers hold the lock.
+func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string) error {
+	p, err := r.prepareWorktree(name, branch, commit, dir)
+	if err != nil {
+		return err
+	}
+	entries, err := checkout(ctx, r.readBlob, p.dir, p.files)
+	if err == nil {
+		err = r.finishWorktree(p, entries)
+	}
+	if err != nil {
+		p.abort()
+	}
+	return err
+}
+
+// prepareWorktree registers a linked worktree the way `git worktree add` does, holding a
+// "locked: initializing" marker until finishWorktree, so neither `git worktree prune` nor
+// Reconcile mistakes a half-made worktree for a dead one; it lists the files to check out.
+// Callers hold the lock.
+func (r *Repo) prepareWorktree(name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string) (_ *pendingWorktree, err error) {
 	dir = filepath.Clean(dir)
 	admin := r.adminDir(name)
 	if _, err := os.Lstat(admin); err == nil {
-		return fmt.Errorf("worktree name %q is taken (%s exists)", name, admin)
+		return nil, fmt.Errorf("worktree name %q is taken (%s exists)", name, admin)
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return fmt.Errorf("worktree dir %s exists and is not empty", dir)
+		return nil, fmt.Errorf("worktree dir %s exists and is not empty", dir)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("worktree dir %s: %w", dir, err)
+		return nil, fmt.Errorf("worktree dir %s: %w", dir, err)
 	}
 	c, err := r.git.CommitObject(commit)
 	if err != nil {
-		return fmt.Errorf("commit %s: %w", commit, err)
+		return nil, fmt.Errorf("commit %s: %w", commit, err)
 	}
 	if err := os.MkdirAll(admin, 0o777); err != nil {
-		return err
+		return nil, err
 	}
+	p := &pendingWorktree{admin: admin, dir: dir}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(dir)
-			os.RemoveAll(admin)
+			p.abort()
 		}
 	}()
 	files := map[string]string{
@@ -163,27 +231,27 @@ func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.Re
 	}
 	for _, f := range []string{"locked", "commondir", "gitdir", "HEAD"} {
 		if err := os.WriteFile(filepath.Join(admin, f), []byte(files[f]), 0o666); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: "+admin+"\n"), 0o666); err != nil {
+		return nil, err
+	}
+	if p.files, err = r.listTree(c.TreeHash, "", nil); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// finishWorktree writes the index and lifts the "initializing" marker. Callers hold the lock.
+func (r *Repo) finishWorktree(p *pendingWorktree, entries []*index.Entry) error {
+	if err := writeIndexBytes(filepath.Join(p.admin, "index"), encodeIndex(entries).data); err != nil {
 		return err
 	}
-	tree, err := r.listTree(c.TreeHash, "", nil)
-	if err != nil {
-		return err
-	}
-	entries, err := r.checkout(ctx, dir, tree)
-	if err != nil {
-		return err
-	}
-	if err := writeIndexBytes(filepath.Join(admin, "index"), encodeIndex(entries).data); err != nil {
-		return err
-	}
-	return os.Remove(filepath.Join(admin, "locked"))
+	return os.Remove(filepath.Join(p.admin, "locked"))
 }
 
 // worktreeAdmin returns the admin dir of the linked worktree at dir.

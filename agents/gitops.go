@@ -86,6 +86,11 @@ func (s *Service) Merge(ctx context.Context, id string) (*gitstate.AcceptResult,
 	if child.State() == Running {
 		return nil, fmt.Errorf("%w: session %s is still running; wait for it or stop it first", ErrInvalidState, shortID(child.meta.ID))
 	}
+	// A running parent's model does not expect its files to change under it; from its own
+	// cells it merges with rlm.merge, which goes through mergeChild directly.
+	if parent.State() == Running {
+		return nil, fmt.Errorf("%w: the parent %s is running a turn; merge when it is idle, or let it call rlm.merge", ErrInvalidState, shortID(parent.meta.ID))
+	}
 	return s.mergeChild(ctx, parent, child)
 }
 

@@ -14,9 +14,10 @@ import (
 // mergeScript: the parent spawns two children that write the same file differently, then on
 // "merge now" merges both from a cell; the second conflicts.
 const mergeScript = `{"rules":[
- {"when":{"task":"^merge parent","turn":1},"code":"a = await rlm('child alpha', name='alpha')\nb = await rlm('child beta', name='beta')\nprint('spawned')"},
+ {"when":{"task":"^merge parent","turn":1},"code":"a = await rlm('child alpha', name='alpha')\nb = await rlm('child beta', name='beta')\ng = await rlm('child gamma', name='gamma')\nprint('spawned')"},
  {"when":{"task":"^merge parent","last":"^merge now"},"code":"open('parent.txt','w').write('parent wip\\n')\nr = await rlm.merge(a)\nprint('merged', sorted(r['files']), 'into', r['branch'])\ntry:\n    await rlm.merge(b)\nexcept ArborError as e:\n    print('refused:', e)"},
  {"when":{"task":"^child alpha","turn":1},"code":"open('shared.txt','w').write('alpha\\n')\nopen('alpha.txt','w').write('a\\n')\nprint(await agent_message.send('alpha done', receiver_role='parent'))"},
+ {"when":{"task":"^child gamma","turn":1},"code":"open('gamma.txt','w').write('g\\n')"},
  {"when":{"task":"^child beta","turn":1},"code":"open('shared.txt','w').write('beta\\n')\nprint(await agent_message.send('beta done', receiver_role='parent'))"}
 ],"default":{"text":"ok"}}`
 
@@ -81,6 +82,20 @@ func TestChildMergeIntoParent(t *testing.T) {
 	var ce *gitstate.ConflictError
 	if !errors.As(err, &ce) || strings.Join(ce.Files, ",") != "shared.txt" {
 		t.Errorf("Merge(beta) = %v", err)
+	}
+	gamma, err := parent.ownChild("gamma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.svc.Merge(ctx, gamma.meta.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, e.repo, "show", tip+":gamma.txt"); got != "g\n" || revParse(t, e.repo, tip) != res.Commit {
+		t.Errorf("gamma.txt on the parent = %q after merge %s", got, res.Commit)
+	}
+	if cps := e.events(parent, EvCheckpoint); len(cps) == 0 || cps[len(cps)-1]["merged"] != gamma.meta.ID {
+		t.Errorf("the merge was not recorded as the parent's checkpoint: %v", cps)
 	}
 	if _, err := e.svc.Merge(ctx, parent.meta.ID); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("Merge(root) = %v", err)

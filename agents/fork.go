@@ -119,7 +119,7 @@ func (s *Session) replayFork(r eventlog.Record) {
 		return
 	}
 	src := &Session{svc: s.svc, ws: s.ws, meta: Meta{ID: f.Source, Task: s.meta.Task}, head: s.head}
-	src.replay(recs)
+	src.replay(closeForkedCells(recs))
 	s.conv = append(s.conv, src.conv...)
 	// The model must know its kernel namespace did not come along; the notice is part of the
 	// fork's history, so a fork of this fork replays it too.
@@ -131,6 +131,38 @@ func (s *Session) replayFork(r eventlog.Record) {
 	if f.Commit != "" {
 		s.head = f.Commit
 	}
+}
+
+// closeForkedCells answers the tool calls still running at the fork point, so the fork's
+// model learns why their results are missing.
+func closeForkedCells(recs []eventlog.Record) []eventlog.Record {
+	open := map[string]bool{}
+	var order []string
+	for _, r := range recs {
+		switch EventType(r.Type) {
+		case EvAssistantMessage:
+			var a assistantEvent
+			json.Unmarshal(r.Data, &a)
+			for _, c := range a.ToolCalls {
+				open[c.ID] = true
+				order = append(order, c.ID)
+			}
+		case EvToolFinished:
+			var t struct {
+				CallID string `json:"callId"`
+			}
+			json.Unmarshal(r.Data, &t)
+			delete(open, t.CallID)
+		}
+	}
+	for _, id := range order {
+		if open[id] {
+			data, _ := json.Marshal(map[string]string{"callId": id,
+				"output": "[arbor] the session was forked while this cell ran; its result is not part of this session's history"})
+			recs = append(recs, eventlog.Record{Type: string(EvToolFinished), Data: data})
+		}
+	}
+	return recs
 }
 
 // history returns the records of session id up to seq that make up a conversation, from the

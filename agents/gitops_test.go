@@ -102,6 +102,25 @@ func TestForkAtTwoPoints(t *testing.T) {
 		t.Errorf("fork at 0 starts at %s, want the latest checkpoint %s", got, cps[1].commit)
 	}
 
+	// Forked inside a cell, the fork learns why the cell has no result.
+	var inCell uint64
+	for _, r := range before {
+		if r.Type == string(EvToolStarted) {
+			inCell = r.Seq
+			break
+		}
+	}
+	mid, err := e.svc.Fork(ctx, parent.meta.ID, inCell, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv := mid.conversation(); len(conv) < 2 || !strings.Contains(conv[len(conv)-2].Content, "forked while this cell ran") {
+		t.Errorf("fork inside a cell: conversation %v", conv)
+	}
+	if got := revParse(t, e.repo, mid.meta.Branch); got != parent.meta.BaseCommit {
+		t.Errorf("fork before any checkpoint starts at %s, want the base %s", got, parent.meta.BaseCommit)
+	}
+
 	// The conversation came along, the kernel did not; a message starts the fork.
 	if n := len(forks[0].conversation()); n < 3 {
 		t.Errorf("fork conversation has %d messages", n)

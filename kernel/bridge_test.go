@@ -67,6 +67,10 @@ func TestBridgeSurface(t *testing.T) {
 		{"refine", "(await refine.run('speed', scope='workspace'))['method']", "'refine.run'", "ok"},
 		{"heartbeat", "(await heartbeat.create('check', every='5m'))['params']['every']", "'5m'", "ok"},
 		{"host error", "await goal.get()", "ArborError: no goal set", "error"},
+		{"bad role", "await agent_message.send('x', receiver_role='boss')", "ValueError: receiver_role='boss': expected one of 'parent', 'child', 'sibling'", "error"},
+		{"bad scope", "await harness.notes.list(scope='everywhere')", "ValueError: scope='everywhere'", "error"},
+		{"empty task", "await rlm('')", "TypeError: task must be a non-empty string", "error"},
+		{"heartbeat needs a schedule", "await heartbeat.create('check')", "exactly one of every", "error"},
 		{"ArborError catchable", "try:\n    await goal.get()\nexcept ArborError as e:\n    print('caught', e)", "caught no goal set", "ok"},
 	}
 	for _, tc := range tests {

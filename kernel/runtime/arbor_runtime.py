@@ -141,6 +141,25 @@ class Handle:
         return "Handle(" + ", ".join(parts) + ")"
 
 
+def _choice(arg, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"{arg}={value!r}: expected one of {', '.join(map(repr, allowed))}")
+    return value
+
+
+def _text(arg, value, optional=False):
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(f"{arg} must be a non-empty string, got {value!r}")
+    return value
+
+
+_ROLES = ("parent", "child", "sibling")
+_MODES = ("auto", "steer", "follow_up")
+_SCOPES = ("session", "workspace", "global")
+
+
 def _ref(h):
     if isinstance(h, Handle):
         return h.id
@@ -153,6 +172,9 @@ class _RLM:
     """await rlm(task, name=None, model=None, spec=None) starts a child agent session."""
 
     async def __call__(self, task, name=None, model=None, spec=None):
+        _text("task", task)
+        _text("name", name, optional=True)
+        _text("model", model, optional=True)
         d = await call("rlm.spawn", {"task": task, "name": name, "model": model, "spec": spec})
         return Handle(d)
 
@@ -171,6 +193,10 @@ class _RLM:
 
 class _AgentMessage:
     async def send(self, text, receiver_role="parent", receiver_name=None, mode="auto"):
+        _text("text", text)
+        _choice("receiver_role", receiver_role, _ROLES)
+        _text("receiver_name", receiver_name, optional=True)
+        _choice("mode", mode, _MODES)
         return await call("agent_message.send", {
             "text": text, "receiver_role": receiver_role, "receiver_name": receiver_name, "mode": mode,
         })
@@ -190,6 +216,11 @@ class _HarnessKind:
         self._kind = kind
 
     async def _op(self, op, name=None, body=None, scope="session", meta=None):
+        _choice("scope", scope, _SCOPES)
+        if op not in ("list",):
+            _text("name", name)
+        if op in ("create", "update"):
+            _text("body", body)
         return await call("harness." + op, {
             "kind": self._kind, "name": name, "body": body, "scope": scope, "meta": meta or {},
         })
@@ -229,6 +260,8 @@ class _Harness:
 
 class _Refine:
     async def run(self, focus, scope="session"):
+        _text("focus", focus)
+        _choice("scope", scope, _SCOPES)
         return await call("refine.run", {"focus": focus, "scope": scope})
 
     def __repr__(self):
@@ -237,6 +270,9 @@ class _Refine:
 
 class _Goal:
     async def set(self, objective, token_budget=None):
+        _text("objective", objective)
+        if token_budget is not None and (not isinstance(token_budget, int) or isinstance(token_budget, bool) or token_budget <= 0):
+            raise ValueError(f"token_budget must be a positive int or None, got {token_budget!r}")
         return await call("goal.set", {"objective": objective, "token_budget": token_budget})
 
     async def complete(self):
@@ -251,6 +287,9 @@ class _Goal:
 
 class _Heartbeat:
     async def create(self, instruction, every=None, cron=None):
+        _text("instruction", instruction)
+        if (every is None) == (cron is None):
+            raise ValueError("give exactly one of every='5m' or cron='*/5 * * * *'")
         return await call("heartbeat.create", {"instruction": instruction, "every": every, "cron": cron})
 
     async def list(self):

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/arborhq/arbor/gitstate"
@@ -238,5 +239,41 @@ func TestDiffIgnoresBaseMovingAheadAndPerTurn(t *testing.T) {
 	}
 	if _, err := e.svc.DiffTurn(ctx, s.meta.ID, 9); err == nil || !strings.Contains(err.Error(), "3 turn(s)") {
 		t.Errorf("turn 9: err = %v", err)
+	}
+}
+
+// TestConcurrentForks forks one session many times at once: every fork gets its own branch at
+// the checkpoint and its own worktree, with no race on the session or the repository.
+func TestConcurrentForks(t *testing.T) {
+	e := newEnv(t, twoTurnScript)
+	parent := e.create("write files")
+	e.settled(parent)
+	cps := checkpoints(t, parent)
+	const n = 12
+	forks := make([]*Session, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			forks[i], errs[i] = e.svc.Fork(t.Context(), parent.meta.ID[:8], 0, fmt.Sprintf("f%d", i))
+		}()
+	}
+	wg.Wait()
+	list := git(t, e.repo, "worktree", "list")
+	for i, f := range forks {
+		if errs[i] != nil {
+			t.Fatalf("fork %d: %v", i, errs[i])
+		}
+		if got := revParse(t, e.repo, f.meta.Branch); got != cps[0].commit {
+			t.Errorf("fork %d at %s, want %s", i, got, cps[0].commit)
+		}
+		if !strings.Contains(list, f.meta.Worktree) {
+			t.Errorf("fork %d's worktree is not listed", i)
+		}
+	}
+	if out := git(t, e.repo, "fsck", "--no-progress"); strings.Contains(out, "error") {
+		t.Errorf("git fsck:\n%s", out)
 	}
 }

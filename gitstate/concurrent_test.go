@@ -87,3 +87,25 @@ func TestNoGoroutinesLeft(t *testing.T) {
 		t.Errorf("goroutines: %d before, %d after", before, after)
 	}
 }
+
+// TestPendingWorktreeIsLeftAlone: while a fork writes its files without the lock, the other
+// operations refuse or skip that worktree instead of reading a half-written tree.
+func TestPendingWorktreeIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "p")
+	unlock, _ := r.lock(t.Context())
+	r.pending["p"] = true
+	unlock()
+	if _, _, err := r.Checkpoint(t.Context(), wt, "t", nil); err == nil || !strings.Contains(err.Error(), "still being created") {
+		t.Errorf("Checkpoint(pending) = %v", err)
+	}
+	if err := r.RemoveWorktree(t.Context(), wt, true); err == nil {
+		t.Error("RemoveWorktree(pending) succeeded")
+	}
+	os.RemoveAll(wt)
+	if rep, err := r.Reconcile(t.Context(), map[string]string{}); err != nil || len(rep.Orphans)+len(rep.Recreated) != 0 {
+		t.Errorf("Reconcile touched a pending worktree: %+v %v", rep, err)
+	}
+}

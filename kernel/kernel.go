@@ -328,11 +328,19 @@ func (k *Kernel) Close(ctx context.Context) error {
 	if k.opts.Snapshot != "" {
 		select {
 		case <-k.dirty:
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			if _, err := k.Snapshot(sctx, k.opts.Snapshot); err != nil && !errors.Is(err, ErrDead) {
-				k.log.Warn("kernel: snapshot at close", "err", err)
+			// Only if no cell is running: Close must not wait for a cell (it kills it), and
+			// the previous automatic snapshot stays valid.
+			select {
+			case k.execSem <- struct{}{}:
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				if _, err := k.snapshotLocked(sctx, k.opts.Snapshot); err != nil && !errors.Is(err, ErrDead) {
+					k.log.Warn("kernel: snapshot at close", "err", err)
+				}
+				cancel()
+				<-k.execSem
+			default:
+				k.log.Info("kernel: no snapshot at close: a cell is running")
 			}
-			cancel()
 		default:
 		}
 	}

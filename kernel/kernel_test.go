@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -137,5 +138,24 @@ func TestStartMissingDir(t *testing.T) {
 	_, err := Start(t.Context(), Options{Python: testPython(t), Dir: filepath.Join(t.TempDir(), "gone"), StateDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "is not a directory") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Close does not wait for a running cell: it kills it, and the cell reports ErrDead.
+func TestCloseDuringCell(t *testing.T) {
+	k := startKernel(t, Options{Snapshot: filepath.Join(t.TempDir(), "snap")})
+	started := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := k.Execute(context.Background(), "print('running', flush=True)\nimport time\ntime.sleep(600)",
+			ExecOptions{OnOutput: func(Output) { close(started) }})
+		errc <- err
+	}()
+	<-started
+	if err := k.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrDead) {
+		t.Errorf("cell during Close: %v, want ErrDead", err)
 	}
 }

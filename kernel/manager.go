@@ -161,9 +161,13 @@ func (m *Manager) admit(ctx context.Context, k *Kernel) error {
 	case <-ctx.Done():
 		return fmt.Errorf("wait for a kernel boot slot: %w", ctx.Err())
 	}
-	for _, v := range m.victims(k) {
+	vs := m.victims(k)
+	for i, v := range vs {
 		if v.park(ctx) {
 			break
+		}
+		if i == len(vs)-1 {
+			m.log.Warn("kernel manager: over MaxLive, every live kernel is busy", "max", m.cfg.MaxLive)
 		}
 	}
 	return nil

@@ -76,7 +76,11 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 				return nil, fmt.Errorf("execute: kernel closed during the cell: %w", ErrDead)
 			}
 			st.res.Status = StatusDied
-			st.notice(fmt.Sprintf("The kernel process died while running this cell (%s); its variables are lost.", exitReason(p)))
+			n := fmt.Sprintf("The kernel process died while running this cell (%s); its live variables are lost.", exitReason(p))
+			if k.opts.Revive {
+				n += " The next cell starts a new kernel with the latest snapshot restored."
+			}
+			st.notice(n)
 			st.res.Duration = time.Since(start)
 			return st.res, nil
 		case <-ctx.Done():

@@ -411,3 +411,32 @@ func (k *Kernel) closeBridge() {
 		k.bridge.close()
 	}
 }
+
+// Ping sends kernel_info_request on the control channel and waits for the reply. Control is
+// served by its own thread in ipykernel, so a kernel answers while a cell runs: Ping tells a
+// responsive process from a wedged one (the heartbeat, a C thread, cannot).
+func (k *Kernel) Ping(ctx context.Context) error {
+	p := k.current()
+	if p == nil || p.isExited() {
+		return fmt.Errorf("ping kernel: %w", ErrDead)
+	}
+	h, box, err := p.ch.request(p.ch.control, "kernel_info_request", struct{}{})
+	if err != nil {
+		return fmt.Errorf("ping kernel: %w", err)
+	}
+	defer p.ch.unregister(h.MsgID)
+	for {
+		select {
+		case <-box.notify:
+			for _, m := range box.take() {
+				if m.Header.MsgType == "kernel_info_reply" {
+					return nil
+				}
+			}
+		case <-p.exited:
+			return fmt.Errorf("ping kernel: %w", ErrDead)
+		case <-ctx.Done():
+			return fmt.Errorf("ping kernel: %w", ctx.Err())
+		}
+	}
+}

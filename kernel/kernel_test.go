@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -145,10 +146,11 @@ func TestStartMissingDir(t *testing.T) {
 func TestCloseDuringCell(t *testing.T) {
 	k := startKernel(t, Options{Snapshot: filepath.Join(t.TempDir(), "snap")})
 	started := make(chan struct{})
+	var once sync.Once
 	errc := make(chan error, 1)
 	go func() {
 		_, err := k.Execute(context.Background(), "print('running', flush=True)\nimport time\ntime.sleep(600)",
-			ExecOptions{OnOutput: func(Output) { close(started) }})
+			ExecOptions{OnOutput: func(Output) { once.Do(func() { close(started) }) }})
 		errc <- err
 	}()
 	<-started
@@ -157,5 +159,35 @@ func TestCloseDuringCell(t *testing.T) {
 	}
 	if err := <-errc; !errors.Is(err, ErrDead) {
 		t.Errorf("cell during Close: %v, want ErrDead", err)
+	}
+}
+
+func TestPingWhileCellRuns(t *testing.T) {
+	k := startKernel(t, Options{})
+	started := make(chan struct{})
+	var once sync.Once
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Execute(context.Background(), "print('x', flush=True)\nimport time\ntime.sleep(600)", ExecOptions{OnOutput: func(Output) { once.Do(func() { close(started) }) }})
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := k.Ping(ctx); err != nil {
+		t.Fatalf("Ping during a cell: %v", err)
+	}
+	select {
+	case <-done:
+		t.Error("the cell finished before Ping returned: Ping did not overlap it")
+	default:
+	}
+	for { // stop the cell; a SIGINT during the print's flush can be swallowed, so repeat
+		k.Interrupt(t.Context())
+		select {
+		case <-done:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }

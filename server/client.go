@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"go.lsp.dev/jsonrpc2"
 )
@@ -50,10 +51,11 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	case err := <-errc:
 		return err
 	case <-c.rpc.Done():
+		// A reply read just before the close is still on its way to the caller.
 		select {
 		case err := <-errc:
 			return err
-		default:
+		case <-time.After(500 * time.Millisecond):
 			return fmt.Errorf("%s: the arbor daemon closed the connection", method)
 		}
 	}

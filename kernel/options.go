@@ -42,6 +42,9 @@ type Options struct {
 	// restarts then restore the last explicit [Kernel.Snapshot], or Restore.
 	Snapshot      string
 	SnapshotDelay time.Duration // quiet time after a cell before the automatic snapshot; 0 = 1 s
+	// Caps on one pickled variable and on a whole snapshot, in bytes; 0 = MaxSnapshotVar,
+	// MaxSnapshotTotal. Values past them are skipped, with the reason in the manifest.
+	SnapshotMaxVar, SnapshotMaxTotal int64
 
 	// Revive makes Execute start a new process, restoring the latest snapshot, when the kernel
 	// died since the last cell; Result.Notice tells the model. Without it a dead kernel stays

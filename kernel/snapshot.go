@@ -8,7 +8,8 @@ import (
 	"strconv"
 )
 
-// Snapshot caps; a variable or total beyond them is skipped with the reason in the manifest.
+// Default snapshot caps (Options.SnapshotMaxVar, SnapshotMaxTotal); a variable beyond them is
+// skipped with the reason in the manifest.
 const (
 	MaxSnapshotVar   = 256 << 20
 	MaxSnapshotTotal = 1 << 30
@@ -38,7 +39,7 @@ func (k *Kernel) snapshotLocked(ctx context.Context, dir string) (*Manifest, err
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	code := fmt.Sprintf("__import__('arbor_snapshot').take(get_ipython(), %s, %d, %d)",
-		strconv.Quote(abs), MaxSnapshotVar, MaxSnapshotTotal)
+		strconv.Quote(abs), cap64(k.opts.SnapshotMaxVar, MaxSnapshotVar), cap64(k.opts.SnapshotMaxTotal, MaxSnapshotTotal))
 	res, err := k.executeSilent(ctx, code)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
@@ -93,4 +94,11 @@ func silentRequest(code string) map[string]any {
 		"code": code, "silent": true, "store_history": false,
 		"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
 	}
+}
+
+func cap64(v, def int64) int64 {
+	if v <= 0 {
+		return def
+	}
+	return v
 }

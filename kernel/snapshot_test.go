@@ -86,3 +86,25 @@ func TestRestoreMissingSnapshot(t *testing.T) {
 	}
 	mustOK(t, k, "1")
 }
+
+func TestSnapshotCaps(t *testing.T) {
+	k := startKernel(t, Options{SnapshotMaxVar: 1 << 20, SnapshotMaxTotal: 3 << 20})
+	mustOK(t, k, "big = b'x' * (2 << 20)\na = b'a' * (900 << 10)\nb = b'b' * (900 << 10)\nc = b'c' * (900 << 10)\nd = b'd' * (900 << 10)\nsmall = 1")
+	m, err := k.Snapshot(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, v := range m.Skipped {
+		reasons[v.Name] = v.Reason
+	}
+	if !strings.Contains(reasons["big"], "per-variable cap") {
+		t.Errorf("big: %q", reasons["big"])
+	}
+	if len(m.Vars) != 4 || !strings.Contains(reasons["d"], "snapshot cap") {
+		t.Errorf("kept %d vars, skipped %v; want a, b, c, small kept and d over the total", len(m.Vars), reasons)
+	}
+	if m.TotalBytes > 3<<20 {
+		t.Errorf("total %d over the cap", m.TotalBytes)
+	}
+}

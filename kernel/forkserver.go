@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -45,7 +44,9 @@ func startForkServer(python, dir string, _ int, log *slog.Logger) (*forkServer, 
 	script := filepath.Join(filepath.Dir(rt), "arbor_forkserver.py")
 	cmd := exec.Command(python, script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
+	// Forked kernels inherit the server's initial environment block (/proc/self/environ), not
+	// just os.environ: it must hold no credentials either.
+	cmd.Env = append(inheritedEnv(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	fs := &forkServer{cmd: cmd, stderr: &tailBuffer{max: 16 << 10}, log: log, dir: dir, exited: make(chan struct{})}
 	cmd.Stderr = fs.stderr

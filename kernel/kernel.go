@@ -204,7 +204,8 @@ func closeOnce(c chan struct{}) {
 // Options.Env can still pass anything explicitly.
 var secretEnv = regexp.MustCompile(`(?i)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)`)
 
-func (k *Kernel) env() []string {
+// inheritedEnv is the daemon's environment minus credentials and Arbor's own settings.
+func inheritedEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -213,7 +214,11 @@ func (k *Kernel) env() []string {
 		}
 		env = append(env, kv)
 	}
-	env = append(env,
+	return env
+}
+
+func (k *Kernel) env() []string {
+	env := append(inheritedEnv(),
 		"PYDEVD_DISABLE_FILE_VALIDATION=1", // silences debugpy's frozen-module warnings
 		"PYTHONUNBUFFERED=1",
 		"MPLBACKEND=agg",

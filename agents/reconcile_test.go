@@ -36,7 +36,7 @@ func TestReconcileAfterDiscard(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(spec.Dir, "orphan.txt"), []byte("orphan work\n"), 0o644)
 
-	if err := e.svc.reconcile(ctx, ws); err != nil {
+	if err := e.svc.reconcile(ctx, ws, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.ReadFile(filepath.Join(lost.meta.Worktree, "x.txt")); err != nil || string(got) != "x\n" {

@@ -37,17 +37,30 @@ func (s *Service) Recover(ctx context.Context) error {
 			continue
 		}
 		entries, _ := os.ReadDir(ws.SessionsDir)
+		var resume []*Session
+		unreadable := map[string]bool{}
 		for _, e := range entries {
 			if !e.IsDir() {
 				continue
 			}
-			if err := s.recoverSession(ctx, ws, e.Name()); err != nil {
+			sess, err := s.recoverSession(ctx, ws, e.Name())
+			if err != nil {
 				s.log.Error("recover session", "session", e.Name(), "err", err)
 				errs = append(errs, err)
+				unreadable[e.Name()] = true
+				continue
+			}
+			if sess != nil {
+				resume = append(resume, sess)
 			}
 		}
-		if err := s.reconcile(ctx, ws); err != nil {
+		if err := s.reconcile(ctx, ws, unreadable); err != nil {
 			errs = append(errs, err)
+		}
+		// Turns resume only once the worktrees are whole again and stale locks are gone.
+		for _, sess := range resume {
+			s.wg.Add(1)
+			go sess.runTurns()
 		}
 	}
 	return errors.Join(errs...)
@@ -56,8 +69,12 @@ func (s *Service) Recover(ctx context.Context) error {
 // reconcile brings the workspace's worktrees in line with its sessions: a worktree made for a
 // session that was never recorded (the daemon died in between) is cleaned up without losing
 // its work; a session whose worktree vanished gets it back from its branch.
-func (s *Service) reconcile(ctx context.Context, ws *Workspace) error {
+func (s *Service) reconcile(ctx context.Context, ws *Workspace, unreadable map[string]bool) error {
 	known := map[string]string{}
+	// A session whose log could not be read (quarantined, see arbor fsck) keeps its worktree.
+	for id := range unreadable {
+		known[id] = filepath.Join(ws.WorktreeDir, id)
+	}
 	for _, sess := range s.all() {
 		if sess.ws == ws && !sess.discarded() {
 			known[sess.meta.ID] = sess.meta.Worktree
@@ -79,28 +96,30 @@ func (s *Service) reconcile(ctx context.Context, ws *Workspace) error {
 	return nil
 }
 
-func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) error {
+// recoverSession registers one session from its log; it returns the session when it has
+// undelivered messages and should resume (the caller starts its turn).
+func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) (*Session, error) {
 	s.mu.Lock()
 	_, known := s.sessions[id]
 	s.mu.Unlock()
 	if known {
-		return nil
+		return nil, nil
 	}
 	path := filepath.Join(ws.SessionsDir, id, "events.jsonl")
 	recs, err := eventlog.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("session %s: %w (run `arbor fsck`)", id, err)
+		return nil, fmt.Errorf("session %s: %w (run `arbor fsck`)", id, err)
 	}
 	if len(recs) == 0 || recs[0].Type != string(EvSessionCreated) {
-		return fmt.Errorf("session %s: log %s does not start with session_created", id, path)
+		return nil, fmt.Errorf("session %s: log %s does not start with session_created", id, path)
 	}
 	var meta Meta
 	if err := json.Unmarshal(recs[0].Data, &meta); err != nil {
-		return fmt.Errorf("session %s: session_created: %w", id, err)
+		return nil, fmt.Errorf("session %s: session_created: %w", id, err)
 	}
 	cfg, err := ws.config(s.opts.Overrides)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var client *model.Client
 	if name, mc, err := cfg.ResolveModel(meta.Model); err == nil {
@@ -108,7 +127,7 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 	}
 	sess, err := s.open(ws, meta, cfg, client)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sess.replay(recs)
 	if meta.Parent != "" {
@@ -129,12 +148,11 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 		sess.turnActive = true
 	}
 	sess.mu.Unlock()
-	if resume {
-		s.wg.Add(1)
-		go sess.runTurns()
-	}
 	sess.announce()
-	return nil
+	if resume {
+		return sess, nil
+	}
+	return nil, nil
 }
 
 // replay rebuilds the in-memory state from the log: state, usage, conversation, pending

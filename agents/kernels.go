@@ -112,6 +112,13 @@ func (s *Session) goInactive() {
 		}
 	}
 	s.stopKernel(ctx)
+	s.mu.Lock()
+	w := s.watch
+	s.watch = nil // inotify instances are per user and few: an inactive session holds none
+	s.mu.Unlock()
+	if w != nil {
+		w.Close()
+	}
 	s.setState(ctx, Inactive, "")
 }
 

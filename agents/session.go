@@ -79,6 +79,8 @@ type Session struct {
 	idleTimer  *time.Timer
 	rate       rateLimiter
 
+	watch *workspace.Watcher // changes in the worktree since the last checkpoint; nil = scan
+
 	kmu    sync.Mutex // guards kern; held while starting one
 	kern   *kernel.Kernel
 	live   atomic.Bool // kern != nil, readable without waiting for a kernel start
@@ -171,6 +173,13 @@ func (s *Session) State() State {
 // shutdown ends the kernel and closes the log; used when the daemon stops.
 func (s *Session) shutdown(ctx context.Context) error {
 	s.stopKernel(ctx)
+	s.mu.Lock()
+	w := s.watch
+	s.watch = nil
+	s.mu.Unlock()
+	if w != nil {
+		w.Close()
+	}
 	return s.log.Close()
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/arborhq/arbor/agents/model"
+	"github.com/arborhq/arbor/workspace"
 )
 
 // enqueue records a message for the session and makes sure a turn will deliver it. It returns
@@ -282,7 +283,7 @@ func (s *Session) checkpoint(ctx context.Context, turn int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	msg := fmt.Sprintf("arbor: turn %d of session %s\n\n%s", turn, s.meta.ID, firstLine(s.meta.Task))
-	commit, changed, err := s.ws.Repo.Checkpoint(ctx, s.meta.Worktree, msg, nil)
+	commit, changed, err := s.ws.Repo.Checkpoint(ctx, s.meta.Worktree, msg, s.touched())
 	if err != nil {
 		s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": "checkpoint: " + err.Error()})
 		return
@@ -294,6 +295,35 @@ func (s *Session) checkpoint(ctx context.Context, turn int) {
 	s.head = commit
 	s.mu.Unlock()
 	s.append(ctx, EvCheckpoint, map[string]any{"turn": turn, "commit": commit})
+}
+
+// touched returns the worktree paths changed since the last checkpoint, or nil (scan
+// everything) when the watcher is missing or its record may be incomplete. The first call
+// starts the watcher, so the first checkpoint of a session always scans.
+func (s *Session) touched() []string {
+	s.mu.Lock()
+	w := s.watch
+	s.mu.Unlock()
+	if w == nil {
+		nw, err := workspace.Watch(s.meta.Worktree, s.svc.log)
+		if err != nil {
+			s.svc.log.Debug("watch worktree; checkpoints scan", "session", s.meta.ID, "err", err)
+			return nil
+		}
+		s.mu.Lock()
+		s.watch = nw
+		s.mu.Unlock()
+		return nil
+	}
+	w.Sync(2 * time.Second)
+	paths, complete := w.Take()
+	if !complete {
+		return nil
+	}
+	if paths == nil {
+		paths = []string{}
+	}
+	return paths
 }
 
 // notifyParent tells the parent that this child's turn ended, with its final answer, when the

@@ -1,0 +1,69 @@
+package workspace
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestWatcherRecordsChangedPaths(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "a", "b"), 0o755)
+	os.MkdirAll(filepath.Join(root, ".git"), 0o755)
+	os.WriteFile(filepath.Join(root, "keep.txt"), []byte("x"), 0o644)
+	w, err := Watch(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	os.WriteFile(filepath.Join(root, "a", "b", "new.txt"), []byte("x"), 0o644)
+	os.Remove(filepath.Join(root, "keep.txt"))
+	os.WriteFile(filepath.Join(root, ".git", "index"), []byte("x"), 0o644)
+	os.MkdirAll(filepath.Join(root, "fresh", "deep"), 0o755)
+	os.WriteFile(filepath.Join(root, "fresh", "deep", "f.txt"), []byte("x"), 0o644)
+
+	want := map[string]bool{"a/b/new.txt": true, "keep.txt": true, "fresh": true}
+	deadline := time.Now().Add(10 * time.Second) // hang guard only
+	seen := map[string]bool{}
+	for time.Now().Before(deadline) {
+		paths, complete := w.Take()
+		if !complete {
+			t.Fatal("watcher reports an incomplete record without overflow")
+		}
+		for _, p := range paths {
+			seen[p] = true
+		}
+		ok := true
+		for p := range want {
+			ok = ok && seen[p]
+		}
+		if ok {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for p := range want {
+		if !seen[p] {
+			t.Errorf("change to %s not recorded; saw %v", p, seen)
+		}
+	}
+	for p := range seen {
+		if p == ".git/index" || p == ".git" {
+			t.Errorf(".git change recorded: %s", p)
+		}
+	}
+	// A file created inside the new directory after it was watched is seen too, and Sync
+	// makes Take see it without polling.
+	os.WriteFile(filepath.Join(root, "fresh", "deep", "later.txt"), []byte("x"), 0o644)
+	w.Sync(10 * time.Second)
+	got, complete := w.Take()
+	if !complete || !reflect.DeepEqual(got, []string{"fresh/deep/later.txt"}) {
+		t.Errorf("after the new directory: %v (complete %v)", got, complete)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 3 {
+		t.Errorf("Sync left files behind: %v", entries)
+	}
+}

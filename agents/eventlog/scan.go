@@ -39,9 +39,8 @@ func scan(r io.Reader, fn func(Record) error) (scanResult, error) {
 	return scanAt(r, position{Seq: 1}, true, visit)
 }
 
-// position is where a scan starts: the seq expected at byte offset Off, on line Line (0-based).
-// Records uses it to start at an index entry instead of the beginning of the file; line numbers
-// in details are then relative to the start unless Line is known.
+// position is where a scan starts: the seq expected at byte offset Off, after Line lines.
+// Log.Scan starts at an index entry instead of the beginning of the file.
 type position struct {
 	Seq  uint64
 	Off  int64
@@ -50,7 +49,7 @@ type position struct {
 
 // scanAt is scan for input that starts at position at of a log. fn also gets each record's
 // byte offset. Unless retain is set, a record's Data is only valid during the call to fn: Open
-// reads every record but keeps none, and copying 50 MB of payloads it drops doubled its time.
+// reads every record but keeps none, and copying the payloads was nearly all it allocated.
 func scanAt(r io.Reader, at position, retain bool, fn func(Record, int64) error) (scanResult, error) {
 	lr := newLineReader(r)
 	defer lr.release()

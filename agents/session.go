@@ -128,13 +128,22 @@ func (s *Session) append(ctx context.Context, typ EventType, data any) (eventlog
 	return rec, nil
 }
 
-// setState records a state change and announces the new snapshot.
+// setState records a state change and announces the new snapshot. The record is durable
+// before the state is visible in memory, so whoever sees the new state also finds its record
+// in the log.
 func (s *Session) setState(ctx context.Context, st State, reason string) {
 	s.mu.Lock()
-	if s.state == st && reason == s.errMsg {
-		s.mu.Unlock()
+	same := s.state == st && (st != Failed || reason == s.errMsg)
+	s.mu.Unlock()
+	if same {
 		return
 	}
+	data := map[string]any{"state": st.String()}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	s.append(ctx, EvStateChanged, data)
+	s.mu.Lock()
 	s.state = st
 	if st == Failed {
 		s.errMsg = reason
@@ -142,11 +151,6 @@ func (s *Session) setState(ctx context.Context, st State, reason string) {
 		s.errMsg = ""
 	}
 	s.mu.Unlock()
-	data := map[string]any{"state": st.String()}
-	if reason != "" {
-		data["reason"] = reason
-	}
-	s.append(ctx, EvStateChanged, data)
 	s.announce()
 }
 

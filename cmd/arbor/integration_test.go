@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -615,5 +616,188 @@ func TestTwoForwardersStartOneDaemon(t *testing.T) {
 	for _, c := range clients {
 		c.call("shutdown", nil, nil)
 		c.notify("exit", nil)
+	}
+}
+
+// logOf reads a session's events with `arbor log --json`.
+func (e *env) logOf(id string) []jsonEvent {
+	e.t.Helper()
+	return parseEvents(e.t, e.mustArbor("log", id, "--json"))
+}
+
+func hasEvent(evs []jsonEvent, typ, substr string) bool {
+	for _, ev := range evs {
+		if ev.Type == typ && strings.Contains(string(ev.Data), substr) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStopARunningCell(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := sessionID(t, e.mustArbor("run", "--detach", "sleep long"))
+	eventually(t, "the cell starts", func() bool { return hasEvent(e.logOf(id), "tool_started", "time.sleep(600)") })
+
+	r := e.mustArbor("stop", id[:8])
+	if !strings.Contains(r.stdout, "stopped "+id) {
+		t.Errorf("arbor stop does not confirm:\n%s", r)
+	}
+	f := e.mustArbor("log", id, "--follow", "--json")
+	if st := states(parseEvents(t, f)); len(st) == 0 || st[len(st)-1] != "stopped" {
+		t.Errorf("states = %v, want the last to be stopped", st)
+	}
+	if s := e.session(id); s.State != "stopped" {
+		t.Errorf("arbor ls: state %q, want stopped", s.State)
+	}
+	// A stopped session is refused more work, with a reason.
+	if r := e.arbor("send", id, "more"); r.code == 0 || !strings.Contains(r.stderr, "stopped") {
+		t.Errorf("want arbor send to a stopped session refused, saying it is stopped:\n%s", r)
+	}
+}
+
+func TestFollowUpKeepsTheKernel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := sessionID(t, e.mustArbor("run", "remember a secret"))
+	if r := e.mustArbor("send", id, "what did I say?"); !regexp.MustCompile(`^(delivered|queued)\n$`).MatchString(r.stdout) {
+		t.Errorf("arbor send says %q, want delivered or queued", r.stdout)
+	}
+	eventually(t, "the follow-up is answered", func() bool {
+		return hasEvent(e.logOf(id), "assistant_message", "you said swordfish")
+	})
+	evs := e.logOf(id)
+	if !hasEvent(evs, "tool_finished", `swordfish`) {
+		t.Errorf("the kernel lost the variable of the first turn")
+	}
+	eventually(t, "the session settles", func() bool { return e.session(id).State == "idle" })
+}
+
+// TestSessionsSurviveTheDaemon: stopping the daemon, or killing it, loses nothing; the next
+// command starts a new daemon that recovers every session and its log, and leaves no kernel
+// of the old daemon behind.
+func TestSessionsSurviveTheDaemon(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"stop", "kill"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			id := sessionID(t, e.mustArbor("run", "remember a secret"))
+			before := e.logOf(id)
+			old := e.daemonPID()
+			if old == 0 {
+				t.Fatal("no daemon pid in the lock file")
+			}
+			if how == "stop" {
+				e.arbor("daemon", "stop") // may report a lost reply; the daemon stops all the same
+			} else {
+				syscall.Kill(old, syscall.SIGKILL)
+			}
+			eventually(t, "the old daemon is gone", func() bool { return syscall.Kill(old, 0) != nil })
+
+			s := e.session(id) // starts a new daemon
+			if e.daemonPID() == old {
+				t.Fatalf("the old daemon still answers")
+			}
+			if s.State == "" || s.State == "failed" || s.Branch == "" {
+				t.Errorf("after the restart: %+v, want the session with its branch, not failed", s)
+			}
+			after := e.logOf(id)
+			if len(after) < len(before) {
+				t.Fatalf("the log lost events: %d before, %d after", len(before), len(after))
+			}
+			for i := range before {
+				if after[i].Seq != before[i].Seq || after[i].Type != before[i].Type || string(after[i].Data) != string(before[i].Data) {
+					t.Errorf("event %d changed across the restart: %+v → %+v", i, before[i], after[i])
+				}
+			}
+			// The old daemon's kernels do not outlive it.
+			kernels := kernelPIDs(before)
+			if len(kernels) == 0 {
+				t.Fatalf("no kernel started event before the restart")
+			}
+			eventually(t, fmt.Sprintf("kernels %v of the old daemon are gone", kernels), func() bool {
+				for _, pid := range kernels {
+					if alive(pid) {
+						return false
+					}
+				}
+				return true
+			})
+			// And the session still works, with what its kernel knew.
+			e.mustArbor("send", id, "what did I say?")
+			evs := e.waitLog(id, "the follow-up after the restart is answered", func(evs []jsonEvent) bool {
+				return hasEvent(evs, "assistant_message", "you said swordfish") || hasEvent(evs, "turn_failed", "")
+			})
+			if !hasEvent(evs, "assistant_message", "you said swordfish") {
+				t.Errorf("after the restart the kernel lost its namespace; last events:\n%v", lastEvents(evs, 6))
+			}
+		})
+	}
+}
+
+// waitLog polls the session's log until cond holds; on giving up it shows the last events.
+func (e *env) waitLog(id, what string, cond func([]jsonEvent) bool) []jsonEvent {
+	e.t.Helper()
+	deadline := time.Now().Add(hangGuard / 2)
+	for {
+		evs := e.logOf(id)
+		if cond(evs) {
+			return evs
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("gave up waiting: %s; last events:\n%s", what, lastEvents(evs, 8))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kernelPIDs lists the pids of the log's kernel started events.
+func kernelPIDs(evs []jsonEvent) []int {
+	var pids []int
+	for _, ev := range evs {
+		var d struct {
+			Event string
+			PID   int
+		}
+		if ev.Type == "kernel" && json.Unmarshal(ev.Data, &d) == nil && d.Event == "started" && d.PID > 0 {
+			pids = append(pids, d.PID)
+		}
+	}
+	return pids
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !isZombie(st)
+}
+
+func lastEvents(evs []jsonEvent, n int) string {
+	var b strings.Builder
+	for _, ev := range evs[max(0, len(evs)-n):] {
+		fmt.Fprintf(&b, "%d %s %s\n", ev.Seq, ev.Type, tail(string(ev.Data), 300))
+	}
+	return b.String()
+}
+
+func TestUnknownModelName(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.arbor("run", "--model", "no-such-model", "compute two")
+	if r.code == 0 || !strings.Contains(r.stderr, "no-such-model") {
+		t.Errorf("want a non-zero exit and a message naming the unknown model:\n%s", r)
+	}
+}
+
+func TestFakeModelRefusesABrokenScript(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	bad := filepath.Join(e.root, "bad.json")
+	writeFile(t, bad, `{"rules":[{"when":{"task":"ok"},"text":"fine"},{"when":{"task":"(unclosed"},"text":"x"}]}`)
+	r := e.arborIn(e.root, "fake-model", "--script", bad)
+	if r.code == 0 || !strings.Contains(r.stderr, filepath.Base(bad)) || !strings.Contains(r.stderr, "rule 2") {
+		t.Errorf("want a refusal naming the file and rule 2:\n%s", r)
 	}
 }

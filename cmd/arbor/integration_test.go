@@ -801,3 +801,84 @@ func TestFakeModelRefusesABrokenScript(t *testing.T) {
 		t.Errorf("want a refusal naming the file and rule 2:\n%s", r)
 	}
 }
+
+// TestInterruptedClientLeavesTheSessionRunning: Ctrl-C on `arbor run` ends the client, not
+// the session.
+func TestInterruptedClientLeavesTheSessionRunning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cmd := exec.Command(arborBin, "run", "slow count to three")
+	cmd.Dir, cmd.Env = e.repo, e.environ()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("arbor run printed no first line: %v", err)
+	}
+	id := sessionID(t, result{stdout: first})
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { io.Copy(io.Discard, out); done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		cmd.Process.Kill()
+		t.Fatal("arbor run did not exit on SIGINT")
+	}
+	f := e.mustArbor("log", id, "--follow", "--json")
+	if st := states(parseEvents(t, f)); len(st) == 0 || st[len(st)-1] != "idle" {
+		t.Errorf("states = %v, want the session to finish idle without its client", st)
+	}
+}
+
+// TestForwarderExitsWhenTheDaemonDies: an editor must notice a dead daemon, not talk to a
+// forwarder that hangs on.
+func TestForwarderExitsWhenTheDaemonDies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.startLSP()
+	c.initialize(e.repo)
+	var st struct{ PID int }
+	json.Unmarshal(c.call("arbor/daemon.status", nil, nil), &st)
+	if st.PID == 0 {
+		t.Fatal("no daemon pid")
+	}
+	syscall.Kill(st.PID, syscall.SIGKILL)
+	select {
+	case <-c.exited:
+	case <-time.After(hangGuard):
+		t.Fatal("arbor lsp did not exit after its daemon died")
+	}
+}
+
+// TestIdleDaemonExits: with no client and no session, the daemon goes away by itself and
+// removes its socket.
+func TestIdleDaemonExits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cmd := exec.Command(arborBin, "daemon", "--socket", e.sock, "--idle-timeout", "300ms")
+	cmd.Dir, cmd.Env = e.root, e.environ()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the idle daemon exited with %v", err)
+		}
+	case <-time.After(hangGuard):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the idle daemon did not exit")
+	}
+	if _, err := os.Stat(e.sock); !os.IsNotExist(err) {
+		t.Errorf("the socket is still there after the daemon left: %v", err)
+	}
+}

@@ -41,9 +41,11 @@ func cmdFsck(ctx context.Context, args []string) error {
 		}
 		status := "ok"
 		switch {
+		case r.Repaired:
+			status = fmt.Sprintf("repaired: kept the valid prefix (%d bytes), dropped %d checksummed lines; the original is at %s", r.ValidBytes, r.Dropped, r.Backup)
 		case r.Corrupt:
 			bad++
-			status = r.Detail
+			status = "CORRUPT (the session is quarantined; run arbor fsck --repair): " + r.Detail
 		case r.TornTail:
 			// An append cut short by a crash was never acknowledged; Open sets it aside.
 			status = "torn tail (never acknowledged; set aside when the session is next opened): " + r.Detail

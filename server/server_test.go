@@ -14,10 +14,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -470,4 +472,42 @@ func TestDaemonStopReplyArrives(t *testing.T) {
 	if failures > 0 {
 		t.Errorf("%d of %d daemon.stop calls lost their reply", failures, rounds)
 	}
+}
+
+// TestDaemonRefusesOtherUsers: even with the socket opened up to everyone, a client of
+// another uid is disconnected without an answer (SO_PEERCRED). Needs root to act as nobody.
+func TestDaemonRefusesOtherUsers(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to connect as another user")
+	}
+	python := "/usr/bin/python3" // not one under $HOME, which the other user cannot reach
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("no /usr/bin/python3 to play the other user")
+	}
+	d := startTestDaemon(t, "")
+	os.Chmod(filepath.Dir(filepath.Dir(d.sock)), 0o755)
+	os.Chmod(filepath.Dir(d.sock), 0o755)
+	os.Chmod(d.sock, 0o777)
+	body := `{"jsonrpc":"2.0","id":1,"method":"arbor/daemon.status"}`
+	cmd := exec.Command(python, "-c", `
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(20)
+s.connect(sys.argv[1])
+try:
+    s.sendall(sys.argv[2].encode())
+    data = s.recv(65536)
+except OSError as e:
+    data = b""
+sys.stdout.write(repr(data))
+`, d.sock, frame(body))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the other user's client: %v\n%s", err, out)
+	}
+	if string(out) != "b''" {
+		t.Errorf("a client of uid 65534 got %s, want the connection closed unanswered", out)
+	}
+	d.raw(t).expectStatus(1) // and we are still served
 }

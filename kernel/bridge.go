@@ -150,8 +150,8 @@ func (b *bridge) serve(c net.Conn) {
 		}
 	}
 	for sc.Scan() {
-		var req bridgeRequest
-		if err := json.Unmarshal(sc.Bytes(), &req); err != nil || len(req.ID) == 0 {
+		req, err := parseRequest(sc.Bytes())
+		if err != nil {
 			b.log.Warn("kernel bridge: dropped a malformed request", "err", err)
 			continue
 		}
@@ -172,6 +172,18 @@ func (b *bridge) serve(c net.Conn) {
 	if err := sc.Err(); err != nil && !errors.Is(err, net.ErrClosed) {
 		b.log.Warn("kernel bridge: connection closed", "err", err)
 	}
+}
+
+// parseRequest decodes one request line; a request needs an id to be answered at all.
+func parseRequest(line []byte) (bridgeRequest, error) {
+	var req bridgeRequest
+	if err := json.Unmarshal(line, &req); err != nil {
+		return req, err
+	}
+	if len(req.ID) == 0 || string(req.ID) == "null" {
+		return req, errors.New("request without an id")
+	}
+	return req, nil
 }
 
 func (b *bridge) handle(req bridgeRequest) (any, error) {

@@ -161,3 +161,42 @@ func TestNoBridgeWithoutHost(t *testing.T) {
 		t.Fatalf("→ %s %q", res.Status, res.Text)
 	}
 }
+
+// FuzzBridgeRequest feeds arbitrary lines through the bridge's parser and dispatcher: nothing
+// panics, unknown methods and non-object params never reach the host, and every reply encodes.
+func FuzzBridgeRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"id":1,"method":"ping","params":{"payload":[1,2]}}`,
+		`{"id":2,"method":"rlm.spawn","params":{"task":"x"}}`,
+		`{"id":3,"method":"rm.rf","params":{}}`,
+		`{"id":4,"method":"goal.get","params":[1]}`,
+		`{"id":null}`, `not json`, `{"id":"a","method":"ping","params":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	host := HostFunc(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		if !bridgeMethods[method] || method == "ping" {
+			panic("host got " + method)
+		}
+		var v map[string]any
+		if err := json.Unmarshal(params, &v); err != nil {
+			panic("host got non-object params: " + string(params))
+		}
+		return v, nil
+	})
+	b := &bridge{host: host, ctx: context.Background()}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		req, err := parseRequest(line)
+		if err != nil {
+			return
+		}
+		res, err := b.handle(req)
+		r := bridgeReply{ID: req.ID, Result: res}
+		if err != nil {
+			r = bridgeReply{ID: req.ID, Error: &bridgeError{Message: err.Error()}}
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatalf("reply does not encode: %v", err)
+		}
+	})
+}

@@ -288,5 +288,7 @@ func (m *Manager) Close() error {
 	if m.fork != nil {
 		m.fork.close()
 	}
+	// Pooled kernels' state dirs hold only their runtime copy once they are gone.
+	os.RemoveAll(filepath.Join(m.cfg.StateDir, "pool"))
 	return nil
 }

@@ -92,3 +92,25 @@ func TestModelRetriesAreRecorded(t *testing.T) {
 		t.Errorf("state %v", s.State())
 	}
 }
+
+const fencedScript = `{"rules":[
+ {"when":{"task":"^fenced","turn":1},"text":"I will compute it.","code":"print(6*7)"},
+ {"when":{"task":"^fenced","last":"42"},"text":"the answer is 42"}
+],"default":{"text":"no"}}`
+
+// TestFencedToolMode: a model without tool calling writes python blocks; they run in the
+// kernel and their output goes back as a message.
+func TestFencedToolMode(t *testing.T) {
+	e := newEnv(t, fencedScript)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"models":{"scripted":{"toolMode":"fenced"}}}`), 0o644)
+	s := e.create("fenced code please")
+	e.settled(s)
+	outs := e.events(s, EvToolFinished)
+	if len(outs) != 1 || !strings.Contains(fmt.Sprint(outs[0]["output"]), "42") {
+		t.Fatalf("tool results: %v", outs)
+	}
+	msgs := e.events(s, EvAssistantMessage)
+	if got := fmt.Sprint(msgs[len(msgs)-1]["text"]); got != "the answer is 42" {
+		t.Errorf("final answer %q", got)
+	}
+}

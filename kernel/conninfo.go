@@ -20,6 +20,10 @@ type connInfo struct {
 	Transport       string `json:"transport"`
 	SignatureScheme string `json:"signature_scheme"`
 	KernelName      string `json:"kernel_name"`
+
+	// shortDir is a private 0700 directory under the temp dir holding the sockets when the
+	// state directory's path is too long for sun_path; removed with the sockets.
+	shortDir string
 }
 
 func (c connInfo) endpoint(port int) string {
@@ -38,6 +42,14 @@ const maxIPCPath = 100
 func newConnInfo(dir, tag string) (connInfo, error) {
 	c := connInfo{Key: newID() + newID(), SignatureScheme: "hmac-sha256"}
 	base := filepath.Join(dir, "zmq-"+tag)
+	if len(base)+3 > maxIPCPath {
+		// Deep repositories give long state paths: keep the sockets in a short private
+		// directory instead of falling back to TCP, which a sandboxed kernel without a network
+		// cannot reach and which other local users could.
+		if short, err := os.MkdirTemp("", "arbor-zmq-"); err == nil {
+			c.shortDir, base = short, filepath.Join(short, tag)
+		}
+	}
 	if len(base)+3 <= maxIPCPath {
 		c.Transport, c.IP = "ipc", base
 		c.ShellPort, c.IOPubPort, c.StdinPort, c.ControlPort, c.HBPort = 1, 2, 3, 4, 5
@@ -82,5 +94,8 @@ func (c connInfo) removeIPC() {
 	}
 	for _, p := range []int{c.ShellPort, c.IOPubPort, c.StdinPort, c.ControlPort, c.HBPort} {
 		os.Remove(fmt.Sprintf("%s-%d", c.IP, p))
+	}
+	if c.shortDir != "" {
+		os.Remove(c.shortDir)
 	}
 }

@@ -130,6 +130,9 @@ func launch(ctx context.Context, o Options, s launchSpec, spawn spawnFunc, log *
 	if err != nil {
 		return nil, err
 	}
+	if cf.shortDir != "" {
+		o.sandboxBinds = append(o.sandboxBinds, cf.shortDir)
+	}
 	if o.Sandbox != "" && !o.AllowNetwork && cf.Transport != "ipc" {
 		// Without a network namespace of its own the kernel can only be reached by Unix sockets.
 		return nil, fmt.Errorf("start sandboxed kernel: state dir %q is too long for Unix socket paths (max %d bytes); use a shorter StateDir", o.StateDir, maxIPCPath-16)

@@ -13,7 +13,6 @@ type hostHandler struct{ s *Session }
 type hostMethod func(ctx context.Context, s *Session, params json.RawMessage) (any, error)
 
 var hostMethods = map[string]hostMethod{
-	"ping":                      hostPing,
 	"rlm.spawn":                 hostSpawn,
 	"rlm.list":                  hostListChildren,
 	"rlm.stop":                  hostStopChild,
@@ -42,14 +41,4 @@ func decodeStrict(method string, raw json.RawMessage, v any) error {
 		return fmt.Errorf("%s: %w", method, err)
 	}
 	return nil
-}
-
-func hostPing(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
-	var p struct {
-		Payload any `json:"payload"`
-	}
-	if err := decodeStrict("ping", raw, &p); err != nil {
-		return nil, err
-	}
-	return map[string]any{"pong": p.Payload, "session": s.meta.ID}, nil
 }

@@ -19,11 +19,14 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/arborhq/arbor/agents"
+	"github.com/arborhq/arbor/agents/model/scripted"
+	"github.com/arborhq/arbor/workspace"
 )
 
 // hangGuard turns a hang into a failure; nothing here is timed.
@@ -510,4 +513,194 @@ sys.stdout.write(repr(data))
 		t.Errorf("a client of uid 65534 got %s, want the connection closed unanswered", out)
 	}
 	d.raw(t).expectStatus(1) // and we are still served
+}
+
+const burstScript = `{"rules":[
+ {"when":{"last":"step 30\\n?$"},"text":"burst done"},
+ {"when":{"task":"^burst"},"code":"n = globals().get('n', 0) + 1\nprint('step', n)"}
+],"default":{"text":"done"}}`
+
+// TestAttachWhileAppending attaches again and again while a session appends quickly. A
+// client that drops what it has already seen by seq, as the CLI does, must end up with
+// every event from 1 on, in order: replayed events must not arrive after live ones.
+func TestAttachWhileAppending(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	script, err := scripted.Parse([]byte(burstScript), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, stopModel := context.WithCancel(context.Background())
+	url, wait, err := scripted.Serve(mctx, "127.0.0.1:0", script, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stopModel(); wait() }()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("ARBOR_MODEL_BASE_URL", url)
+	t.Setenv("ARBOR_MODEL", "scripted")
+	t.Setenv("ARBOR_KERNEL_PYTHON", "/usr/bin/python3")
+	repo := filepath.Join(t.TempDir(), "repo")
+	os.MkdirAll(repo, 0o755)
+	os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o644)
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	d := startTestDaemonWith(t, agents.Options{StateDir: t.TempDir(), PlainKernels: true,
+		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})
+
+	nc, err := Dial(t.Context(), DialOptions{Socket: d.sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(t.Context(), nc, nil)
+	defer c.Close()
+	var s Session
+	if err := c.Call(t.Context(), MethodSessionCreate, &SessionCreateParams{Task: "burst of cells", Dir: repo}, &s); err != nil {
+		t.Fatal(err)
+	}
+
+	id := s.ID // s is decoded into below while the attachers run
+	var mu sync.Mutex
+	var attaches, misordered int
+	var example string
+	settled := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-settled:
+					return
+				default:
+				}
+				got, ok := attachOnce(t, d.sock, id)
+				if !ok {
+					continue
+				}
+				// What a seq-deduplicating client keeps.
+				var kept []uint64
+				for _, seq := range got {
+					if len(kept) == 0 || seq > kept[len(kept)-1] {
+						kept = append(kept, seq)
+					}
+				}
+				mu.Lock()
+				attaches++
+				for i, seq := range kept {
+					if seq != uint64(i+1) {
+						misordered++
+						if example == "" {
+							example = fmt.Sprintf("arrival order %v", got)
+						}
+						break
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if err := c.Call(t.Context(), MethodSessionGet, &SessionRef{ID: s.ID}, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.State == StateIdle || s.State == StateFailed || time.Now().After(deadline) {
+			break
+		}
+	}
+	close(settled)
+	wg.Wait()
+	if s.State != StateIdle {
+		t.Fatalf("the burst session ended %s: %s", s.State, s.Error)
+	}
+	t.Logf("%d attaches during the burst", attaches)
+	if misordered > 0 {
+		t.Errorf("%d of %d attaches delivered a replayed event after a live one, so a client dropping seen seqs loses events; e.g. %s", misordered, attaches, example)
+	}
+}
+
+// attachOnce attaches a fresh connection and returns the seqs of the arbor/event
+// notifications it got, in arrival order, up to the session's last seq at attach time.
+func attachOnce(t *testing.T, sock, id string) ([]uint64, bool) {
+	nc, err := Dial(t.Context(), DialOptions{Socket: sock})
+	if err != nil {
+		return nil, false
+	}
+	var mu sync.Mutex
+	var got []uint64
+	var maxSeq uint64
+	more := make(chan struct{}, 1)
+	c := NewClient(t.Context(), nc, func(method string, params json.RawMessage) {
+		if method != NotifyEvent {
+			return
+		}
+		var ev Event
+		json.Unmarshal(params, &ev)
+		mu.Lock()
+		got = append(got, ev.Seq)
+		maxSeq = max(maxSeq, ev.Seq)
+		mu.Unlock()
+		select {
+		case more <- struct{}{}:
+		default:
+		}
+	})
+	defer c.Close()
+	var ar AttachResult
+	if err := c.Call(t.Context(), MethodSessionAttach, &AttachParams{ID: id}, &ar); err != nil {
+		return nil, false
+	}
+	for {
+		mu.Lock()
+		done := maxSeq >= ar.Session.LastSeq
+		mu.Unlock()
+		if done {
+			break
+		}
+		select {
+		case <-more:
+		case <-time.After(hangGuard):
+			return nil, false
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]uint64(nil), got...), true
+}
+
+// startTestDaemonWith is startTestDaemon with the agents options of the caller.
+func startTestDaemonWith(t *testing.T, opts agents.Options) *testDaemon {
+	t.Helper()
+	base, err := os.MkdirTemp("", "ab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	svc, err := agents.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &testDaemon{sock: filepath.Join(base, "arbor.sock"), stop: cancel, done: make(chan error, 1)}
+	go func() { d.done <- RunDaemon(ctx, DaemonOptions{Socket: d.sock, Agents: svc, Version: "test"}) }()
+	t.Cleanup(func() { d.shutdown(t) })
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(5 * time.Millisecond) {
+		if nc, err := net.Dial("unix", d.sock); err == nil {
+			nc.Close()
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon does not listen on %s", d.sock)
+		}
+	}
 }

@@ -882,3 +882,46 @@ func TestIdleDaemonExits(t *testing.T) {
 		t.Errorf("the socket is still there after the daemon left: %v", err)
 	}
 }
+
+// TestFollowersJoiningABusySession: followers that attach while a session appends events
+// quickly each see the whole log, seq 1 to the end, in order, nothing missing.
+func TestFollowersJoiningABusySession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := sessionID(t, e.mustArbor("run", "--detach", "burst of cells"))
+	var wg sync.WaitGroup
+	results := make([]result, 6)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 150 * time.Millisecond) // join at different points
+			results[i] = e.arbor("log", id, "--follow", "--json")
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 {
+			t.Errorf("follower %d:\n%s", i, r)
+			continue
+		}
+		evs := parseEvents(t, r)
+		for j, ev := range evs {
+			if ev.Seq != uint64(j+1) {
+				t.Errorf("follower %d: event %d has seq %d, want %d (seqs %v…)", i, j, ev.Seq, j+1, seqs(evs, 12))
+				break
+			}
+		}
+		if !hasEvent(evs, "assistant_message", "burst done") {
+			t.Errorf("follower %d stopped before the end: %s", i, lastEvents(evs, 3))
+		}
+	}
+}
+
+func seqs(evs []jsonEvent, n int) []uint64 {
+	var out []uint64
+	for _, ev := range evs[:min(n, len(evs))] {
+		out = append(out, ev.Seq)
+	}
+	return out
+}

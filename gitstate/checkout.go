@@ -1,13 +1,17 @@
 package gitstate
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"io"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"sync"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -54,7 +58,7 @@ func (r *Repo) listTree(tree plumbing.Hash, prefix string, out []treeFile) ([]tr
 // data included. One goroutine reads blobs with read (it alone touches that object store);
 // several write files, since creating thousands of small files is syscall-bound and the writers
 // overlap that latency.
-func checkout(ctx context.Context, read blobReader, dir string, files []treeFile) ([]*index.Entry, error) {
+func checkout(ctx context.Context, read blobReader, common, dir string, files []treeFile) ([]*index.Entry, error) {
 	entries := make([]*index.Entry, len(files))
 	made := map[string]bool{"": true, ".": true}
 	for i, f := range files {
@@ -73,16 +77,17 @@ func checkout(ctx context.Context, read blobReader, dir string, files []treeFile
 		}
 	}
 
-	type job struct {
-		i    int
-		data []byte
+	// The reader takes blobs in pack order, so each delta's base was usually just read and
+	// is still in the delta-base cache (in path order the same chains were rebuilt again and
+	// again), and hands them to the writers in batches: a channel handoff per file cost more
+	// in futex wake-ups and spinning than the file writes themselves.
+	type batch struct {
+		idx  []int
+		data [][]byte
 	}
-	// Each directory belongs to one writer: creating a file takes its directory's lock, so
-	// writers sharing a directory would queue on it. The reader visits directories round-robin
-	// so every writer has work.
-	nw := max(4, 2*runtime.GOMAXPROCS(0))
-	order, owner := interleaveByDir(files)
-	queues := make([]chan job, nw)
+	nw := max(2, runtime.GOMAXPROCS(0))
+	order := packOrder(common, files)
+	queue := make(chan batch, 2*nw)
 	errs := make(chan error, 1)
 	fail := func(err error) {
 		select {
@@ -94,37 +99,37 @@ func checkout(ctx context.Context, read blobReader, dir string, files []treeFile
 	var once sync.Once
 	halt := func() { once.Do(func() { close(stop) }) }
 	var wg sync.WaitGroup
-	for w := range nw {
-		queues[w] = make(chan job, 32)
+	for range nw {
 		wg.Go(func() {
-			for j := range queues[w] {
-				if err := writeFile(dir, entries[j.i], j.data); err != nil {
-					fail(err)
-					halt()
+			for b := range queue {
+				for k, i := range b.idx {
+					if err := writeFile(dir, entries[i], b.data[k]); err != nil {
+						fail(err)
+						halt()
+						break
+					}
 				}
 			}
 		})
 	}
 	readErr := func() error {
-		defer func() {
-			for _, q := range queues {
-				close(q)
-			}
-		}()
-		for n, i := range order {
-			f := files[i]
-			if f.mode == filemode.Submodule {
-				continue // an empty directory, as git leaves an uninitialised submodule
-			}
-			if n%256 == 0 && ctx.Err() != nil {
+		defer close(queue)
+		for len(order) > 0 {
+			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			data, err := read(f.hash)
-			if err != nil {
-				return fmt.Errorf("read %s: %w", f.path, err)
+			n := min(len(order), batchSize)
+			b := batch{idx: order[:n], data: make([][]byte, n)}
+			order = order[n:]
+			for k, i := range b.idx {
+				data, err := read(files[i].hash)
+				if err != nil {
+					return fmt.Errorf("read %s: %w", files[i].path, err)
+				}
+				b.data[k] = data
 			}
 			select {
-			case queues[owner[i]%nw] <- job{i, data}:
+			case queue <- b:
 			case <-stop:
 				return nil
 			}
@@ -202,33 +207,54 @@ func writeFile(dir string, e *index.Entry, data []byte) error {
 	return createFile(p, data, perm, e)
 }
 
-// interleaveByDir orders file indexes round-robin over their directories (first file of each
-// directory, then the second, …) and numbers each file's directory.
-func interleaveByDir(files []treeFile) (order, dirOf []int) {
-	dirOf = make([]int, len(files))
-	var groups [][]int
-	index := map[string]int{}
-	for i, f := range files {
-		d := path.Dir(f.path)
-		g, ok := index[d]
-		if !ok {
-			g = len(groups)
-			index[d] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], i)
-		dirOf[i] = g
+// batchSize bounds the files handed to a writer at once.
+const batchSize = 64
+
+// packOrder returns the indexes of files (gitlinks left out) ordered by where their blobs lie
+// in the repository's packs; loose objects come last, in path order.
+func packOrder(common string, files []treeFile) []int {
+	type key struct {
+		pack int
+		off  int64
 	}
-	order = make([]int, 0, len(files))
-	for round := 0; len(groups) > 0; round++ {
-		live := groups[:0]
-		for _, g := range groups {
-			order = append(order, g[round])
-			if round+1 < len(g) {
-				live = append(live, g)
+	keys := make([]key, len(files))
+	for i := range keys {
+		keys[i] = key{math.MaxInt, int64(i)}
+	}
+	idxs, _ := filepath.Glob(filepath.Join(common, "objects", "pack", "*.idx"))
+	sort.Strings(idxs)
+	for p, name := range idxs {
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		mi := idxfile.NewMemoryIndex()
+		err = idxfile.NewDecoder(bufio.NewReader(f)).Decode(mi)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		for i, fl := range files {
+			if keys[i].pack != math.MaxInt {
+				continue
+			}
+			if off, err := mi.FindOffset(fl.hash); err == nil {
+				keys[i] = key{p, off}
 			}
 		}
-		groups = live
 	}
-	return order, dirOf
+	order := make([]int, 0, len(files))
+	for i, f := range files {
+		if f.mode != filemode.Submodule {
+			order = append(order, i)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool {
+		ka, kb := keys[order[a]], keys[order[b]]
+		if ka.pack != kb.pack {
+			return ka.pack < kb.pack
+		}
+		return ka.off < kb.off
+	})
+	return order
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
@@ -105,9 +106,11 @@ func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 	if err != nil {
 		return err
 	}
+	registered := time.Now()
 	read, closeReader := r.privateReader()
-	entries, err := checkout(ctx, read, p.dir, p.files)
+	entries, err := checkout(ctx, read, r.common, p.dir, p.files)
 	closeReader()
+	r.logger.Debug("worktree files written", "name", spec.Name, "files", len(p.files), "took", time.Since(registered))
 	unlock, lerr := r.lock(context.WithoutCancel(ctx)) // finishing or rolling back must happen
 	if lerr != nil {
 		return lerr
@@ -185,7 +188,7 @@ func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.Re
 	if err != nil {
 		return err
 	}
-	entries, err := checkout(ctx, r.readBlob, p.dir, p.files)
+	entries, err := checkout(ctx, r.readBlob, r.common, p.dir, p.files)
 	if err == nil {
 		err = r.finishWorktree(p, entries)
 	}

@@ -2,7 +2,7 @@ package gitstate
 
 import (
 	"errors"
-	"fmt"
+	"github.com/go-git/go-git/v5/plumbing"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,25 +121,25 @@ func TestSlug(t *testing.T) {
 	}
 }
 
-func TestInterleaveByDir(t *testing.T) {
+func TestPackOrder(t *testing.T) {
 	t.Parallel()
-	files := []treeFile{{path: "a/1"}, {path: "a/2"}, {path: "a/3"}, {path: "b/1"}, {path: "c/1"}, {path: "c/2"}}
-	order, dirOf := interleaveByDir(files)
-	if got := fmt.Sprint(order); got != "[0 3 4 1 5 2]" {
-		t.Errorf("order = %s", got)
+	root := newTestRepo(t)
+	git(t, root, "repack", "-adq")
+	writeFiles(t, root, map[string]string{"loose.txt": "loose\n"})
+	git(t, root, "add", "loose.txt")
+	git(t, root, "commit", "-q", "-m", "loose")
+	r := openTest(t, root)
+	_, head, _ := r.Head(t.Context())
+	c, _ := r.git.CommitObject(plumbing.NewHash(head))
+	files, err := r.listTree(c.TreeHash, "", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := fmt.Sprint(dirOf); got != "[0 0 0 1 2 2]" {
-		t.Errorf("dirOf = %s", got)
+	order := packOrder(r.CommonDir(), files)
+	if len(order) != len(files) {
+		t.Fatalf("order has %d of %d files", len(order), len(files))
 	}
-}
-
-func TestOpenRefusesSHA256(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	if _, err := gitErr(dir, "init", "-q", "--object-format=sha256"); err != nil {
-		t.Skip("git without sha256 support")
-	}
-	if _, err := Open(dir, nil); err == nil || !strings.Contains(err.Error(), "SHA-256") {
-		t.Errorf("Open(sha256 repo) = %v", err)
+	if last := files[order[len(order)-1]].path; last != "loose.txt" {
+		t.Errorf("loose object not last: %s", last)
 	}
 }

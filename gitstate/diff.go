@@ -9,7 +9,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/utils/merkletrie"
 )
 
 // Diff is a session's change: Head against the merge-base of the base and head revisions, so
@@ -112,20 +111,19 @@ func (r *Repo) mergeBase(a, b plumbing.Hash) (plumbing.Hash, error) {
 
 // diffCommits diffs two commits directly (no merge-base). Callers hold the lock.
 func (r *Repo) diffCommits(ctx context.Context, from, to plumbing.Hash) (*Diff, error) {
-	trees := make([]*object.Tree, 2)
+	var trees [2]plumbing.Hash
 	for i, c := range []plumbing.Hash{from, to} {
 		commit, err := r.git.CommitObject(c)
 		if err != nil {
 			return nil, fmt.Errorf("commit %s: %w", c, err)
 		}
-		if trees[i], err = commit.Tree(); err != nil {
-			return nil, fmt.Errorf("tree of %s: %w", c, err)
-		}
+		trees[i] = commit.TreeHash
 	}
-	changes, err := object.DiffTreeWithOptions(ctx, trees[0], trees[1], object.DefaultDiffTreeOptions)
-	if err != nil {
+	var changes []pathChange
+	if err := r.diffTrees(ctx, trees[0], trees[1], "", &changes); err != nil {
 		return nil, fmt.Errorf("compare trees: %w", err)
 	}
+	changes = r.detectRenames(changes)
 	d := &Diff{Base: from.String(), Head: to.String(), Files: []FileDiff{}} // [] not null in JSON
 	for _, c := range changes {
 		fds, err := r.fileDiffs(c)
@@ -138,22 +136,18 @@ func (r *Repo) diffCommits(ctx context.Context, from, to plumbing.Hash) (*Diff, 
 	return d, nil
 }
 
-// fileDiffs turns one tree change into file diffs (two for a type change).
-func (r *Repo) fileDiffs(c *object.Change) ([]FileDiff, error) {
-	action, err := c.Action()
-	if err != nil {
-		return nil, err
-	}
-	from, to := c.From.TreeEntry, c.To.TreeEntry
-	if action == merkletrie.Modify && isLink(from.Mode) != isLink(to.Mode) {
-		del, err := r.fileDiff(c.From.Name, from, c.To.Name, object.TreeEntry{})
+// fileDiffs turns one path change into file diffs (two for a change of type between file and
+// symlink, as git shows it).
+func (r *Repo) fileDiffs(c pathChange) ([]FileDiff, error) {
+	if c.from.Mode != 0 && c.to.Mode != 0 && isLink(c.from.Mode) != isLink(c.to.Mode) {
+		del, err := r.fileDiff(c.fromPath, c.from, c.toPath, object.TreeEntry{})
 		if err != nil {
 			return nil, err
 		}
-		add, err := r.fileDiff(c.From.Name, object.TreeEntry{}, c.To.Name, to)
+		add, err := r.fileDiff(c.fromPath, object.TreeEntry{}, c.toPath, c.to)
 		return []FileDiff{del, add}, err
 	}
-	fd, err := r.fileDiff(c.From.Name, from, c.To.Name, to)
+	fd, err := r.fileDiff(c.fromPath, c.from, c.toPath, c.to)
 	return []FileDiff{fd}, err
 }
 

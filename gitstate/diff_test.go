@@ -150,3 +150,30 @@ func TestHunks(t *testing.T) {
 		t.Errorf("new file hunk %+v", hs)
 	}
 }
+
+// TestDiffDetectsEditedRename: a moved file with a small edit is a rename, as with git diff -M.
+func TestDiffDetectsEditedRename(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	long := strings.Repeat("some line of code\n", 30)
+	writeFiles(t, root, map[string]string{"old/name.go": long})
+	git(t, root, "add", "-A")
+	git(t, root, "commit", "-q", "-m", "long file")
+	r := openTest(t, root)
+	wt := addSession(t, r, "ren")
+	os.RemoveAll(filepath.Join(wt, "old"))
+	writeFiles(t, wt, map[string]string{"new/name.go": long + "one more line\n"})
+	if _, _, err := r.Checkpoint(t.Context(), wt, "move", nil); err != nil {
+		t.Fatal(err)
+	}
+	d, err := r.Diff(t.Context(), "main", "arbor/ren")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Files) != 1 || d.Files[0].Status != Renamed || d.Files[0].OldPath != "old/name.go" || d.Files[0].Additions != 1 {
+		t.Fatalf("diff = %+v, want one rename old/name.go -> new/name.go with +1", d.Files)
+	}
+	if got := git(t, root, "diff", "-M", "--name-status", d.Base, d.Head); !strings.HasPrefix(got, "R") {
+		t.Errorf("git sees %q", got)
+	}
+}

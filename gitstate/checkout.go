@@ -19,7 +19,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
@@ -34,11 +33,11 @@ type treeFile struct {
 // listTree returns every file, symlink and gitlink under the tree, depth first in tree order.
 // Callers hold the lock.
 func (r *Repo) listTree(tree plumbing.Hash, prefix string, out []treeFile) ([]treeFile, error) {
-	t, err := object.GetTree(r.git.Storer, tree)
+	entries, err := r.readTree(tree)
 	if err != nil {
-		return out, fmt.Errorf("read tree %s (%q): %w", tree, prefix, err)
+		return out, fmt.Errorf("%q: %w", prefix, err)
 	}
-	for _, e := range t.Entries {
+	for _, e := range entries {
 		p := e.Name
 		if prefix != "" {
 			p = prefix + "/" + e.Name

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 )
 
-// sessionAttach replays events since SinceSeq and then streams live ones. The session is
-// marked attached before the replay is read, so no event falls between replay and live; a
-// client may see an event twice and drops it by seq.
+// sessionAttach replays events since SinceSeq and then streams live ones. Live events that
+// arrive while the replay is read are held back and queued after it, skipping any the replay
+// already carried, so the client sees every event once, in seq order.
 func (c *conn) sessionAttach(ctx context.Context, raw json.RawMessage) (any, error) {
 	p, err := decode[AttachParams](raw)
 	if err != nil {
@@ -22,16 +22,29 @@ func (c *conn) sessionAttach(ctx context.Context, raw json.RawMessage) (any, err
 		return nil, err
 	}
 	c.mu.Lock()
-	c.attached[id] = true
+	delete(c.attached, id)
 	delete(c.behind, id)
+	c.replaying[id] = nil
 	c.mu.Unlock()
 	recs, err := sess.Events(p.SinceSeq)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held := c.replaying[id]
+	delete(c.replaying, id)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range recs {
-		c.enqueue(outMsg{method: NotifyEvent, session: id, params: &Event{Session: id, Seq: r.Seq, TS: r.TS, Type: r.Type, Data: r.Data}}, r.Seq)
+	last := p.SinceSeq
+	if last > 0 {
+		last--
 	}
+	for _, r := range append(recs, held...) {
+		if r.Seq > last {
+			c.enqueueLocked(eventMsg(id, r), r.Seq)
+			last = r.Seq
+		}
+	}
+	c.attached[id] = true
 	return &AttachResult{Session: toSession(c.srv.agents.Info(sess))}, nil
 }
 

@@ -38,8 +38,9 @@ type conn struct {
 	rootDir     string
 	caps        clientCaps
 	attached    map[string]bool
-	behind      map[string]uint64 // session → last seq queued before events were dropped
-	progress    map[string]string // session → progress token
+	replaying   map[string][]eventlog.Record // live events held back while a replay is queued
+	behind      map[string]uint64            // session → last seq queued before events were dropped
+	progress    map[string]string            // session → progress token
 	unsubscribe func()
 	requests    sync.WaitGroup // handlers in flight
 }
@@ -52,7 +53,7 @@ type clientCaps struct {
 func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{
 		srv: srv, log: srv.log, out: make(chan outMsg, queueLen),
-		attached: map[string]bool{}, behind: map[string]uint64{}, progress: map[string]string{},
+		attached: map[string]bool{}, replaying: map[string][]eventlog.Record{}, behind: map[string]uint64{}, progress: map[string]string{},
 	}
 	c.rpc = jsonrpc2.NewConn(newStream(nc))
 	ctx, cancel := context.WithCancel(ctx)
@@ -105,31 +106,42 @@ func (c *conn) flushBehind(ctx context.Context) {
 
 // enqueue never blocks: a full queue detaches the session's events and marks it behind.
 func (c *conn) enqueue(m outMsg, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.enqueueLocked(m, seq)
+}
+
+func (c *conn) enqueueLocked(m outMsg, seq uint64) {
 	select {
 	case c.out <- m:
 	default:
 		if m.session == "" {
 			return // tree deltas: the next one, or a reattach, brings the client up to date
 		}
-		c.mu.Lock()
 		delete(c.attached, m.session)
 		if _, ok := c.behind[m.session]; !ok {
 			c.behind[m.session] = seq - 1
 		}
-		c.mu.Unlock()
 	}
 }
 
-// Event implements agents.Listener.
+func eventMsg(session string, rec eventlog.Record) outMsg {
+	return outMsg{method: NotifyEvent, session: session, params: &Event{
+		Session: session, Seq: rec.Seq, TS: rec.TS, Type: rec.Type, Data: rec.Data}}
+}
+
+// Event implements agents.Listener. Events of a session whose replay is being queued wait, so
+// a client always sees a session's events in seq order.
 func (c *conn) Event(session string, rec eventlog.Record) {
 	c.mu.Lock()
-	on := c.attached[session]
-	c.mu.Unlock()
-	if !on {
+	defer c.mu.Unlock()
+	if held, ok := c.replaying[session]; ok {
+		c.replaying[session] = append(held, rec)
 		return
 	}
-	c.enqueue(outMsg{method: NotifyEvent, session: session, params: &Event{
-		Session: session, Seq: rec.Seq, TS: rec.TS, Type: rec.Type, Data: rec.Data}}, rec.Seq)
+	if c.attached[session] {
+		c.enqueueLocked(eventMsg(session, rec), rec.Seq)
+	}
 }
 
 // SessionChanged implements agents.Listener.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/arborhq/arbor/agents/agentbench"
@@ -25,6 +26,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents [--json]")
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var rep *bench.Report
 	switch pos[0] {
 	case "startup":
@@ -37,9 +39,9 @@ func cmdBench(ctx context.Context, args []string) error {
 			return err
 		}
 	case "kernel":
-		rep, err = kernelbench.Run(ctx, nil, nil)
+		rep, err = kernelbench.Run(ctx, nil, logger)
 	case "git":
-		rep, err = gitbench.Run(ctx, nil)
+		rep, err = gitbench.Run(ctx, logger)
 	case "agents":
 		rep, err = agentbench.Run(ctx, agentbench.Options{Sessions: *sessions})
 	default:

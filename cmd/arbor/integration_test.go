@@ -925,3 +925,24 @@ func seqs(evs []jsonEvent, n int) []uint64 {
 	}
 	return out
 }
+
+// TestDaemonStopWaitsForTheDaemon: when `arbor daemon stop` says stopped, the daemon is gone
+// (its kernels closed, its lock free), so the next command can start a new one at once.
+func TestDaemonStopWaitsForTheDaemon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := sessionID(t, e.mustArbor("run", "remember a secret")) // a live kernel to close
+	pid := e.daemonPID()
+	r := e.mustArbor("daemon", "stop")
+	if !strings.Contains(r.stdout, fmt.Sprintf("daemon pid %d stopped", pid)) {
+		t.Errorf("arbor daemon stop does not name pid %d:\n%s", pid, r)
+	}
+	if alive(pid) {
+		t.Errorf("arbor daemon stop returned while daemon pid %d still runs", pid)
+	}
+	// `arbor daemon stop && arbor run …` works.
+	e.mustArbor("run", "compute two")
+	if s := e.session(id); s.State == "" {
+		t.Errorf("the first session is gone after the restart")
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/arborhq/arbor/agents"
@@ -62,13 +64,40 @@ func daemonStop(ctx context.Context) error {
 	if err := c.Call(ctx, server.MethodDaemonStop, nil, &st); err != nil {
 		return err
 	}
+	// The connection closes as the daemon starts shutting down; it then still closes its
+	// kernels and holds its lock. Report stopped only once the process is gone, so that
+	// `arbor daemon stop && arbor run …` does not meet the old daemon's lock.
+	deadline := time.After(30 * time.Second)
 	select {
 	case <-c.Done():
-	case <-time.After(30 * time.Second):
+	case <-deadline:
 		return fmt.Errorf("daemon pid %d did not stop within 30s", st.PID)
+	}
+	for processRuns(st.PID) {
+		select {
+		case <-deadline:
+			return fmt.Errorf("daemon pid %d did not exit within 30s", st.PID)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	fmt.Printf("daemon pid %d stopped\n", st.PID)
 	return nil
+}
+
+// processRuns reports whether pid is a running process (a zombie has finished).
+func processRuns(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !os.IsNotExist(err) // no /proc: trust kill(pid, 0)
+	}
+	// The state follows the command name, which is in parentheses and may contain spaces.
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
 }
 
 func daemonStatus(ctx context.Context) error {

@@ -946,3 +946,31 @@ func TestDaemonStopWaitsForTheDaemon(t *testing.T) {
 		t.Errorf("the first session is gone after the restart")
 	}
 }
+
+// TestBadArguments: each mistake gets a non-zero exit and a message naming what was wrong.
+func TestBadArguments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := sessionID(t, e.mustArbor("run", "hello there"))
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", ""}, "task is empty"},
+		{[]string{"run", "   "}, "task is empty"},
+		{[]string{"run"}, "usage: arbor run"},
+		{[]string{"run", "--dir", "/nonexistent", "x"}, "/nonexistent is not a directory"},
+		{[]string{"log"}, "usage: arbor log ID"},
+		{[]string{"send", id, "hi", "--mode", "weird"}, `"weird"`},
+		{[]string{"bogus"}, `unknown command "bogus"`},
+		{[]string{"run", "--no-such-flag", "x"}, "no-such-flag"},
+	} {
+		r := e.arbor(tt.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("want a non-zero exit and %q:\n%s", tt.want, r)
+		}
+	}
+	if out := e.git(e.repo, "branch", "--list", "arbor/*"); strings.Count(out, "\n") != 1 {
+		t.Errorf("refused runs left branches behind:\n%s", out)
+	}
+}

@@ -974,3 +974,51 @@ func TestBadArguments(t *testing.T) {
 		t.Errorf("refused runs left branches behind:\n%s", out)
 	}
 }
+
+// TestFollowALongSession: `arbor log --follow` of a settled session with more than a
+// thousand events, after an earlier turn that also ended idle, prints them all and exits,
+// even when its reader is slow (a pager, a terminal scrolled back).
+func TestFollowALongSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.repo, "arbor.json"), `{"maxTurnSteps": 1000}`)
+	e.git(e.repo, "add", "arbor.json")
+	e.git(e.repo, "commit", "-qm", "allow long turns")
+	// A long task makes the first events big enough to fill the stdout pipe of a follower
+	// whose reader waits, so the follower is still at the first idle when the rest arrives.
+	task := "long burst of cells " + strings.Repeat("padding ", 10000)
+	id := sessionID(t, e.mustArbor("run", task))
+	e.mustArbor("send", id, "go")
+	evs := e.waitLog(id, "the long burst ends", func(evs []jsonEvent) bool {
+		st := states(evs)
+		return hasEvent(evs, "turn_failed", "") || (hasEvent(evs, "assistant_message", "long burst done") && st[len(st)-1] == "idle")
+	})
+	if len(evs) < 1100 {
+		t.Fatalf("only %d events; the burst did not run: %s", len(evs), lastEvents(evs, 4))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	cmd := exec.CommandContext(ctx, arborBin, "log", id, "--follow", "--json")
+	cmd.Dir, cmd.Env = e.repo, e.environ()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // a slow reader: not a timing assertion
+	out, _ := io.ReadAll(stdout)
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("arbor log --follow hung on a settled session of %d events (printed %d lines)", len(evs), strings.Count(string(out), "\n"))
+	}
+	if err != nil {
+		t.Fatalf("arbor log --follow: %v", err)
+	}
+	got := parseEvents(t, result{stdout: string(out)})
+	if len(got) != len(evs) {
+		t.Errorf("arbor log --follow printed %d events, the log has %d", len(got), len(evs))
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/arborhq/arbor/server"
 )
@@ -54,25 +55,50 @@ type follower struct {
 	json    bool
 	events  chan server.Event
 	behind  chan struct{}
-	lastSeq uint64
+	lastSeq uint64 // the follow loop's
+
+	mu   sync.Mutex
+	next uint64 // the seq notify hands on next
 }
 
 func newFollower(w *os.File, asJSON bool) *follower {
-	return &follower{w: w, json: asJSON, events: make(chan server.Event, 1024), behind: make(chan struct{}, 1)}
+	return &follower{w: w, json: asJSON, events: make(chan server.Event, 1024), behind: make(chan struct{}, 1), next: 1}
 }
 
+// notify runs on the connection's reader and must never block it: a Call waiting for its
+// reply would wait forever behind an event that cannot be handed on. It passes events on
+// strictly in seq order; a gap (a live event ahead of the replay) or a full queue drops the
+// event and asks the follow loop to reattach from the first missing seq.
 func (f *follower) notify(method string, params json.RawMessage) {
 	switch method {
 	case server.NotifyEvent:
 		var e server.Event
-		if json.Unmarshal(params, &e) == nil {
-			f.events <- e
+		if json.Unmarshal(params, &e) != nil {
+			return
 		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if e.Seq < f.next {
+			return // replay and live overlap
+		}
+		if e.Seq == f.next {
+			select {
+			case f.events <- e:
+				f.next++
+				return
+			default:
+			}
+		}
+		f.fellBehind()
 	case server.NotifyFellBehind:
-		select {
-		case f.behind <- struct{}{}:
-		default:
-		}
+		f.fellBehind()
+	}
+}
+
+func (f *follower) fellBehind() {
+	select {
+	case f.behind <- struct{}{}:
+	default:
 	}
 }
 
@@ -90,7 +116,10 @@ func (f *follower) follow(ctx context.Context, c *server.Client, id string) erro
 		case <-c.Done():
 			return fmt.Errorf("the daemon closed the connection")
 		case <-f.behind:
-			if err := c.Call(ctx, server.MethodSessionAttach, &server.AttachParams{ID: id, SinceSeq: f.lastSeq + 1}, &ar); err != nil {
+			f.mu.Lock()
+			since := f.next
+			f.mu.Unlock()
+			if err := c.Call(ctx, server.MethodSessionAttach, &server.AttachParams{ID: id, SinceSeq: since}, &ar); err != nil {
 				return err
 			}
 		case e := <-f.events:

@@ -993,7 +993,7 @@ func TestFollowALongSession(t *testing.T) {
 		st := states(evs)
 		return hasEvent(evs, "turn_failed", "") || (hasEvent(evs, "assistant_message", "long burst done") && st[len(st)-1] == "idle")
 	})
-	if len(evs) < 1100 {
+	if len(evs) < 1040 { // more than the follower queue (1024) after the first idle
 		t.Fatalf("only %d events; the burst did not run: %s", len(evs), lastEvents(evs, 4))
 	}
 

@@ -111,6 +111,10 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if req.Selection != "" {
 		task += "\n\nSelected in the editor:\n" + req.Selection
 	}
+	if err := sess.setupWorktree(ctx); err != nil {
+		// Reported on the session, and to the model, which can often work around it.
+		task += "\n\n[arbor] preparing your worktree failed; some untracked files or setup steps may be missing: " + err.Error()
+	}
 	if parent == nil {
 		// A user waits on a root session's first result; children start their kernel at
 		// their first tool call, so a wide tree does not boot a kernel per leaf.
@@ -150,4 +154,24 @@ func newModelClient(name string, mc workspace.Model, logger *slog.Logger) (*mode
 		return nil, err
 	}
 	return model.New(cfg, logger)
+}
+
+// setupWorktree copies or links the untracked paths arbor.json lists into the new worktree and
+// runs its setup command; a failure is recorded on the session.
+func (s *Session) setupWorktree(ctx context.Context) error {
+	w := s.cfg.Worktree
+	if w.Empty() {
+		return nil
+	}
+	timeout, _ := time.ParseDuration(w.Timeout)
+	err := s.ws.Repo.SetupWorktree(ctx, s.meta.Worktree, gitstate.Setup{
+		Copy: w.Copy, Link: w.Link, Command: w.Command, Timeout: timeout,
+		Env: []string{"ARBOR_SESSION=" + s.meta.ID},
+	})
+	if err != nil {
+		s.append(ctx, EvWorktreeSetup, map[string]any{"ok": false, "error": err.Error()})
+		return err
+	}
+	s.append(ctx, EvWorktreeSetup, map[string]any{"ok": true, "copied": w.Copy, "linked": w.Link, "command": w.Command})
+	return nil
 }

@@ -61,4 +61,5 @@ const (
 	EvMessageSent      EventType = "message_sent"
 	EvCompaction       EventType = "compaction"
 	EvModelRetry       EventType = "model_retry"
+	EvWorktreeSetup    EventType = "worktree_setup"
 )

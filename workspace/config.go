@@ -49,7 +49,21 @@ type Config struct {
 	// session directory, private /tmp, no network unless AllowNetwork. "" runs them plainly.
 	Sandbox      string `json:"sandbox,omitempty"`
 	AllowNetwork bool   `json:"allowNetwork,omitempty"`
+	// Worktree prepares each new session worktree with what a checkout lacks.
+	Worktree WorktreeSetup `json:"worktree,omitempty"`
 }
+
+// WorktreeSetup lists untracked paths of the main worktree (.env, node_modules, build caches)
+// to copy or symlink into each new session worktree, and a command to run there after.
+type WorktreeSetup struct {
+	Copy    []string `json:"copy,omitempty"`
+	Link    []string `json:"link,omitempty"`
+	Command string   `json:"command,omitempty"`
+	Timeout string   `json:"timeout,omitempty"` // for Command, e.g. "5m"; default 10m
+}
+
+// Empty reports whether there is nothing to set up.
+func (w WorktreeSetup) Empty() bool { return len(w.Copy) == 0 && len(w.Link) == 0 && w.Command == "" }
 
 // Overrides come from the daemon's flags and environment and beat every file.
 type Overrides struct {
@@ -126,6 +140,16 @@ func (c Config) Validate() error {
 	for _, d := range []struct{ name, v string }{{"cellTimeout", c.CellTimeout}, {"idleTimeout", c.IdleTimeout}} {
 		if _, err := time.ParseDuration(d.v); err != nil {
 			return fmt.Errorf("config: %s %q is not a duration like \"10m\"", d.name, d.v)
+		}
+	}
+	if t := c.Worktree.Timeout; t != "" {
+		if _, err := time.ParseDuration(t); err != nil {
+			return fmt.Errorf("config: worktree.timeout %q is not a duration like \"5m\"", t)
+		}
+	}
+	for _, p := range append(append([]string{}, c.Worktree.Copy...), c.Worktree.Link...) {
+		if filepath.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+			return fmt.Errorf("config: worktree path %q must be relative to the repository and inside it", p)
 		}
 	}
 	if c.Sandbox != "" && c.Sandbox != "bwrap" {
@@ -239,5 +263,8 @@ func merge(dst *Config, src Config) {
 	}
 	if src.AllowNetwork {
 		dst.AllowNetwork = true
+	}
+	if !src.Worktree.Empty() {
+		dst.Worktree = src.Worktree
 	}
 }

@@ -59,19 +59,26 @@ func toEntries(ss []server.Session) []lsEntry {
 	return out
 }
 
-func cmdLs(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print a JSON array")
+// sessionsOrJSON parses ls/tree flags and fetches the sessions; with --json it prints them and
+// returns nil sessions.
+func sessionsOrJSON(ctx context.Context, name string, args []string) ([]server.Session, bool, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print a JSON array of sessions with own and total usage")
 	all := fs.Bool("all", false, "sessions of every repository")
 	if _, err := flags(fs, args); err != nil {
-		return err
+		return nil, false, err
 	}
 	ss, err := listSessions(ctx, *all)
-	if err != nil {
-		return err
+	if err != nil || !*asJSON {
+		return ss, false, err
 	}
-	if *asJSON {
-		return printJSON(toEntries(ss))
+	return nil, true, printJSON(toEntries(ss))
+}
+
+func cmdLs(ctx context.Context, args []string) error {
+	ss, printed, err := sessionsOrJSON(ctx, "ls", args)
+	if err != nil || printed {
+		return err
 	}
 	if len(ss) == 0 {
 		fmt.Println(`no sessions in this repository; start one with: arbor run "task"`)
@@ -87,18 +94,9 @@ func cmdLs(ctx context.Context, args []string) error {
 }
 
 func cmdTree(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("tree", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print a JSON array of nodes with own and total usage")
-	all := fs.Bool("all", false, "sessions of every repository")
-	if _, err := flags(fs, args); err != nil {
+	ss, printed, err := sessionsOrJSON(ctx, "tree", args)
+	if err != nil || printed {
 		return err
-	}
-	ss, err := listSessions(ctx, *all)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(toEntries(ss))
 	}
 	byID := map[string]server.Session{}
 	for _, s := range ss {

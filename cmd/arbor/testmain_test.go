@@ -72,6 +72,8 @@ func testMain(m *testing.M) int {
 // startFakeModel runs `arbor fake-model` and reads the URL it prints on its first line.
 func startFakeModel(script string) (*exec.Cmd, string, error) {
 	cmd := exec.Command(arborBin, "fake-model", "--script", script)
+	// If the test binary dies (a -timeout panic skips every cleanup), the model goes with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", err

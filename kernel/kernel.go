@@ -69,12 +69,15 @@ func newKernel(opts Options, spawn spawnFunc) (*Kernel, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	py := opts.Python
-	if py == "" {
-		var err error
-		if py, err = FindPython(); err != nil {
-			return nil, err
-		}
+	var py string
+	var err error
+	if opts.Python != "" {
+		py, err = explicitPython(opts.Python)
+	} else {
+		py, err = FindPython()
+	}
+	if err != nil {
+		return nil, err
 	}
 	if fi, err := os.Stat(opts.Dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("start kernel: working directory %q is not a directory", opts.Dir)

@@ -67,13 +67,17 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if cfg.Python == "" {
-		py, err := FindPython()
-		if err != nil {
-			return nil, fmt.Errorf("kernel manager: %w", err)
-		}
-		cfg.Python = py
+	var py string
+	var err error
+	if cfg.Python != "" {
+		py, err = explicitPython(cfg.Python)
+	} else {
+		py, err = FindPython()
 	}
+	if err != nil {
+		return nil, fmt.Errorf("kernel manager: %w", err)
+	}
+	cfg.Python = py
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("kernel manager: %w", err)
 	}

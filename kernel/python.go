@@ -41,6 +41,18 @@ func FindPython() (string, error) {
 		"or set ARBOR_KERNEL_PYTHON to an interpreter that has ipykernel", strings.Join(tried, ", "))
 }
 
+// explicitPython checks an interpreter the user named (ARBOR_KERNEL_PYTHON, kernelPython in
+// arbor.json): it is used as given, so a wrong one must fail here with a reason, not later as a
+// kernel that exits during start.
+func explicitPython(p string) (string, error) {
+	abs, err := checkPython(p)
+	if err != nil {
+		return "", fmt.Errorf("kernel Python %s: %v: on Debian/Ubuntu run `sudo apt-get install python3-ipykernel python3-dill` "+
+			"for /usr/bin/python3, or point ARBOR_KERNEL_PYTHON (kernelPython in arbor.json) at an interpreter with ipykernel", p, err)
+	}
+	return abs, nil
+}
+
 func checkPython(cand string) (string, error) {
 	p, err := exec.LookPath(cand)
 	if err != nil {

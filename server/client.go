@@ -38,27 +38,39 @@ func NewClient(ctx context.Context, nc net.Conn, onNotify func(method string, pa
 }
 
 // Call sends a request and decodes its result into result (may be nil). It returns when the
-// connection closes too: jsonrpc2 v0.10.0 leaves a pending call waiting forever otherwise.
+// connection closes too: jsonrpc2 v0.10.0 leaves a pending call waiting forever otherwise. The
+// reply is decoded into a private buffer, so a call given up on never writes into result.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 1)
+	type reply struct {
+		raw json.RawMessage
+		err error
+	}
+	done := make(chan reply, 1)
 	go func() {
-		_, err := c.rpc.Call(ctx, method, params, result)
-		errc <- err
+		var raw json.RawMessage
+		_, err := c.rpc.Call(ctx, method, params, &raw)
+		done <- reply{raw, err}
 	}()
+	var r reply
 	select {
-	case err := <-errc:
-		return err
+	case r = <-done:
 	case <-c.rpc.Done():
 		// A reply read just before the close is still on its way to the caller.
 		select {
-		case err := <-errc:
-			return err
+		case r = <-done:
 		case <-time.After(500 * time.Millisecond):
 			return fmt.Errorf("%s: the arbor daemon closed the connection", method)
 		}
 	}
+	if r.err != nil || result == nil || len(r.raw) == 0 {
+		return r.err
+	}
+	if err := json.Unmarshal(r.raw, result); err != nil {
+		return fmt.Errorf("%s: decode result: %w", method, err)
+	}
+	return nil
 }
 
 // Notify sends a notification.

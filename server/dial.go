@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -123,19 +122,18 @@ func startDaemon(o DialOptions) (*os.Process, error) {
 	return cmd.Process, nil
 }
 
-// Forward copies between an editor's stdio and the daemon until either side closes.
+// Forward copies between an editor's stdio and the daemon until the daemon side closes. When
+// the editor closes stdin, the write half is closed so the daemon sees EOF and ends the
+// connection, which ends the copy back.
 func Forward(ctx context.Context, nc net.Conn, in io.Reader, out io.Writer) error {
-	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
-		_, err := io.Copy(nc, in)
+		io.Copy(nc, in)
 		if uc, ok := nc.(*net.UnixConn); ok {
 			uc.CloseWrite()
 		}
-		errc <- err
 	}()
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
 	_, err := io.Copy(out, nc)
 	nc.Close()
 	if err != nil && !errors.Is(err, net.ErrClosed) {

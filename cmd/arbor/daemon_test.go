@@ -1,0 +1,185 @@
+package main
+
+// The daemon's lifecycle: one per socket, stop, idle exit, and what editors see when it dies.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestSecondDaemonIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.startDaemon()
+	eventually(t, "the daemon listens", func() bool { _, err := os.Stat(e.sock); return err == nil })
+
+	r := e.arbor("daemon", "--socket", e.sock)
+	if r.code == 0 || !strings.Contains(r.stderr, "already running") ||
+		!strings.Contains(r.stderr, fmt.Sprintf("pid %d", first.Process.Pid)) {
+		t.Errorf("want a refusal naming the running daemon (pid %d):\n%s", first.Process.Pid, r)
+	}
+	// The first one still serves.
+	st := e.mustArbor("daemon", "status")
+	if !strings.Contains(st.stdout, fmt.Sprintf(`"pid": %d`, first.Process.Pid)) {
+		t.Errorf("arbor daemon status does not name pid %d:\n%s", first.Process.Pid, st)
+	}
+}
+
+// startDaemon runs `arbor daemon` in the foreground of a child process; the test's cleanup
+// stops it, and waits for it so it leaves no zombie.
+func (e *env) startDaemon(args ...string) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(arborBin, append([]string{"daemon", "--socket", e.sock}, args...)...)
+	cmd.Dir, cmd.Env = e.root, e.environ()
+	logf, err := os.Create(filepath.Join(e.root, "foreground-daemon.log"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	logf.Close()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	e.t.Cleanup(func() { // runs before env.cleanup, which was registered first
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stop := exec.CommandContext(ctx, arborBin, "daemon", "stop")
+		stop.Dir, stop.Env = e.root, e.environ()
+		stop.Run()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			e.t.Errorf("arbor daemon pid %d did not exit after arbor daemon stop", cmd.Process.Pid)
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return cmd
+}
+
+// TestDaemonStopReturns stops a fresh daemon several times over: `arbor daemon stop` must
+// come back every time, and the daemon must be gone.
+func TestDaemonStopReturns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i := range 5 {
+		cmd := exec.Command(arborBin, "daemon", "--socket", e.sock)
+		cmd.Dir, cmd.Env = e.root, e.environ()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		eventually(t, "the daemon listens", func() bool { _, err := os.Stat(e.sock); return err == nil })
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		stop := exec.CommandContext(ctx, arborBin, "daemon", "stop")
+		stop.Dir, stop.Env = e.root, e.environ()
+		out, err := stop.CombinedOutput()
+		hung := ctx.Err() != nil
+		cancel()
+		if hung || err != nil || !strings.Contains(string(out), fmt.Sprintf("daemon pid %d stopped", cmd.Process.Pid)) {
+			t.Errorf("round %d: arbor daemon stop: hung=%v err=%v\n%s", i, hung, err, out)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("round %d: the daemon exited with %v", i, err)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("round %d: the daemon did not exit", i)
+		}
+	}
+}
+
+// lspClient drives `arbor lsp` over its stdio with LSP's Content-Length framing.
+type lspClient struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	msgs   chan map[string]json.RawMessage
+	nextID int
+	exited chan struct{} // closed when the process has been waited for
+	err    error         // its exit, once exited is closed
+}
+
+// TestForwarderExitsWhenTheDaemonDies: an editor must notice a dead daemon, not talk to a
+// forwarder that hangs on.
+func TestForwarderExitsWhenTheDaemonDies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.startLSP()
+	c.initialize(e.repo)
+	var st struct{ PID int }
+	json.Unmarshal(c.call("arbor/daemon.status", nil, nil), &st)
+	if st.PID == 0 {
+		t.Fatal("no daemon pid")
+	}
+	syscall.Kill(st.PID, syscall.SIGKILL)
+	select {
+	case <-c.exited:
+	case <-time.After(hangGuard):
+		t.Fatal("arbor lsp did not exit after its daemon died")
+	}
+}
+
+// TestIdleDaemonExits: with no client and no session, the daemon goes away by itself and
+// removes its socket.
+func TestIdleDaemonExits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cmd := exec.Command(arborBin, "daemon", "--socket", e.sock, "--idle-timeout", "300ms")
+	cmd.Dir, cmd.Env = e.root, e.environ()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the idle daemon exited with %v", err)
+		}
+	case <-time.After(hangGuard):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the idle daemon did not exit")
+	}
+	if _, err := os.Stat(e.sock); !os.IsNotExist(err) {
+		t.Errorf("the socket is still there after the daemon left: %v", err)
+	}
+}
+
+// TestDaemonStopWaitsForTheDaemon: when `arbor daemon stop` says stopped, the daemon is gone
+// (its kernels closed, its lock free), so the next command can start a new one at once.
+func TestDaemonStopWaitsForTheDaemon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := sessionID(t, e.mustArbor("run", "remember a secret")) // a live kernel to close
+	pid := e.daemonPID()
+	r := e.mustArbor("daemon", "stop")
+	if !strings.Contains(r.stdout, fmt.Sprintf("daemon pid %d stopped", pid)) {
+		t.Errorf("arbor daemon stop does not name pid %d:\n%s", pid, r)
+	}
+	if alive(pid) {
+		t.Errorf("arbor daemon stop returned while daemon pid %d still runs", pid)
+	}
+	// `arbor daemon stop && arbor run …` works.
+	e.mustArbor("run", "compute two")
+	if s := e.session(id); s.State == "" {
+		t.Errorf("the first session is gone after the restart")
+	}
+}

@@ -57,3 +57,27 @@ func TestLargeOutputStaysInKernel(t *testing.T) {
 		t.Errorf("the kernel does not hold the full output: %q", second)
 	}
 }
+
+const richScript = `{"rules":[
+ {"when":{"task":"^plot","turn":1},"code":"from IPython.display import display, Image, HTML\nimport base64\npng = base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==')\ndisplay(Image(data=png))\ndisplay(HTML('<b>hi</b>'))"},
+ {"when":{"task":"^plot"},"text":"ok"}
+],"default":{"text":"ok"}}`
+
+func TestRichOutputsBecomeArtifacts(t *testing.T) {
+	e := newEnv(t, richScript)
+	s := e.create("plot something")
+	e.settled(s)
+	out := e.events(s, EvToolFinished)[0]
+	text := fmt.Sprint(out["output"])
+	if !strings.Contains(text, "[image/png output, 70 bytes, saved as ") || !strings.Contains(text, "[text/html output") {
+		t.Fatalf("model-facing output does not name the saved files: %q", text)
+	}
+	rich, _ := out["rich"].([]any)
+	if len(rich) != 2 {
+		t.Fatalf("rich artifacts: %v", out["rich"])
+	}
+	png, err := os.ReadFile(fmt.Sprint(rich[0]))
+	if err != nil || string(png[1:4]) != "PNG" {
+		t.Errorf("saved image is not the PNG: %v %q", err, png[:8])
+	}
+}

@@ -241,6 +241,13 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	s.usage.KernelExecs++
 	s.mu.Unlock()
 	text := res.Text
+	rich, richNote, err := saveRich(res.Outputs, s.artifactsDir())
+	if err != nil {
+		s.svc.log.Warn("save rich output", "session", s.meta.ID, "err", err)
+	}
+	if richNote != "" {
+		text = strings.TrimRight(text, "\n") + "\n" + richNote
+	}
 	if notice != "" {
 		text = "[arbor] " + notice + "\n" + text
 	}
@@ -268,6 +275,9 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	}
 	if b.Cut {
 		data["artifact"] = b.Artifact
+	}
+	if len(rich) > 0 {
+		data["rich"] = rich
 	}
 	if res.Error != nil {
 		data["error"] = res.Error.Name + ": " + res.Error.Value

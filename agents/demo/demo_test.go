@@ -1,0 +1,21 @@
+package demo
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestDemo runs `arbor demo` as make demo does, on a real kernel and git.
+func TestDemo(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	var out bytes.Buffer
+	if err := Run(t.Context(), &out, Options{Dir: t.TempDir(), Python: "/usr/bin/python3"}); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"+def rect_area(width, height):", "+from geometry import rect_area, perimeter", "state idle", "python → OK"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -70,6 +70,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		if err := s.checkSpawn(parent, &req, cfg.MaxDepth); err != nil {
 			return nil, err
 		}
+		defer parent.unreserve(req.Name) // linked as a child below, or failed
 	}
 	name, mc, err := cfg.ResolveModel(req.Model)
 	if err != nil {

@@ -30,6 +30,9 @@ func (s *Session) warmKernel() {
 func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, error) {
 	s.kmu.Lock()
 	defer s.kmu.Unlock()
+	if s.State() == Stopped {
+		return nil, "", fmt.Errorf("%w: session %s is stopped", ErrInvalidState, s.meta.ID)
+	}
 	notice := ""
 	if s.kern != nil {
 		select {
@@ -94,9 +97,16 @@ func (s *Session) scheduleInactive() {
 
 func (s *Session) goInactive() {
 	s.mu.Lock()
-	quiet := s.state == Idle && !s.turnActive && len(s.pending) == 0
+	st := s.state
+	quiet := (st == Idle || st == Failed) && !s.turnActive && len(s.pending) == 0
+	if quiet {
+		s.turnActive = true // reserve the session: a message now waits for us to finish
+	}
 	s.mu.Unlock()
 	if !quiet || s.svc.ctx.Err() != nil {
+		if quiet {
+			s.release()
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.svc.ctx, time.Minute)
@@ -119,7 +129,25 @@ func (s *Session) goInactive() {
 	if w != nil {
 		w.Close()
 	}
-	s.setState(ctx, Inactive, "")
+	if st == Idle { // a failed session keeps its state and error; it just holds nothing
+		s.setState(ctx, Inactive, "")
+	}
+	s.release()
+}
+
+// release gives up a reservation taken by goInactive, starting a turn for any message that
+// arrived meanwhile.
+func (s *Session) release() {
+	s.mu.Lock()
+	again := len(s.pending) > 0 && s.state != Stopped
+	if !again {
+		s.turnActive = false
+	}
+	s.mu.Unlock()
+	if again {
+		s.svc.wg.Add(1)
+		go s.runTurns()
+	}
 }
 
 func execOptions(timeout time.Duration) kernel.ExecOptions {

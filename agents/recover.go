@@ -130,13 +130,6 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 		return nil, err
 	}
 	sess.replay(recs)
-	if meta.Parent != "" {
-		if p, err := s.Get(meta.Parent); err == nil {
-			p.mu.Lock()
-			p.children = append(p.children, id)
-			p.mu.Unlock()
-		}
-	}
 	st := sess.State()
 	if st == Running || st == Admitted || st == Idle {
 		sess.append(ctx, EvRecovered, map[string]any{"previousState": st.String()})
@@ -208,6 +201,16 @@ func (s *Session) replay(recs []eventlog.Record) {
 			json.Unmarshal(r.Data, &c)
 			keep := min(c.Kept, len(s.conv))
 			s.conv = append([]model.Message{{Role: "user", Content: summaryMessage(s.meta.Task, c.Summary, c.LiveVariables)}}, s.conv[len(s.conv)-keep:]...)
+		case EvSubagentSpawned:
+			// The parent's own log names its children, so links survive a restart whatever
+			// order the sessions are recovered in.
+			var c struct {
+				ID string `json:"id"`
+			}
+			json.Unmarshal(r.Data, &c)
+			if c.ID != "" {
+				s.children = append(s.children, c.ID)
+			}
 		case EvTurnStarted:
 			s.turn++
 		case EvCheckpoint:

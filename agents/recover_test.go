@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/arborhq/arbor/gitstate"
+	"github.com/arborhq/arbor/workspace"
 )
 
 const recoverScript = `{"rules":[
@@ -72,5 +73,59 @@ func TestRecoverAfterRestart(t *testing.T) {
 	}
 	if len(s2.conversation()) < 3 {
 		t.Errorf("conversation not replayed: %d messages", len(s2.conversation()))
+	}
+}
+
+// restartWith is restart with other overrides for the new daemon.
+func (e *testEnv) restartWith(ov workspace.Overrides) *Service {
+	e.t.Helper()
+	if err := e.svc.Close(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	opts := e.svc.opts
+	opts.Overrides = ov
+	svc, err := New(opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { svc.Close(context.Background()) })
+	if err := svc.Recover(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	return svc
+}
+
+func TestRestartKeepsTheTree(t *testing.T) {
+	e := newEnv(t, fanOutScript)
+	root := e.create("fan out the work")
+	e.settled(root)
+	id := root.meta.ID
+	svc := e.restart()
+	r, err := svc.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.childIDs()); n != 3 {
+		t.Fatalf("after a restart the root has %d children, want 3", n)
+	}
+	in := svc.Info(r)
+	if in.Total.InputTokens <= in.Usage.InputTokens {
+		t.Errorf("subtree total lost after restart: own %d total %d", in.Usage.InputTokens, in.Total.InputTokens)
+	}
+}
+
+func TestRecoveredSessionWithoutModelFailsClearly(t *testing.T) {
+	e := newEnv(t, recoverScript)
+	s := e.create("write a note")
+	e.settled(s)
+	id := s.meta.ID
+	svc := e.restartWith(workspace.Overrides{KernelPython: "/usr/bin/python3"}) // no model configured now
+	if _, err := svc.Send(context.Background(), id, "again", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := svc.Get(id)
+	e.waitFor("failed", func() bool { return s2.State() == Failed })
+	if msg := svc.Info(s2).Error; !strings.Contains(msg, "no model configured") {
+		t.Errorf("error = %q", msg)
 	}
 }

@@ -215,11 +215,11 @@ func (s *Service) total(sess *Session) Usage {
 	return u
 }
 
-// Live counts sessions with a running kernel.
+// Live counts sessions with a running kernel or a turn under way.
 func (s *Service) Live() int {
 	n := 0
 	for _, sess := range s.all() {
-		if sess.hasKernel() {
+		if sess.hasKernel() || sess.busy() {
 			n++
 		}
 	}

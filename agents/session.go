@@ -78,8 +78,11 @@ type Session struct {
 	lastAnswer string // the final text of the latest turn
 	idleTimer  *time.Timer
 	rate       rateLimiter
+	reserved   map[string]bool // child names being created
 
 	watch *workspace.Watcher // changes in the worktree since the last checkpoint; nil = scan
+
+	amu sync.Mutex // orders appends with their delivery to listeners: clients see seq order
 
 	kmu    sync.Mutex // guards kern; held while starting one
 	kern   *kernel.Kernel
@@ -114,11 +117,20 @@ func (s *Session) childIDs() []string {
 
 func (s *Session) hasKernel() bool { return s.live.Load() }
 
+// busy reports whether a turn is running or about to.
+func (s *Session) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turnActive
+}
+
 // append writes one event durably, then tells listeners. Durable writes outlive the request
 // or turn that caused them.
 func (s *Session) append(ctx context.Context, typ EventType, data any) (eventlog.Record, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	s.amu.Lock()
+	defer s.amu.Unlock()
 	rec, err := s.log.Append(ctx, string(typ), data)
 	if err != nil {
 		s.svc.log.Error("append event", "session", s.meta.ID, "type", typ, "err", err)
@@ -134,8 +146,9 @@ func (s *Session) append(ctx context.Context, typ EventType, data any) (eventlog
 func (s *Session) setState(ctx context.Context, st State, reason string) {
 	s.mu.Lock()
 	same := s.state == st && (st != Failed || reason == s.errMsg)
+	final := s.state == Stopped // stopped is final: a late idle or inactive never undoes it
 	s.mu.Unlock()
-	if same {
+	if same || final {
 		return
 	}
 	data := map[string]any{"state": st.String()}
@@ -144,6 +157,10 @@ func (s *Session) setState(ctx context.Context, st State, reason string) {
 	}
 	s.append(ctx, EvStateChanged, data)
 	s.mu.Lock()
+	if s.state == Stopped {
+		s.mu.Unlock()
+		return
+	}
 	s.state = st
 	if st == Failed {
 		s.errMsg = reason

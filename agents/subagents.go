@@ -67,19 +67,36 @@ func (s *Service) checkSpawn(parent *Session, req *CreateRequest, maxDepth int) 
 			taken[cs.meta.Name] = true
 		}
 	}
+	// Names are reserved under the parent's lock: concurrent rlm() calls from one cell
+	// (asyncio.gather) must not both pick the same free name.
+	parent.mu.Lock()
+	defer parent.mu.Unlock()
+	if parent.reserved == nil {
+		parent.reserved = map[string]bool{}
+	}
+	for n := range parent.reserved {
+		taken[n] = true
+	}
 	if req.Name != "" {
 		if taken[req.Name] {
 			return fmt.Errorf("a subagent named %q already exists under %s; choose another name", req.Name, parent.meta.ID[:8])
 		}
-		return nil
-	}
-	for i := 1; ; i++ {
-		n := fmt.Sprintf("sub%d", i)
-		if !taken[n] {
-			req.Name = n
-			return nil
+	} else {
+		for i := 1; req.Name == ""; i++ {
+			if n := fmt.Sprintf("sub%d", i); !taken[n] {
+				req.Name = n
+			}
 		}
 	}
+	parent.reserved[req.Name] = true
+	return nil
+}
+
+// unreserve drops a name reservation once the child is linked, or its creation failed.
+func (s *Session) unreserve(name string) {
+	s.mu.Lock()
+	delete(s.reserved, name)
+	s.mu.Unlock()
 }
 
 func (s *Session) ownChild(ref string) (*Session, error) {

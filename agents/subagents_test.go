@@ -191,3 +191,22 @@ func TestParentWaitsWithoutSpendingTokens(t *testing.T) {
 		t.Errorf("parent woke %d times for one completion notice, want once", got-calls)
 	}
 }
+
+const gatherScript = `{"rules":[
+ {"when":{"task":"^gather","turn":1},"code":"import asyncio\nhs = await asyncio.gather(*[rlm(f'leaf {i}') for i in range(6)])\nprint(sorted(h.name for h in hs))"},
+ {"when":{"task":"^gather"},"text":"ok"}
+],"default":{"text":"ok"}}`
+
+func TestConcurrentSpawnsGetDistinctNames(t *testing.T) {
+	e := newEnv(t, gatherScript)
+	root := e.create("gather six leaves")
+	e.settled(root)
+	names := map[string]bool{}
+	for _, id := range root.childIDs() {
+		c, _ := e.svc.Get(id)
+		names[c.meta.Name] = true
+	}
+	if len(names) != 6 {
+		t.Errorf("6 concurrent spawns got names %v", names)
+	}
+}

@@ -48,18 +48,22 @@ func (s *Session) enqueue(ctx context.Context, from, text, mode string) (string,
 }
 
 // runTurns is the session's one turn goroutine: it runs turns while messages are pending.
+// It owns the session (turnActive) until it settles with nothing pending.
 func (s *Session) runTurns() {
 	defer s.svc.wg.Done()
 	for {
 		s.mu.Lock()
-		if len(s.pending) == 0 || s.state == Stopped || s.svc.ctx.Err() != nil {
+		if s.state == Stopped || s.svc.ctx.Err() != nil {
 			s.turnActive = false
-			stopped := s.state == Stopped || s.state == Failed
 			s.mu.Unlock()
-			if !stopped && s.svc.ctx.Err() == nil {
-				s.setState(s.svc.ctx, Idle, "")
-				s.scheduleInactive()
+			return
+		}
+		if len(s.pending) == 0 {
+			s.mu.Unlock()
+			if s.settle(s.svc.ctx, Idle, "") {
+				continue
 			}
+			s.scheduleInactive()
 			return
 		}
 		s.turn++
@@ -94,17 +98,43 @@ func (s *Session) runTurns() {
 			return
 		default:
 			s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": err.Error()})
-			s.mu.Lock()
-			s.turnActive = false
-			s.mu.Unlock()
-			s.setState(ctx, Failed, err.Error())
+			if s.settle(ctx, Failed, err.Error()) {
+				continue // a message arrived: try again
+			}
+			s.scheduleInactive()
 			return
 		}
 	}
 }
 
+// settle records st while this goroutine still owns the session, then gives the session up —
+// unless a message arrived meanwhile, and then it reports true and the loop runs another turn.
+// Recording before letting go means a new turn's "running" can never be overwritten by this
+// turn's late "idle".
+func (s *Session) settle(ctx context.Context, st State, reason string) bool {
+	s.setState(ctx, st, reason)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) > 0 && s.state != Stopped && s.svc.ctx.Err() == nil {
+		return true
+	}
+	s.turnActive = false
+	return false
+}
+
 // runTurn calls the model and runs its tool calls until it answers without one.
 func (s *Session) runTurn(ctx context.Context) error {
+	if s.client == nil {
+		// Recovered without a usable model (its key variable unset, or the model removed
+		// from arbor.json): resolve it again now, or fail the turn saying why.
+		name, mc, err := s.cfg.ResolveModel(s.meta.Model)
+		if err != nil {
+			return fmt.Errorf("model %q: %w", s.meta.Model, err)
+		}
+		if s.client, err = newModelClient(name, mc, s.svc.log); err != nil {
+			return fmt.Errorf("model %q: %w", s.meta.Model, err)
+		}
+	}
 	steps := s.cfg.MaxTurnSteps
 	for step := 0; step < steps; step++ {
 		if err := s.deliver(ctx, step == 0); err != nil {

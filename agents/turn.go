@@ -325,6 +325,15 @@ func (s *Session) checkpoint(ctx context.Context, turn int) {
 	msg := fmt.Sprintf("arbor: turn %d of session %s\n\n%s", turn, s.meta.ID, firstLine(s.meta.Task))
 	commit, changed, err := s.ws.Repo.Checkpoint(ctx, s.meta.Worktree, msg, s.touched())
 	if err != nil {
+		// The watcher's record was taken: drop the watcher so the next checkpoint scans
+		// everything and this turn's changes are not left out.
+		s.mu.Lock()
+		w := s.watch
+		s.watch = nil
+		s.mu.Unlock()
+		if w != nil {
+			w.Close()
+		}
 		s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": "checkpoint: " + err.Error()})
 		return
 	}

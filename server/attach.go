@@ -27,6 +27,7 @@ func (c *conn) sessionAttach(ctx context.Context, raw json.RawMessage) (any, err
 	c.replaying[id] = nil
 	c.mu.Unlock()
 	recs, err := sess.Events(p.SinceSeq)
+	info := toSession(c.srv.agents.Info(sess))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	held := c.replaying[id]
@@ -44,8 +45,10 @@ func (c *conn) sessionAttach(ctx context.Context, raw json.RawMessage) (any, err
 			last = r.Seq
 		}
 	}
-	c.attached[id] = true
-	return &AttachResult{Session: toSession(c.srv.agents.Info(sess))}, nil
+	if _, dropped := c.behind[id]; !dropped {
+		c.attached[id] = true // else the replay overflowed: the client reattaches from the gap
+	}
+	return &AttachResult{Session: info}, nil
 }
 
 func (c *conn) sessionDetach(ctx context.Context, raw json.RawMessage) (any, error) {

@@ -32,17 +32,18 @@ type conn struct {
 	log *slog.Logger
 	out chan outMsg
 
-	mu          sync.Mutex
-	initialized bool
-	shutdown    bool
-	rootDir     string
-	caps        clientCaps
-	attached    map[string]bool
-	replaying   map[string][]eventlog.Record // live events held back while a replay is queued
-	behind      map[string]uint64            // session → last seq queued before events were dropped
-	progress    map[string]string            // session → progress token
-	unsubscribe func()
-	requests    sync.WaitGroup // handlers in flight
+	mu            sync.Mutex
+	initialized   bool
+	shutdown      bool
+	rootDir       string
+	caps          clientCaps
+	attached      map[string]bool
+	replaying     map[string][]eventlog.Record // live events held back while a replay is queued
+	behind        map[string]uint64            // session → last seq queued before events were dropped
+	progress      map[string]string            // session → progress token
+	progressBegun map[string]chan struct{}     // token → closed once its begin was sent (or failed)
+	unsubscribe   func()
+	requests      sync.WaitGroup // handlers in flight
 }
 
 type clientCaps struct {
@@ -53,7 +54,7 @@ type clientCaps struct {
 func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{
 		srv: srv, log: srv.log, out: make(chan outMsg, queueLen),
-		attached: map[string]bool{}, replaying: map[string][]eventlog.Record{}, behind: map[string]uint64{}, progress: map[string]string{},
+		attached: map[string]bool{}, replaying: map[string][]eventlog.Record{}, behind: map[string]uint64{}, progress: map[string]string{}, progressBegun: map[string]chan struct{}{},
 	}
 	c.rpc = jsonrpc2.NewConn(newStream(nc))
 	ctx, cancel := context.WithCancel(ctx)

@@ -20,12 +20,17 @@ func (c *conn) progressFor(info agents.Info) {
 	}
 	token, active := c.progress[info.ID]
 	running := info.State == agents.Running
+	var begun chan struct{}
 	switch {
 	case running && !active:
 		token = fmt.Sprintf("arbor/%s/%d", info.ID, info.LastSeq)
 		c.progress[info.ID] = token
+		begun = make(chan struct{})
+		c.progressBegun[token] = begun
 	case !running && active:
 		delete(c.progress, info.ID)
+		begun = c.progressBegun[token]
+		delete(c.progressBegun, token)
 	default:
 		c.mu.Unlock()
 		return
@@ -36,12 +41,18 @@ func (c *conn) progressFor(info agents.Info) {
 		ctx := context.Background()
 		tok := protocol.NewProgressToken(token)
 		if running {
+			// End waits for begin: a short turn must not end a progress the client has not
+			// created yet, or its spinner stays forever.
+			defer close(begun)
 			if err := c.call(ctx, protocol.MethodWorkDoneProgressCreate, &protocol.WorkDoneProgressCreateParams{Token: *tok}, nil); err != nil {
 				return
 			}
 			c.enqueue(outMsg{method: protocol.MethodProgress, params: &protocol.ProgressParams{Token: *tok,
 				Value: &protocol.WorkDoneProgressBegin{Kind: protocol.WorkDoneProgressKindBegin, Title: title, Message: "running on " + info.Branch}}}, 0)
 			return
+		}
+		if begun != nil {
+			<-begun
 		}
 		c.enqueue(outMsg{method: protocol.MethodProgress, params: &protocol.ProgressParams{Token: *tok,
 			Value: &protocol.WorkDoneProgressEnd{Kind: protocol.WorkDoneProgressKindEnd, Message: info.State.String()}}}, 0)

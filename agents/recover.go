@@ -168,6 +168,17 @@ func (s *Session) replay(recs []eventlog.Record) {
 			json.Unmarshal(r.Data, &m)
 			m.Seq = r.Seq
 			queued = append(queued, m)
+			if m.From == "user" {
+				s.usage.HumanInterventions++
+			}
+		case EvMessageSent:
+			var m struct {
+				Text string `json:"text"`
+			}
+			json.Unmarshal(r.Data, &m)
+			if m.Text != "" {
+				s.usage.Messages++
+			}
 		case EvUserMessage:
 			var u userEvent
 			json.Unmarshal(r.Data, &u)
@@ -194,11 +205,16 @@ func (s *Session) replay(recs []eventlog.Record) {
 			s.usage.KernelExecs++
 		case EvCompaction:
 			var c struct {
-				Summary       string `json:"summary"`
-				LiveVariables string `json:"liveVariables"`
-				Kept          int    `json:"kept"`
+				Summary       string      `json:"summary"`
+				LiveVariables string      `json:"liveVariables"`
+				Kept          int         `json:"kept"`
+				Usage         model.Usage `json:"usage"`
 			}
 			json.Unmarshal(r.Data, &c)
+			s.usage.ModelCalls++
+			s.usage.InputTokens += c.Usage.InputTokens
+			s.usage.OutputTokens += c.Usage.OutputTokens
+			s.usage.CostUSD += c.Usage.CostUSD
 			keep := min(c.Kept, len(s.conv))
 			s.conv = append([]model.Message{{Role: "user", Content: summaryMessage(s.meta.Task, c.Summary, c.LiveVariables)}}, s.conv[len(s.conv)-keep:]...)
 		case EvSubagentSpawned:

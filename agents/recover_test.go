@@ -100,6 +100,7 @@ func TestRestartKeepsTheTree(t *testing.T) {
 	root := e.create("fan out the work")
 	e.settled(root)
 	id := root.meta.ID
+	before := e.svc.Info(root)
 	svc := e.restart()
 	r, err := svc.Get(id)
 	if err != nil {
@@ -109,8 +110,8 @@ func TestRestartKeepsTheTree(t *testing.T) {
 		t.Fatalf("after a restart the root has %d children, want 3", n)
 	}
 	in := svc.Info(r)
-	if in.Total.InputTokens <= in.Usage.InputTokens {
-		t.Errorf("subtree total lost after restart: own %d total %d", in.Usage.InputTokens, in.Total.InputTokens)
+	if in.Usage != before.Usage || in.Total != before.Total {
+		t.Errorf("accounting changed across a restart:\nbefore own %+v\n       total %+v\nafter  own %+v\n       total %+v", before.Usage, before.Total, in.Usage, in.Total)
 	}
 }
 

@@ -98,6 +98,12 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		return nil, err
 	}
 	if _, err := sess.append(ctx, EvSessionCreated, meta); err != nil {
+		// Not recorded, so not a session: unregister it; the next daemon start's reconcile
+		// cleans up the worktree (keeping any work on a branch).
+		s.mu.Lock()
+		delete(s.sessions, id)
+		s.mu.Unlock()
+		sess.log.Close()
 		return nil, err
 	}
 	sess.setState(ctx, Admitted, "")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -104,6 +105,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		delete(s.sessions, id)
 		s.mu.Unlock()
 		sess.log.Close()
+		os.RemoveAll(sess.dir) // holds only the log that never got its first record
 		return nil, err
 	}
 	sess.setState(ctx, Admitted, "")

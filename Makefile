@@ -20,6 +20,8 @@ test: deps build test-go test-e2e
 test-go:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 15m ./...
+	# The every-byte-offset truncation of a 1,000-record log, without -race (which makes it slow).
+	ARBOR_SOAK=1 $(GO) test -count=1 -run TestTruncateEveryOffset ./agents/eventlog/
 
 test-e2e: test-nvim test-vscode test-vscode-e2e
 

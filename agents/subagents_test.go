@@ -210,3 +210,20 @@ func TestConcurrentSpawnsGetDistinctNames(t *testing.T) {
 		t.Errorf("6 concurrent spawns got names %v", names)
 	}
 }
+
+const laterScript = `{"rules":[
+ {"when":{"task":"^later","turn":1},"code":"try:\n    await harness.notes.create('style', 'use tabs')\nexcept ArborError as e:\n    print('refused:', e)"},
+ {"when":{"task":"^later"},"text":"ok"}
+],"default":{"text":"ok"}}`
+
+// TestLaterSurfacesSayWhy: runtime calls whose daemon side is not built yet fail with a
+// message the model can act on, not an internal method name.
+func TestLaterSurfacesSayWhy(t *testing.T) {
+	e := newEnv(t, laterScript)
+	s := e.create("later features")
+	e.settled(s)
+	out := fmt.Sprint(e.events(s, EvToolFinished)[0]["output"])
+	if !strings.Contains(out, "refused: harness is not available in this version of Arbor") {
+		t.Errorf("output: %s", out)
+	}
+}

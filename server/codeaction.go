@@ -62,6 +62,13 @@ func (c *conn) executeCommand(ctx context.Context, raw json.RawMessage) (any, er
 		return c.sessionStop(ctx, arg)
 	case CmdSend:
 		return c.sessionSend(ctx, arg)
+	case CmdFork:
+		return c.sessionFork(ctx, arg)
+	case CmdAccept:
+		return c.sessionAccept(ctx, arg)
+	case CmdDiscard:
+		return c.sessionDiscard(ctx, arg)
 	}
-	return nil, errInvalidParams{fmt.Sprintf("unknown command %q: Arbor's commands are %s, %s, %s, %s", p.Command, CmdNewTask, CmdSpawnSubagent, CmdStop, CmdSend)}
+	return nil, errInvalidParams{fmt.Sprintf("unknown command %q: Arbor's commands are %s", p.Command,
+		strings.Join([]string{CmdNewTask, CmdSpawnSubagent, CmdStop, CmdSend, CmdFork, CmdAccept, CmdDiscard}, ", "))}
 }

@@ -14,6 +14,9 @@ const (
 	CmdSpawnSubagent = "arbor.spawnSubagent"
 	CmdStop          = "arbor.stop"
 	CmdSend          = "arbor.send"
+	CmdFork          = "arbor.fork"
+	CmdAccept        = "arbor.accept"
+	CmdDiscard       = "arbor.discard"
 )
 
 // CodeActionKind is the kind of Arbor's code actions.
@@ -42,7 +45,7 @@ func (c *conn) initialize(ctx context.Context, raw json.RawMessage) (any, error)
 		Capabilities: protocol.ServerCapabilities{
 			CodeActionProvider: &protocol.CodeActionOptions{CodeActionKinds: []protocol.CodeActionKind{CodeActionKind}},
 			ExecuteCommandProvider: &protocol.ExecuteCommandOptions{
-				Commands: []string{CmdNewTask, CmdSpawnSubagent, CmdStop, CmdSend},
+				Commands: []string{CmdNewTask, CmdSpawnSubagent, CmdStop, CmdSend, CmdFork, CmdAccept, CmdDiscard},
 			},
 		},
 		ServerInfo: &protocol.ServerInfo{Name: "arbor", Version: c.srv.opts.Version},

@@ -2,8 +2,6 @@ package agents
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -220,10 +218,3 @@ func (s *Session) stopKernel(ctx context.Context) {
 }
 
 func (s *Session) artifactsDir() string { return filepath.Join(s.dir, "artifacts") }
-
-func marshal(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
-}
-
-var errStopped = errors.New("session stopped")

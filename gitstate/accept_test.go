@@ -112,6 +112,9 @@ func TestAcceptRefusesDirtyAndConflicts(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "a.go")); string(b) != "uncommitted user edit\n" {
 		t.Errorf("user's edit overwritten: %q", b)
 	}
+	if got := git(t, root, "rev-parse", "HEAD"); got != head {
+		t.Error("branch moved despite the refusal")
+	}
 	// Uncommitted work elsewhere does not block.
 	os.Remove(filepath.Join(root, "new.txt"))
 	git(t, root, "checkout", "--", "a.go")

@@ -270,7 +270,7 @@ func (x *rawIndex) with(repl map[string]*index.Entry) []byte {
 	i := 0
 	copyUpTo := func(stop int) { // copy entries [i, stop) verbatim
 		if i < stop {
-			end := len(x.data) - 20
+			var end int
 			if stop < len(x.offs) {
 				end = x.offs[stop]
 			} else {

@@ -97,7 +97,7 @@ func (w *Watcher) loop() {
 
 func (w *Watcher) event(ev fsnotify.Event) {
 	rel, err := filepath.Rel(w.root, ev.Name)
-	if err != nil || rel == "." || rel == ".git" || filepath.HasPrefix(rel, ".git"+string(filepath.Separator)) {
+	if err != nil || rel == "." || rel == ".git" || strings.HasPrefix(rel, ".git"+string(filepath.Separator)) {
 		return
 	}
 	if strings.HasPrefix(rel, markPrefix) {

@@ -160,7 +160,9 @@ func (s *Session) replay(recs []eventlog.Record) {
 		case EvStateChanged:
 			var d struct{ State, Reason string }
 			json.Unmarshal(r.Data, &d)
-			if st, err := ParseState(d.State); err == nil {
+			// Stopped is final here as in a live session: logs written before state changes
+			// were serialised can hold a late running or idle record after it.
+			if st, err := ParseState(d.State); err == nil && s.state != Stopped {
 				s.state, s.errMsg = st, d.Reason
 			}
 		case EvMessageQueued:

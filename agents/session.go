@@ -81,6 +81,8 @@ type Session struct {
 	watch *workspace.Watcher // changes in the worktree since the last checkpoint; nil = scan
 
 	amu sync.Mutex // orders appends with their delivery to listeners: clients see seq order
+	smu sync.Mutex // makes a state change's check, record and apply one step
+	nmu sync.Mutex // orders snapshots with their delivery: a stale snapshot never follows a newer one
 
 	kmu    sync.Mutex // guards kern; held while starting one
 	kern   *kernel.Kernel
@@ -140,13 +142,16 @@ func (s *Session) append(ctx context.Context, typ EventType, data any) (eventlog
 
 // setState records a state change and announces the new snapshot. The record is durable
 // before the state is visible in memory, so whoever sees the new state also finds its record
-// in the log.
+// in the log. Changes are serialised: stopped is final, and no record of a refused change (a
+// turn going running or idle after a stop) ever follows it in the log.
 func (s *Session) setState(ctx context.Context, st State, reason string) {
+	s.smu.Lock()
 	s.mu.Lock()
 	same := s.state == st && (st != Failed || reason == s.errMsg)
 	final := s.state == Stopped // stopped is final: a late idle or inactive never undoes it
 	s.mu.Unlock()
 	if same || final {
+		s.smu.Unlock()
 		return
 	}
 	data := map[string]any{"state": st.String()}
@@ -155,10 +160,6 @@ func (s *Session) setState(ctx context.Context, st State, reason string) {
 	}
 	s.append(ctx, EvStateChanged, data)
 	s.mu.Lock()
-	if s.state == Stopped {
-		s.mu.Unlock()
-		return
-	}
 	s.state = st
 	if st == Failed {
 		s.errMsg = reason
@@ -166,12 +167,18 @@ func (s *Session) setState(ctx context.Context, st State, reason string) {
 		s.errMsg = ""
 	}
 	s.mu.Unlock()
+	s.smu.Unlock()
 	s.announce()
 }
 
+// announce tells listeners the session's current snapshot. Taking the snapshot and delivering
+// it under one lock keeps concurrent announcements (a turn going idle, a stop) in the order
+// their snapshots were taken, so the last one a client receives is the newest.
 func (s *Session) announce() {
+	s.nmu.Lock()
 	info := s.svc.info(s)
 	s.svc.eachListener(func(l Listener) { l.SessionChanged(info) })
+	s.nmu.Unlock()
 	if s.meta.Parent != "" {
 		if p, err := s.svc.Get(s.meta.Parent); err == nil {
 			p.announce() // the parent's total changed too

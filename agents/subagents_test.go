@@ -2,10 +2,14 @@ package agents
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/arborhq/arbor/agents/eventlog"
 )
 
 const fanOutScript = `{"rules":[
@@ -225,5 +229,68 @@ func TestLaterSurfacesSayWhy(t *testing.T) {
 	out := fmt.Sprint(e.events(s, EvToolFinished)[0]["output"])
 	if !strings.Contains(out, "refused: harness is not available in this version of Arbor") {
 		t.Errorf("output: %s", out)
+	}
+}
+
+// lastState remembers the last snapshot and state record each session was announced with.
+type lastState struct {
+	mu     sync.Mutex
+	snap   map[string]State
+	record map[string]string
+}
+
+func (l *lastState) SessionChanged(in Info) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.snap[in.ID] = in.State
+}
+
+func (l *lastState) Event(session string, rec eventlog.Record) {
+	if rec.Type != string(EvStateChanged) {
+		return
+	}
+	var d struct{ State string }
+	json.Unmarshal(rec.Data, &d)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.record[session] = d.State
+}
+
+// A stop that races a turn starting (a message just sent) is final everywhere: in memory, in
+// the log (no running or idle record after it), and in the last snapshot listeners were given.
+func TestStopRacingATurnIsFinal(t *testing.T) {
+	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
+	l := &lastState{snap: map[string]State{}, record: map[string]string{}}
+	defer e.svc.Subscribe(l)()
+	ctx := context.Background()
+	var sessions []*Session
+	for i := 0; i < 6; i++ {
+		s := e.create(fmt.Sprintf("race %d", i))
+		e.settled(s)
+		for round := 0; round < 3; round++ {
+			if _, err := e.svc.Send(ctx, s.meta.ID, "again", "auto"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(i) * time.Millisecond)
+		}
+		if err := e.svc.Stop(ctx, s.meta.ID); err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+	}
+	for _, s := range sessions {
+		e.waitFor("turn to wind down", func() bool { return !s.busy() })
+	}
+	time.Sleep(100 * time.Millisecond)
+	for _, s := range sessions {
+		states := e.events(s, EvStateChanged)
+		last, _ := states[len(states)-1]["state"].(string)
+		l.mu.Lock()
+		snap, rec := l.snap[s.meta.ID], l.record[s.meta.ID]
+		l.mu.Unlock()
+		if s.State() != Stopped || last != "stopped" || snap != Stopped || rec != "stopped" {
+			t.Errorf("%s: memory %v, last record %q, last announced %v, last record told %q; want stopped everywhere",
+				s.label(), s.State(), last, snap, rec)
+		}
 	}
 }

@@ -18,9 +18,11 @@ local function buffer_text(bufnr)
   return table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), '\n')
 end
 
+-- Waits for fn; on timeout fails with `what`, or, when `what` is nil, returns and leaves the
+-- check (with its own message) to the caller.
 local function wait_for(what, timeout, fn)
   local ok = vim.wait(timeout, fn, 50)
-  if not ok then
+  if not ok and what then
     error(what, 0)
   end
 end
@@ -70,7 +72,7 @@ local function run()
   table.insert(passed, 'ArborRun created ' .. created.id:sub(1, 8))
 
   local line
-  wait_for('', 60000, function()
+  wait_for(nil, 60000, function()
     for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
       if l:find(created.id:sub(1, 8), 1, true) then
         line = l
@@ -94,7 +96,7 @@ local function run()
 
   -- The kernel's rlm('write the tests', name='tests') started a subagent: a child row below.
   local child
-  wait_for('', 30000, function()
+  wait_for(nil, 30000, function()
     for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
       if l:find('└─', 1, true) and l:find('tests', 1, true) and l:find('arbor/', 1, true) then
         child = l
@@ -109,7 +111,7 @@ local function run()
 
   -- The transcript replays the session's events: the kernel printed 2 and the model answered.
   local log = require('arbor.log').open(created.id)
-  wait_for('', 15000, function()
+  wait_for(nil, 15000, function()
     local text = buffer_text(log)
     return text:find('the sum is two', 1, true) ~= nil and text:find('\n2\n', 1, true) ~= nil
   end)
@@ -125,7 +127,7 @@ local function run()
   -- The diff against the merge-base shows the file the kernel wrote in the worktree.
   arbor.diff(created.id)
   local diffbuf
-  wait_for('', 15000, function()
+  wait_for(nil, 15000, function()
     diffbuf = vim.fn.bufnr('arbor://diff/' .. created.id)
     return diffbuf ~= -1 and buffer_text(diffbuf):find('sum.txt', 1, true) ~= nil
   end)
@@ -144,7 +146,7 @@ local function run()
   end
   local tab = vim.api.nvim_get_current_tabpage()
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<CR>', true, false, true), 'x', false)
-  wait_for('', 10000, function()
+  wait_for(nil, 10000, function()
     return vim.api.nvim_get_current_tabpage() ~= tab
   end)
   local head = vim.fn.bufnr('arbor://head/' .. created.id:sub(1, 8) .. '/sum.txt')
@@ -165,7 +167,7 @@ local function run()
   vim.api.nvim_feedkeys('a', 'x', false)
   vim.fn.confirm = confirm
   local shown
-  wait_for('', 15000, function()
+  wait_for(nil, 15000, function()
     shown = vim.fn.system({ 'git', 'show', 'HEAD:sum.txt' })
     return vim.v.shell_error == 0
   end)
@@ -178,7 +180,7 @@ local function run()
   local before = #arbor.store.all()
   vim.cmd('ArborFork ' .. created.id)
   local fork
-  wait_for('', 15000, function()
+  wait_for(nil, 15000, function()
     for _, x in ipairs(arbor.store.all()) do
       if x.id ~= created.id and x.task == created.task and x.branch ~= created.branch then
         fork = x
@@ -196,7 +198,7 @@ local function run()
   vim.fn.confirm = function() return 1 end
   vim.cmd('ArborDiscard! ' .. fork.id)
   vim.fn.confirm = confirm2
-  wait_for('', 15000, function()
+  wait_for(nil, 15000, function()
     return fork.worktree and vim.fn.isdirectory(fork.worktree) == 0
   end)
   if vim.fn.isdirectory(fork.worktree) == 1 then
@@ -234,7 +236,7 @@ local function run()
   vim.lsp.commands[refactor.command.command](refactor.command, { bufnr = buf })
   vim.ui.input = input
   local second
-  wait_for('', 20000, function()
+  wait_for(nil, 20000, function()
     for _, x in ipairs(arbor.store.all()) do
       if x.id ~= created.id and x.id ~= fork.id and x.task == 'add one and one' then
         second = x
@@ -250,7 +252,7 @@ local function run()
   -- :ArborSend reaches the first session (it answers again), :ArborStop stops it.
   local seq = arbor.store.get(created.id).lastSeq
   vim.cmd('ArborSend ' .. created.id:sub(1, 8) .. ' and once more')
-  wait_for('', 30000, function()
+  wait_for(nil, 30000, function()
     local x = arbor.store.get(created.id)
     return x.state == 'idle' and x.lastSeq > seq
   end)
@@ -258,7 +260,7 @@ local function run()
     error(':ArborSend: the session did not run again', 0)
   end
   vim.cmd('ArborStop ' .. created.id:sub(1, 8))
-  wait_for('', 20000, function()
+  wait_for(nil, 20000, function()
     for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
       if l:find(created.id:sub(1, 8), 1, true) and l:find(' stopped ', 1, true) then
         return true
@@ -266,7 +268,8 @@ local function run()
     end
   end)
   if arbor.store.get(created.id).state ~= 'stopped' then
-    error(':ArborStop: the tree does not show the session stopped', 0)
+    error(':ArborStop: the tree does not show the session stopped: ' .. vim.inspect(arbor.store.get(created.id))
+      .. '\n' .. buffer_text(tree), 0)
   end
   table.insert(passed, 'send + stop')
 

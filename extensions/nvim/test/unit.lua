@@ -37,6 +37,14 @@ store.apply({ full = false, sessions = { { id = 'bbbb2222yyyy', parent = 'aaaa11
 lines = store.render()
 check(lines[2]:find('failed', 1, true) and lines[2]:find('! boom', 1, true), 'upsert: ' .. lines[2])
 check(store.find('bbbb') and store.find('bbbb').id == 'bbbb2222yyyy', 'find by prefix')
+-- A record older than the one held (lower lastSeq) does not replace it, in a delta or a full list.
+store.apply({ full = false, sessions = { { id = 'cccc3333zzzz', task = 'late', state = 'stopped', lastSeq = 9 } } })
+store.apply({ full = false, sessions = { { id = 'cccc3333zzzz', task = 'late', state = 'idle', lastSeq = 8 } } })
+check(store.get('cccc3333zzzz').state == 'stopped', 'an older delta replaced a newer record')
+store.replace({ { id = 'cccc3333zzzz', task = 'late', state = 'idle', lastSeq = 7 } })
+check(#store.all() == 1 and store.get('cccc3333zzzz').state == 'stopped', 'an older full list replaced a newer record')
+store.apply({ full = false, sessions = { { id = 'cccc3333zzzz', task = 'late', state = 'idle', lastSeq = 9 } } })
+check(store.get('cccc3333zzzz').state == 'idle', 'a record with the same lastSeq is applied')
 store.apply({ full = true, sessions = {} })
 check(#store.all() == 0, 'full=true replaces the list')
 

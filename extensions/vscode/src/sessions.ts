@@ -12,10 +12,19 @@ export class SessionStore {
     return { dispose: () => { const i = this.listeners.indexOf(fn); if (i >= 0) this.listeners.splice(i, 1); } };
   }
 
-  /** Applies an arbor/sessionTree notification: full replaces the list, otherwise upsert. */
+  /**
+   * Applies an arbor/sessionTree notification: full replaces the list, otherwise upsert. A record
+   * older than the one held (a lower lastSeq: a reply that was overtaken by a notification) never
+   * replaces it, so a late answer cannot turn a stopped session back to idle.
+   */
   apply(p: SessionTreeParams): void {
-    if (p.full) this.byId.clear();
-    for (const s of p.sessions ?? []) this.byId.set(s.id, s);
+    const old = this.byId;
+    const next = p.full ? new Map<string, Session>() : old;
+    for (const s of p.sessions ?? []) {
+      const held = old.get(s.id);
+      next.set(s.id, held && (held.lastSeq ?? 0) > (s.lastSeq ?? 0) ? held : s);
+    }
+    if (p.full) { old.clear(); for (const [k, v] of next) old.set(k, v); }
     this.fire();
   }
 

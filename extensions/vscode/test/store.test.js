@@ -23,6 +23,20 @@ test('SessionStore applies full and delta sessionTree notifications', () => {
   assert.equal(changes, 3);
 });
 
+test('SessionStore keeps a newer record over an older one (lastSeq)', () => {
+  const s = new SessionStore();
+  s.apply({ full: false, sessions: [sess('a', { state: 'stopped', lastSeq: 9 })] });
+  s.apply({ full: false, sessions: [sess('a', { state: 'idle', lastSeq: 8 })] });
+  assert.equal(s.get('a').state, 'stopped');
+  s.replace([sess('a', { state: 'idle', lastSeq: 7 }), sess('b')]);
+  assert.equal(s.get('a').state, 'stopped');
+  assert.equal(s.all().length, 2);
+  s.replace([sess('b')]);
+  assert.equal(s.get('a'), undefined);
+  s.upsert(sess('b', { state: 'running' }));
+  assert.equal(s.get('b').state, 'running');
+});
+
 test('labels show state, model, rolled-up tokens and branch', () => {
   assert.equal(formatTokens(usage(999, 0)), '999');
   assert.equal(formatTokens(usage(1500, 20)), '1.5k');

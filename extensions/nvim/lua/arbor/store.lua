@@ -18,13 +18,21 @@ function M.on_change(fn)
   table.insert(listeners, fn)
 end
 
---- Applies an arbor/sessionTree notification: full replaces the list, otherwise upsert.
+local function seq(s)
+  return type(s.lastSeq) == 'number' and s.lastSeq or 0
+end
+
+--- Applies an arbor/sessionTree notification: full replaces the list, otherwise upsert. A record
+--- older than the one held (a lower lastSeq: a reply overtaken by a notification) never replaces
+--- it, so a late answer cannot turn a stopped session back to idle.
 function M.apply(params)
+  local old = sessions
   if params.full then
     sessions = {}
   end
   for _, s in ipairs(params.sessions or {}) do
-    sessions[s.id] = s
+    local held = old[s.id]
+    sessions[s.id] = (held and seq(held) > seq(s)) and held or s
   end
   fire()
 end

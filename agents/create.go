@@ -122,7 +122,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	}
 	if err := sess.setupWorktree(ctx); err != nil {
 		// Reported on the session, and to the model, which can often work around it.
-		task += "\n\n[arbor] preparing your worktree failed; some untracked files or setup steps may be missing: " + err.Error()
+		task += "\n\n" + setupFailedText(err.Error())
 	}
 	if parent == nil {
 		// A user waits on a root session's first result; children start their kernel at
@@ -163,6 +163,14 @@ func newModelClient(name string, mc workspace.Model, logger *slog.Logger) (*mode
 		return nil, err
 	}
 	return model.New(cfg, logger)
+}
+
+func setupFailedText(why string) string {
+	return "[arbor] preparing your worktree failed; some untracked files or setup steps may be missing: " + why
+}
+
+func setupFailedNote(why string) model.Message {
+	return model.Message{Role: "user", Content: setupFailedText(why)}
 }
 
 // setupWorktree copies or links the untracked paths arbor.json lists into the new worktree and

@@ -102,6 +102,12 @@ func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string
 		return nil, err
 	}
 	sess.replay([]eventlog.Record{rec})
+	// Like any new worktree, a fork's gets the untracked files and setup arbor.json lists.
+	if err := sess.setupWorktree(ctx); err != nil {
+		sess.mu.Lock()
+		sess.conv = append(sess.conv, setupFailedNote(err.Error()))
+		sess.mu.Unlock()
+	}
 	sess.setState(ctx, Idle, "")
 	return sess, nil
 }

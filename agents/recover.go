@@ -237,6 +237,17 @@ func (s *Session) replay(recs []eventlog.Record) {
 			s.head = c.Commit
 		case EvForked:
 			s.replayFork(r)
+		case EvWorktreeSetup:
+			// A root session's task carries a setup failure; a fork has no task of its own,
+			// so the failure is a note in its conversation.
+			var d struct {
+				OK    bool   `json:"ok"`
+				Error string `json:"error"`
+			}
+			json.Unmarshal(r.Data, &d)
+			if s.meta.ForkOf != "" && !d.OK {
+				s.conv = append(s.conv, setupFailedNote(d.Error))
+			}
 		}
 	}
 	for _, m := range queued {

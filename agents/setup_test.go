@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,5 +46,58 @@ func TestWorktreeSetupFailureIsReported(t *testing.T) {
 	msgs := e.events(s, EvUserMessage)
 	if !strings.Contains(fmt.Sprint(msgs[0]["text"]), "preparing your worktree failed") {
 		t.Errorf("the model was not told: %v", msgs[0]["text"])
+	}
+}
+
+// A fork's worktree is new too: it gets the same copies, links and setup command, and a
+// failure is a note in the fork's conversation (kept across a restart).
+func TestForkRunsWorktreeSetup(t *testing.T) {
+	e := newEnv(t, setupScript)
+	os.WriteFile(filepath.Join(e.repo, ".env"), []byte("SECRET=1\n"), 0o600)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"copy":[".env"],"command":"test ! -e .fail"}}`), 0o644)
+	s := e.create("setup check")
+	e.settled(s)
+	f, err := e.svc.Fork(context.Background(), s.meta.ID, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(f.meta.Worktree, ".env")); err != nil || string(b) != "SECRET=1\n" {
+		t.Errorf("the fork's worktree lacks the copied .env: %q %v", b, err)
+	}
+	if ev := e.events(f, EvWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != true {
+		t.Errorf("fork worktree_setup events: %v", ev)
+	}
+
+	// The setup command fails in the next fork: recorded, and the fork's model is told.
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"echo no toolchain >&2; exit 4"}}`), 0o644)
+	g, err := e.svc.Fork(context.Background(), s.meta.ID, 0, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := e.events(g, EvWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != false || !strings.Contains(fmt.Sprint(ev[0]["error"]), "no toolchain") {
+		t.Fatalf("failed fork setup events: %v", ev)
+	}
+	told := func(sess *Session) bool {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		for _, m := range sess.conv {
+			if strings.Contains(m.Content, "preparing your worktree failed") && strings.Contains(m.Content, "no toolchain") {
+				return true
+			}
+		}
+		return false
+	}
+	if !told(g) {
+		t.Error("the fork's conversation does not tell the model its setup failed")
+	}
+	if told(f) {
+		t.Error("the fork whose setup succeeded was told of a failure")
+	}
+	g2, err := e.restart().Get(g.meta.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !told(g2) {
+		t.Error("after a restart the fork's conversation lost the setup failure note")
 	}
 }

@@ -181,6 +181,9 @@ func (s *Service) List(dir string) ([]Info, error) {
 	return infos, nil
 }
 
+// Overrides returns the settings the service was started with from flags and environment.
+func (s *Service) Overrides() workspace.Overrides { return s.opts.Overrides }
+
 // Info returns a snapshot of one session with its subtree totals.
 func (s *Service) Info(sess *Session) Info { return s.info(sess) }
 

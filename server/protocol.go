@@ -257,6 +257,11 @@ type DaemonStatus struct {
 	Live       int       `json:"live"`
 	Clients    int       `json:"clients"`
 	Workspaces []string  `json:"workspaces"`
+	// The model settings the daemon took from its environment and flags when it started (empty:
+	// none, the configuration files decide). A daemon keeps them until it stops.
+	ModelBaseURL string `json:"modelBaseURL,omitempty"`
+	Model        string `json:"model,omitempty"`
+	APIKeyEnv    string `json:"apiKeyEnv,omitempty"`
 }
 
 // SessionTreeParams is the arbor/sessionTree notification: the full list on attach, then

@@ -8,10 +8,12 @@ import (
 
 func (c *conn) daemonStatus(ctx context.Context, _ json.RawMessage) (any, error) {
 	s := c.srv
+	ov := s.agents.Overrides()
 	return &DaemonStatus{
 		PID: os.Getpid(), Version: s.opts.Version, Socket: s.opts.Socket, Started: s.started,
 		Sessions: s.agents.Count(), Live: s.agents.Live(), Clients: int(s.clients.Load()),
-		Workspaces: s.agents.Workspaces(),
+		Workspaces:   s.agents.Workspaces(),
+		ModelBaseURL: ov.ModelBaseURL, Model: ov.Model, APIKeyEnv: ov.APIKeyEnv,
 	}, nil
 }
 

@@ -183,3 +183,30 @@ func TestDaemonStopWaitsForTheDaemon(t *testing.T) {
 		t.Errorf("the first session is gone after the restart")
 	}
 }
+
+// TestRunNotesStaleModelSettings: the daemon keeps the model settings it started with; `arbor
+// run` from a shell with other ARBOR_MODEL_* values says so and how to apply them, and after
+// `arbor daemon stop` the new daemon uses them.
+func TestRunNotesStaleModelSettings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustArbor("run", "compute two")
+	if strings.Contains(r.stderr, "note:") {
+		t.Errorf("a note with matching settings:\n%s", r)
+	}
+	e.vars["ARBOR_MODEL"] = "another-model"
+	r = e.arbor("run", "--detach", "compute two")
+	if !strings.Contains(r.stderr, `ARBOR_MODEL="scripted"`) || !strings.Contains(r.stderr, `ARBOR_MODEL="another-model"`) ||
+		!strings.Contains(r.stderr, "arbor daemon stop") || strings.Contains(r.stderr, "ARBOR_MODEL_BASE_URL") {
+		t.Errorf("no note naming the daemon's and the shell's ARBOR_MODEL:\n%s", r)
+	}
+	e.mustArbor("daemon", "stop")
+	if r := e.arbor("daemon", "status"); r.code == 0 || !strings.Contains(r.stderr, "no arbor daemon") {
+		t.Errorf("daemon status with no daemon running:\n%s", r)
+	}
+	var st struct{ Model string }
+	e.mustArbor("run", "--detach", "compute two") // starts a daemon with this shell's settings
+	if err := json.Unmarshal([]byte(e.mustArbor("daemon", "status").stdout), &st); err != nil || st.Model != "another-model" {
+		t.Errorf("the new daemon's model = %q (%v), want another-model", st.Model, err)
+	}
+}

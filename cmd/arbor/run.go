@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/arborhq/arbor/server"
+	"github.com/arborhq/arbor/workspace"
 )
 
 func cmdRun(ctx context.Context, args []string) error {
@@ -37,6 +39,9 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if note := staleModelNote(ctx, c, workspace.OverridesFromEnv()); note != "" {
+		fmt.Fprintln(os.Stderr, note)
+	}
 	var s server.Session
 	if err := c.Call(ctx, server.MethodSessionCreate, &server.SessionCreateParams{Task: task, Dir: abs, Model: *model}, &s); err != nil {
 		return err
@@ -47,6 +52,32 @@ func cmdRun(ctx context.Context, args []string) error {
 		return nil
 	}
 	return f.follow(ctx, c, s.ID)
+}
+
+// staleModelNote says when this shell's ARBOR_MODEL_* settings differ from those the running
+// daemon started with: the daemon keeps its own until it stops, which surprises whoever just
+// exported new ones.
+func staleModelNote(ctx context.Context, c *server.Client, mine workspace.Overrides) string {
+	var st server.DaemonStatus
+	if err := c.Call(ctx, server.MethodDaemonStatus, nil, &st); err != nil {
+		return ""
+	}
+	var theirs, ours []string
+	for _, v := range []struct{ name, mine, daemon string }{
+		{"ARBOR_MODEL_BASE_URL", mine.ModelBaseURL, st.ModelBaseURL},
+		{"ARBOR_MODEL", mine.Model, st.Model},
+		{"ARBOR_API_KEY_ENV", mine.APIKeyEnv, st.APIKeyEnv},
+	} {
+		if v.mine != "" && v.mine != v.daemon {
+			theirs = append(theirs, fmt.Sprintf("%s=%q", v.name, v.daemon))
+			ours = append(ours, fmt.Sprintf("%s=%q", v.name, v.mine))
+		}
+	}
+	if len(ours) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("arbor: note: the running daemon (pid %d) uses the model settings it started with (%s), not this shell's (%s); "+
+		"run `arbor daemon stop` and the next command starts one with yours", st.PID, strings.Join(theirs, " "), strings.Join(ours, " "))
 }
 
 // follower prints a session's events until it settles.

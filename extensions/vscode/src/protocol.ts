@@ -185,6 +185,10 @@ export interface DaemonStatus {
   live: number;
   clients: number;
   workspaces: string[];
+  /** The model settings the daemon started with from its environment and flags. */
+  modelBaseURL?: string;
+  model?: string;
+  apiKeyEnv?: string;
 }
 
 /** arbor/sessionTree: full=true replaces the client's list, full=false upserts the sessions. */

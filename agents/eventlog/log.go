@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -59,7 +60,7 @@ type Log struct {
 	pending *batch     // records waiting for the next write+fsync
 	durable uint64     // last seq known to be on disk
 	end     int64      // file length covering exactly the durable records
-	failed  error      // sticky: after a failed write or fsync nothing more is acknowledged
+	failed  error      // sticky: after a failed fsync (or a write not undone) nothing more is acknowledged
 	index   []position // every indexStride-th durable record, so reads can start mid-file
 
 	// writing is true while a goroutine writes batches; pending != nil implies writing. The
@@ -168,8 +169,10 @@ func (l *Log) LastSeq() uint64 {
 // json.RawMessage passes through, validated and compacted: a record is one line) and returns it
 // once it is on disk. Seqs are
 // assigned in file order. If ctx ends while the record is being written, Append returns ctx's
-// error and the record may or may not be in the log. After a failed write or fsync the log
-// acknowledges nothing more: reopen it to learn what reached the disk.
+// error and the record may or may not be in the log. A write that fails for want of room (a full
+// disk, a quota) is cut off again and fails its appends; later appends are tried afresh. After
+// any other failed write, or a failed fsync, the log acknowledges nothing more: reopen it to
+// learn what reached the disk.
 func (l *Log) Append(ctx context.Context, typ string, data any) (Record, error) {
 	if typ == "" {
 		return Record{}, fmt.Errorf("append to %s: empty event type", l.path)
@@ -263,15 +266,25 @@ func (l *Log) flush() {
 		l.testHookFlush(len(b.recs))
 	}
 	err := failed
+	var dropped *batch // appends failed with b after a write that was rolled back
+	rolled := false
 	if err == nil {
 		_, err = l.f.Write(b.buf)
 		if err == nil {
 			err = syncData(l.f)
+		} else if rolled = l.rollBack(err); rolled {
+			// The disk was full: what reached it of this batch is cut off again, so the log
+			// holds exactly the acknowledged records and the next Append may succeed. The
+			// batch queued behind this one took seqs that follow the lost ones: it fails too.
+			l.mu.Lock()
+			dropped, l.pending = l.pending, nil
+			l.nextSeq = l.durable + 1
+			l.mu.Unlock()
 		}
 	}
 	l.mu.Lock()
 	if err != nil {
-		if l.failed == nil {
+		if l.failed == nil && !rolled {
 			l.failed = err
 		}
 	} else {
@@ -282,11 +295,35 @@ func (l *Log) flush() {
 		l.end += int64(len(b.buf))
 	}
 	l.mu.Unlock()
+	if dropped != nil {
+		dropped.err = err
+		close(dropped.done)
+	}
 	b.err = err
 	close(b.done)
 	if err == nil {
 		l.subs.publish(b.recs)
 	}
+}
+
+// spaceError reports a write that failed for want of room (a full disk, a quota, a file size
+// limit): the device is fine and the write can be undone and tried again later.
+func spaceError(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)
+}
+
+// rollBack undoes a write that failed for want of room by cutting the file back to the durable
+// records. It reports whether the log is exactly as before the write; if not, the failure is
+// sticky.
+func (l *Log) rollBack(err error) bool {
+	if !spaceError(err) {
+		return false
+	}
+	if terr := l.f.Truncate(l.end); terr != nil {
+		return false
+	}
+	_, serr := l.f.Seek(l.end, io.SeekStart)
+	return serr == nil
 }
 
 // indexRecord notes where the record seq begins if it is an index point. Callers hold l.mu or own

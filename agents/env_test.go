@@ -24,6 +24,13 @@ type testEnv struct {
 
 func newEnv(t *testing.T, script string) *testEnv {
 	t.Helper()
+	return newEnvIn(t, script, filepath.Join(t.TempDir(), "repo"))
+}
+
+// newEnvIn is newEnv with the repository (and so the sessions' worktrees and event logs, which
+// live in its .git/arbor) at repo.
+func newEnvIn(t *testing.T, script, repo string) *testEnv {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
@@ -37,7 +44,6 @@ func newEnv(t *testing.T, script string) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := filepath.Join(t.TempDir(), "repo")
 	gitInit(t, repo, map[string]string{"main.py": "print('hi')\n"})
 	svc, err := New(Options{StateDir: t.TempDir(),
 		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})

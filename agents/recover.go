@@ -257,10 +257,11 @@ func (s *Session) replay(recs []eventlog.Record) {
 	}
 	// A tool call without a result (the daemon died mid-cell) still needs an answer for the
 	// conversation to be valid for the model.
-	s.conv = closeDanglingToolCalls(s.conv)
+	s.conv = closeDanglingToolCalls(s.conv, "[arbor] this cell was interrupted when the daemon stopped; its result is unknown")
 }
 
-func closeDanglingToolCalls(conv []model.Message) []model.Message {
+// closeDanglingToolCalls answers every tool call of conv that has no result with note.
+func closeDanglingToolCalls(conv []model.Message, note string) []model.Message {
 	answered := map[string]bool{}
 	for _, m := range conv {
 		if m.Role == "tool" {
@@ -268,16 +269,14 @@ func closeDanglingToolCalls(conv []model.Message) []model.Message {
 		}
 	}
 	var out []model.Message
-	for i, m := range conv {
+	for _, m := range conv {
 		out = append(out, m)
 		if m.Role != "assistant" {
 			continue
 		}
 		for _, c := range m.ToolCalls {
 			if !answered[c.ID] {
-				// insert after the assistant message and any answered tool results that follow
-				_ = i
-				out = append(out, model.Message{Role: "tool", ToolCallID: c.ID, Content: "[arbor] this cell was interrupted when the daemon stopped; its result is unknown"})
+				out = append(out, model.Message{Role: "tool", ToolCallID: c.ID, Content: note})
 			}
 		}
 	}

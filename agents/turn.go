@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/arborhq/arbor/agents/model"
@@ -97,14 +98,27 @@ func (s *Session) runTurns() {
 			s.append(s.svc.ctx, EvInterrupted, map[string]any{"turn": turn, "reason": "daemon stopping"})
 			return
 		default:
-			s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": err.Error()})
-			if s.settle(ctx, Failed, err.Error()) {
+			why := failureReason(err)
+			s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": why})
+			// A tool call the turn did not answer would make the next request invalid.
+			s.mu.Lock()
+			s.conv = closeDanglingToolCalls(s.conv, "[arbor] this cell's turn failed before its result was recorded: "+why)
+			s.mu.Unlock()
+			if s.settle(ctx, Failed, why) {
 				continue // a message arrived: try again
 			}
 			s.scheduleInactive()
 			return
 		}
 	}
+}
+
+// failureReason is what a failed turn tells the user: the error, and for a full disk what to do.
+func failureReason(err error) string {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return err.Error() + "; free space on that disk, then send the session a message to continue"
+	}
+	return err.Error()
 }
 
 // settle records st while this goroutine still owns the session, then gives the session up —

@@ -1,0 +1,80 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestFullDiskFailsTheTurnAndRecovers: the disk holding the repository (its worktrees and
+// the sessions' event logs, under .git/arbor) fills up in the
+// middle of a turn (the cell itself fills it). The turn fails with a reason that names the
+// file and the cause and says what to do; a message that cannot be recorded is refused, not
+// half-taken; the service keeps answering; once there is room a message runs a new turn on a
+// valid conversation, and a restart finds every acknowledged record.
+func TestFullDiskFailsTheTurnAndRecovers(t *testing.T) {
+	repo := t.TempDir()
+	if err := syscall.Mount("tmpfs", repo, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(repo, syscall.MNT_DETACH) })
+	filler := filepath.Join(repo, "filler")
+	script := fmt.Sprintf(`{"rules":[
+ {"when":{"task":"^fill","turn":1},"code":"f = open('%s', 'wb', buffering=0)\ntry:\n    while True: f.write(b'x' * 4096)\nexcept OSError as e:\n    print('disk full, errno', e.errno)\nprint('y' * 6000)"},
+ {"when":{"task":"^fill"},"text":"done"}
+],"default":{"text":"done"}}`, filler)
+	e := newEnvIn(t, script, repo)
+	s := e.create("fill the disk")
+	e.settled(s)
+	in := e.svc.Info(s)
+	if in.State != Failed || !strings.Contains(in.Error, "no space left on device") ||
+		!strings.Contains(in.Error, repo) || !strings.Contains(in.Error, "free space") {
+		t.Fatalf("after the disk filled: state %v, reason %q; want failed naming the file, ENOSPC and what to do", in.State, in.Error)
+	}
+	if _, err := e.svc.Send(context.Background(), s.meta.ID, strings.Repeat("z", 6000), "auto"); err == nil ||
+		!strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("a message on a full disk: %v; want a refusal naming the cause", err)
+	}
+	if list, err := e.svc.List(""); err != nil || len(list) != 1 {
+		t.Fatalf("the service stopped answering on a full disk: %v %v", list, err)
+	}
+	before := s.log.LastSeq()
+
+	os.Remove(filler)
+	if _, err := e.svc.Send(context.Background(), s.meta.ID, "carry on", "auto"); err != nil {
+		t.Fatalf("a message once there is room: %v", err)
+	}
+	e.settled(s)
+	if st := s.State(); st != Idle {
+		t.Fatalf("after freeing space the session is %v (%s), want idle", st, e.svc.Info(s).Error)
+	}
+	s.mu.Lock()
+	conv := closeDanglingToolCalls(s.conv, "")
+	dangling := len(conv) != len(s.conv)
+	s.mu.Unlock()
+	if dangling {
+		t.Error("the conversation kept a tool call without a result")
+	}
+	if s.log.LastSeq() <= before {
+		t.Fatal("the new turn recorded nothing")
+	}
+	acked, _ := s.Events(1)
+	svc := e.restart()
+	again, err := svc.Get(s.meta.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := again.Events(1)
+	if err != nil || len(recs) < len(acked) {
+		t.Fatalf("after a restart: %d records (%v), %d acknowledged before", len(recs), err, len(acked))
+	}
+	for i, r := range acked {
+		if recs[i].Seq != r.Seq || recs[i].Type != r.Type || string(recs[i].Data) != string(r.Data) {
+			t.Fatalf("after a restart record %d is %d %s, was %d %s", i, recs[i].Seq, recs[i].Type, r.Seq, r.Type)
+		}
+	}
+}

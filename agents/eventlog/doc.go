@@ -19,6 +19,12 @@
 // [Repair] is `arbor fsck --repair`: it copies the whole original aside, then keeps the longest
 // valid prefix, and says what it dropped.
 //
+// A write that fails for want of room (ENOSPC, EDQUOT, EFBIG) is cut back to the acknowledged
+// records and fails its appends, naming the file and the cause; the next Append tries afresh, so
+// freeing space is all a full disk needs. Any other failed write, and any failed fsync, is
+// sticky: the log acknowledges nothing more until it is reopened, because what reached the disk
+// is then unknown.
+//
 // [Bench] is `arbor bench` for this package and [Soak] the kill -9 soak (`arbor soak eventlog`).
 // Soak re-executes the running binary as a writer, so a binary that offers it must call
 // [CrashChild] first thing in main; tests do so in TestMain.

@@ -28,14 +28,7 @@ func (c *conn) initialize(ctx context.Context, raw json.RawMessage) (any, error)
 		return nil, err
 	}
 	c.mu.Lock()
-	switch {
-	case len(p.WorkspaceFolders) > 0:
-		c.rootDir = uri.URI(p.WorkspaceFolders[0].URI).Filename()
-	case p.RootURI != "":
-		c.rootDir = p.RootURI.Filename()
-	case p.RootPath != "":
-		c.rootDir = p.RootPath
-	}
+	c.rootDir = rootOf(&p)
 	if w := p.Capabilities.Window; w != nil {
 		c.caps.WorkDoneProgress = w.WorkDoneProgress
 		c.caps.ShowDocument = w.ShowDocument != nil && w.ShowDocument.Support
@@ -73,4 +66,18 @@ func (c *conn) sendFullTree(ctx context.Context) {
 		out = append(out, toSession(in))
 	}
 	c.enqueue(outMsg{method: NotifySessionTree, params: &SessionTreeParams{Full: true, Sessions: out}}, 0)
+}
+
+// rootOf is the client's workspace: its first folder, else the deprecated rootUri and rootPath,
+// which older clients (Neovim 0.7.2 among them) send instead.
+func rootOf(p *protocol.InitializeParams) string {
+	if len(p.WorkspaceFolders) > 0 {
+		return uri.URI(p.WorkspaceFolders[0].URI).Filename()
+	}
+	//lint:ignore SA1019 read on purpose: older clients send these instead of workspaceFolders.
+	rootURI, rootPath := p.RootURI, p.RootPath
+	if rootURI != "" {
+		return rootURI.Filename()
+	}
+	return rootPath
 }

@@ -33,25 +33,29 @@ func (s *Service) Stop(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range sess.childIDs() {
-		if err := s.Stop(ctx, c); err != nil {
-			return err
-		}
-	}
+	// Stopped first: from then on no turn starts (the turn loop checks under mu, where it also
+	// stores its cancel), no message is queued, and no child is linked. Then cancel what runs,
+	// and only then walk the children, so none spawned meanwhile is missed.
+	recErr := sess.setState(ctx, Stopped, "")
 	sess.mu.Lock()
-	if sess.state == Stopped {
-		sess.mu.Unlock()
-		return nil
-	}
 	cancel := sess.cancelTurn
 	sess.pending = nil
 	sess.mu.Unlock()
-	sess.setState(ctx, Stopped, "")
 	if cancel != nil {
 		cancel()
 	}
 	sess.stopKernel(ctx)
-	return nil
+	var childErr error
+	for _, c := range sess.childIDs() {
+		if err := s.Stop(ctx, c); err != nil && childErr == nil {
+			childErr = err
+		}
+	}
+	if recErr != nil {
+		return fmt.Errorf("session %s is stopped, but %w; it would resume after a daemon restart: free space and stop it again",
+			sess.meta.ID, recErr)
+	}
+	return childErr
 }
 
 // Diff returns the session's change against its merge-base with the base commit.
@@ -94,10 +98,10 @@ func (s *Service) Revive(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if sess.State() != Inactive {
+	// Only from inactive, decided under the state lock: a turn that just began must stay running.
+	if changed, _ := sess.setStateIf(ctx, []State{Inactive}, Idle, ""); !changed {
 		return nil
 	}
-	sess.setState(ctx, Idle, "")
 	sess.warmKernel()
 	sess.scheduleInactive()
 	return nil

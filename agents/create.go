@@ -112,9 +112,16 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if parent != nil {
 		parent.mu.Lock()
 		parent.children = append(parent.children, id)
+		parentStopped := parent.state == Stopped
 		parent.mu.Unlock()
 		parent.append(ctx, EvSubagentSpawned, map[string]any{"id": id, "name": meta.Name, "branch": meta.Branch, "task": meta.Task})
 		parent.announce()
+		if parentStopped {
+			// The parent was stopped while this child was being made (a Stop walking the tree
+			// may already have passed it): the child stops too, before it runs anything.
+			s.Stop(ctx, id)
+			return nil, fmt.Errorf("%w: the parent session %s was stopped", ErrInvalidState, shortID(parent.meta.ID))
+		}
 	}
 	task := req.Task
 	if req.Selection != "" {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/arborhq/arbor/agents/model"
 )
 
 // TestFullDiskFailsTheTurnAndRecovers: the disk holding the repository (its worktrees and
@@ -24,7 +26,7 @@ func TestFullDiskFailsTheTurnAndRecovers(t *testing.T) {
 	t.Cleanup(func() { syscall.Unmount(repo, syscall.MNT_DETACH) })
 	filler := filepath.Join(repo, "filler")
 	script := fmt.Sprintf(`{"rules":[
- {"when":{"task":"^fill","turn":1},"code":"f = open('%s', 'wb', buffering=0)\ntry:\n    while True: f.write(b'x' * 4096)\nexcept OSError as e:\n    print('disk full, errno', e.errno)\nprint('y' * 6000)"},
+ {"when":{"task":"^fill","turn":1},"code":"f = open('%s', 'wb', buffering=0)\ntry:\n    while True: f.write(b'x' * 4096)\nexcept OSError as e:\n    print('disk full, errno', e.errno)\nf.close()\nprint('y' * 6000)"},
  {"when":{"task":"^fill"},"text":"done"}
 ],"default":{"text":"done"}}`, filler)
 	e := newEnvIn(t, script, repo)
@@ -63,6 +65,9 @@ func TestFullDiskFailsTheTurnAndRecovers(t *testing.T) {
 		t.Fatal("the new turn recorded nothing")
 	}
 	acked, _ := s.Events(1)
+	s.mu.Lock()
+	live := append([]model.Message(nil), s.conv...)
+	s.mu.Unlock()
 	svc := e.restart()
 	again, err := svc.Get(s.meta.ID)
 	if err != nil {
@@ -76,5 +81,62 @@ func TestFullDiskFailsTheTurnAndRecovers(t *testing.T) {
 		if recs[i].Seq != r.Seq || recs[i].Type != r.Type || string(recs[i].Data) != string(r.Data) {
 			t.Fatalf("after a restart record %d is %d %s, was %d %s", i, recs[i].Seq, recs[i].Type, r.Seq, r.Type)
 		}
+	}
+	// Replay rebuilds the conversation the live session had, the failed turn's note included.
+	again.mu.Lock()
+	replayed := append([]model.Message(nil), again.conv...)
+	again.mu.Unlock()
+	if len(replayed) != len(live) {
+		t.Fatalf("replayed conversation has %d messages, the live one had %d", len(replayed), len(live))
+	}
+	for i := range live {
+		if live[i].Role != replayed[i].Role || live[i].ToolCallID != replayed[i].ToolCallID || live[i].Content != replayed[i].Content {
+			t.Errorf("message %d: live %s %q, replayed %s %q", i, live[i].Role, live[i].Content, replayed[i].Role, replayed[i].Content)
+		}
+	}
+}
+
+// TestFullDiskStop: a stop whose record cannot be written still stops the work, says that a
+// restart would resume the session, and a stop once there is room records it.
+func TestFullDiskStop(t *testing.T) {
+	repo := t.TempDir()
+	if err := syscall.Mount("tmpfs", repo, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(repo, syscall.MNT_DETACH) })
+	e := newEnvIn(t, `{"rules":[],"default":{"text":"ok"}}`, repo)
+	s := e.create("stop on a full disk")
+	e.settled(s)
+	// Fill the disk to the byte, then use up the slack of the log's last page.
+	filler := filepath.Join(repo, "filler")
+	f, _ := os.OpenFile(filler, os.O_CREATE|os.O_WRONLY, 0o644)
+	for {
+		if _, err := f.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	f.Write(make([]byte, 1))
+	f.Close()
+	for _, pad := range []string{strings.Repeat("p", 200), ""} {
+		for i := 0; i < 100; i++ {
+			if _, err := s.append(context.Background(), "p", pad); err != nil {
+				break
+			}
+		}
+	}
+	err := e.svc.Stop(context.Background(), s.meta.ID)
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") || !strings.Contains(err.Error(), "stop it again") {
+		t.Fatalf("stop on a full disk: %v; want the cause and what to do", err)
+	}
+	if s.State() != Stopped || s.hasKernel() {
+		t.Fatalf("after the stop: state %v, kernel %v; the work must stop anyway", s.State(), s.hasKernel())
+	}
+	os.Remove(filler)
+	if err := e.svc.Stop(context.Background(), s.meta.ID); err != nil {
+		t.Fatalf("stop again once there is room: %v", err)
+	}
+	states := e.events(s, EvStateChanged)
+	if last := states[len(states)-1]["state"]; last != "stopped" {
+		t.Fatalf("last state record %v, want stopped", last)
 	}
 }

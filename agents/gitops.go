@@ -83,14 +83,21 @@ func (s *Service) Merge(ctx context.Context, id string) (*gitstate.AcceptResult,
 	if err != nil {
 		return nil, err
 	}
-	if child.State() == Running {
+	if child.busy() {
 		return nil, fmt.Errorf("%w: session %s is still running; wait for it or stop it first", ErrInvalidState, shortID(child.meta.ID))
 	}
 	// A running parent's model does not expect its files to change under it; from its own
-	// cells it merges with rlm.merge, which goes through mergeChild directly.
-	if parent.State() == Running {
+	// cells it merges with rlm.merge, which goes through mergeChild directly. The parent is
+	// reserved for the merge, as going inactive does: a turn wanted meanwhile (a completion
+	// notice, a message) starts when the merge is done.
+	parent.mu.Lock()
+	if parent.turnActive {
+		parent.mu.Unlock()
 		return nil, fmt.Errorf("%w: the parent %s is running a turn; merge when it is idle, or let it call rlm.merge", ErrInvalidState, shortID(parent.meta.ID))
 	}
+	parent.turnActive = true
+	parent.mu.Unlock()
+	defer parent.release()
 	return s.mergeChild(ctx, parent, child)
 }
 

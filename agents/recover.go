@@ -237,6 +237,17 @@ func (s *Session) replay(recs []eventlog.Record) {
 			s.head = c.Commit
 		case EvForked:
 			s.replayFork(r)
+		case EvTurnFailed:
+			// The live session answered the tool calls the failed turn left open; so does replay,
+			// at the same point (a failed checkpoint is recorded the same way but closes nothing).
+			var d struct {
+				Error      string `json:"error"`
+				Checkpoint bool   `json:"checkpoint"`
+			}
+			json.Unmarshal(r.Data, &d)
+			if !d.Checkpoint {
+				s.conv = closeDanglingToolCalls(s.conv, turnFailedNote(d.Error))
+			}
 		case EvWorktreeSetup:
 			// A root session's task carries a setup failure; a fork has no task of its own,
 			// so the failure is a note in its conversation.

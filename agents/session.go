@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,7 +83,9 @@ type Session struct {
 
 	amu sync.Mutex // orders appends with their delivery to listeners: clients see seq order
 	smu sync.Mutex // makes a state change's check, record and apply one step
-	nmu sync.Mutex // orders snapshots with their delivery: a stale snapshot never follows a newer one
+	// unrecorded is true while the current state's record failed to be written (guarded by mu)
+	unrecorded bool
+	nmu        sync.Mutex // orders snapshots with their delivery: a stale snapshot never follows a newer one
 
 	kmu    sync.Mutex // guards kern; held while starting one
 	kern   *kernel.Kernel
@@ -144,31 +147,74 @@ func (s *Session) append(ctx context.Context, typ EventType, data any) (eventlog
 // before the state is visible in memory, so whoever sees the new state also finds its record
 // in the log. Changes are serialised: stopped is final, and no record of a refused change (a
 // turn going running or idle after a stop) ever follows it in the log.
-func (s *Session) setState(ctx context.Context, st State, reason string) {
+//
+// When the record cannot be written (a full disk) the state still changes in memory — a stop
+// must stop the work — and the error is returned; setting the same state again retries the
+// record.
+func (s *Session) setState(ctx context.Context, st State, reason string) error {
+	_, err := s.setStateIf(ctx, nil, st, reason)
+	return err
+}
+
+// setStateIf is setState when the current state is one of from (any state when from is nil),
+// decided under the same lock as the change. It reports whether it changed the state.
+func (s *Session) setStateIf(ctx context.Context, from []State, st State, reason string) (bool, error) {
 	s.smu.Lock()
+	changed, err := s.changeStateLocked(ctx, from, st, reason)
+	s.smu.Unlock()
+	if changed {
+		s.announce()
+	}
+	return changed, err
+}
+
+// changeStateLocked decides, records and applies a state change; the caller holds smu and
+// announces when it reports a change.
+func (s *Session) changeStateLocked(ctx context.Context, from []State, st State, reason string) (bool, error) {
 	s.mu.Lock()
-	same := s.state == st && (st != Failed || reason == s.errMsg)
-	final := s.state == Stopped // stopped is final: a late idle or inactive never undoes it
+	cur, unrecorded, errMsg := s.state, s.unrecorded, s.errMsg
 	s.mu.Unlock()
-	if same || final {
-		s.smu.Unlock()
-		return
+	retry := cur == st && unrecorded
+	same := cur == st && (st != Failed || reason == errMsg) && !retry
+	final := cur == Stopped && !retry // stopped is final: a late idle or inactive never undoes it
+	if same || final || (from != nil && !slices.Contains(from, cur)) {
+		return false, nil
 	}
 	data := map[string]any{"state": st.String()}
 	if reason != "" {
 		data["reason"] = reason
 	}
-	s.append(ctx, EvStateChanged, data)
+	_, err := s.append(ctx, EvStateChanged, data)
 	s.mu.Lock()
 	s.state = st
+	s.unrecorded = err != nil
 	if st == Failed {
 		s.errMsg = reason
 	} else {
 		s.errMsg = ""
 	}
 	s.mu.Unlock()
+	return true, err
+}
+
+// startTurn records that turn n runs — the state running and turn_started, as one step with
+// respect to Stop — and reports false, recording nothing, if the session was stopped.
+func (s *Session) startTurn(ctx context.Context, n int) bool {
+	s.smu.Lock()
+	s.mu.Lock()
+	stopped := s.state == Stopped
+	s.mu.Unlock()
+	if stopped {
+		s.smu.Unlock()
+		return false
+	}
+	changed, _ := s.changeStateLocked(ctx, nil, Running, "")
+	s.append(ctx, EvTurnStarted, map[string]any{"turn": n})
 	s.smu.Unlock()
-	s.announce()
+	if changed {
+		s.announce()
+	}
+	return true
 }
 
 // announce tells listeners the session's current snapshot. Taking the snapshot and delivering

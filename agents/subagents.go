@@ -71,6 +71,9 @@ func (s *Service) checkSpawn(parent *Session, req *CreateRequest, maxDepth int) 
 	// (asyncio.gather) must not both pick the same free name.
 	parent.mu.Lock()
 	defer parent.mu.Unlock()
+	if parent.state == Stopped {
+		return fmt.Errorf("%w: session %s is stopped and starts no subagents", ErrInvalidState, shortID(parent.meta.ID))
+	}
 	if parent.reserved == nil {
 		parent.reserved = map[string]bool{}
 	}

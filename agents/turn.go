@@ -33,6 +33,10 @@ func (s *Session) enqueue(ctx context.Context, from, text, mode string) (string,
 		return "", err
 	}
 	s.mu.Lock()
+	if s.state == Stopped { // stopped while the message was being recorded
+		s.mu.Unlock()
+		return "", fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, s.meta.ID)
+	}
 	s.pending = append(s.pending, pendingMsg{Seq: rec.Seq, From: from, Text: text, Mode: mode})
 	status := "queued"
 	if s.turnActive && mode != "follow_up" {
@@ -80,8 +84,11 @@ func (s *Session) runTurns() {
 		s.mu.Lock()
 		s.toldParent = false
 		s.mu.Unlock()
-		s.setState(ctx, Running, "")
-		s.append(ctx, EvTurnStarted, map[string]any{"turn": turn})
+		if !s.startTurn(ctx, turn) {
+			s.ws.release()
+			cancel()
+			continue // stopped meanwhile: the loop head sees it
+		}
 		err := s.runTurn(ctx)
 		s.ws.release()
 		cancel()
@@ -102,7 +109,7 @@ func (s *Session) runTurns() {
 			s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": why})
 			// A tool call the turn did not answer would make the next request invalid.
 			s.mu.Lock()
-			s.conv = closeDanglingToolCalls(s.conv, "[arbor] this cell's turn failed before its result was recorded: "+why)
+			s.conv = closeDanglingToolCalls(s.conv, turnFailedNote(why))
 			s.mu.Unlock()
 			if s.settle(ctx, Failed, why) {
 				continue // a message arrived: try again
@@ -111,6 +118,11 @@ func (s *Session) runTurns() {
 			return
 		}
 	}
+}
+
+// turnFailedNote answers the tool calls a failed turn left open; replay writes the same.
+func turnFailedNote(why string) string {
+	return "[arbor] this cell's turn failed before its result was recorded: " + why
 }
 
 // failureReason is what a failed turn tells the user: the error, and for a full disk what to do.
@@ -168,17 +180,23 @@ func (s *Session) runTurn(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("model %s: %w", s.meta.Model, err)
 		}
+		if s.State() == Stopped {
+			return context.Canceled // stopped while the model answered: the reply is not taken
+		}
 		s.mu.Lock()
 		s.usage.ModelCalls++
 		s.usage.InputTokens += reply.Usage.InputTokens
 		s.usage.OutputTokens += reply.Usage.OutputTokens
 		s.usage.CostUSD += reply.Usage.CostUSD
 		s.usage.Retries += int64(reply.Retries)
-		s.conv = append(s.conv, model.Message{Role: "assistant", Content: reply.Text, ToolCalls: reply.ToolCalls})
 		s.mu.Unlock()
+		// The conversation takes the reply once it is recorded, so replay rebuilds the same one.
 		if _, err := s.append(ctx, EvAssistantMessage, assistantEvent{Text: reply.Text, ToolCalls: reply.ToolCalls, Usage: reply.Usage, Retries: reply.Retries}); err != nil {
 			return err
 		}
+		s.mu.Lock()
+		s.conv = append(s.conv, model.Message{Role: "assistant", Content: reply.Text, ToolCalls: reply.ToolCalls})
+		s.mu.Unlock()
 		s.announce()
 		if len(reply.ToolCalls) == 0 {
 			s.mu.Lock()
@@ -348,7 +366,7 @@ func (s *Session) checkpoint(ctx context.Context, turn int) {
 		if w != nil {
 			w.Close()
 		}
-		s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": "checkpoint: " + err.Error()})
+		s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": "checkpoint: " + err.Error(), "checkpoint": true})
 		return
 	}
 	if !changed {

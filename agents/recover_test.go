@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/arborhq/arbor/gitstate"
 	"github.com/arborhq/arbor/workspace"
@@ -128,5 +129,10 @@ func TestRecoveredSessionWithoutModelFailsClearly(t *testing.T) {
 	e.waitFor("failed", func() bool { return s2.State() == Failed })
 	if msg := svc.Info(s2).Error; !strings.Contains(msg, "no model configured") {
 		t.Errorf("error = %q", msg)
+	}
+	// The failed turn took the message: it does not retry on it in a loop.
+	time.Sleep(200 * time.Millisecond)
+	if n := len(e.events(s2, EvTurnStarted)); n != 2 {
+		t.Errorf("%d turns recorded, want 2 (the first, and the one that failed once)", n)
 	}
 }

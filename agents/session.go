@@ -99,7 +99,11 @@ func (s *Session) ID() string { return s.meta.ID }
 // Meta returns the fixed description of the session.
 func (s *Session) Meta() Meta { return s.meta }
 
+// snapshot is taken between state changes (under smu): a state change records first and
+// applies after, and a snapshot in between would pair the new record's seq with the old state.
 func (s *Session) snapshot() Info {
+	s.smu.Lock()
+	defer s.smu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Info{Meta: s.meta, State: s.state, Error: s.errMsg, LastSeq: s.log.LastSeq(),

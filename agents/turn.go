@@ -150,21 +150,23 @@ func (s *Session) settle(ctx context.Context, st State, reason string) bool {
 
 // runTurn calls the model and runs its tool calls until it answers without one.
 func (s *Session) runTurn(ctx context.Context) error {
-	if s.client == nil {
-		// Recovered without a usable model (its key variable unset, or the model removed
-		// from arbor.json): resolve it again now, or fail the turn saying why.
-		name, mc, err := s.cfg.ResolveModel(s.meta.Model)
-		if err != nil {
-			return fmt.Errorf("model %q: %w", s.meta.Model, err)
-		}
-		if s.client, err = newModelClient(name, mc, s.svc.log); err != nil {
-			return fmt.Errorf("model %q: %w", s.meta.Model, err)
-		}
-	}
 	steps := s.cfg.MaxTurnSteps
 	for step := 0; step < steps; step++ {
+		// Messages are taken first, even when the turn then fails: a failed turn retries only
+		// for a message that arrives after it, never in a loop on the same one.
 		if err := s.deliver(ctx, step == 0); err != nil {
 			return err
+		}
+		if s.client == nil {
+			// Recovered without a usable model (its key variable unset, or the model removed
+			// from arbor.json): resolve it again now, or fail the turn saying why.
+			name, mc, err := s.cfg.ResolveModel(s.meta.Model)
+			if err != nil {
+				return fmt.Errorf("model %q: %w", s.meta.Model, err)
+			}
+			if s.client, err = newModelClient(name, mc, s.svc.log); err != nil {
+				return fmt.Errorf("model %q: %w", s.meta.Model, err)
+			}
 		}
 		if err := s.maybeCompact(ctx, false); err != nil {
 			return err

@@ -18,6 +18,10 @@ func (c *conn) sessionAttach(ctx context.Context, raw json.RawMessage) (any, err
 		return nil, err
 	}
 	id := sess.ID()
+	// One attach at a time per connection: a second one of the same session would reset the
+	// events the first is holding back, and lose them.
+	c.attachMu.Lock()
+	defer c.attachMu.Unlock()
 	if err := c.srv.agents.Revive(ctx, id); err != nil {
 		return nil, err
 	}
@@ -43,6 +47,9 @@ func (c *conn) sessionAttach(ctx context.Context, raw json.RawMessage) (any, err
 		if r.Seq > last {
 			c.enqueueLocked(eventMsg(id, r), r.Seq)
 			last = r.Seq
+		}
+		if _, dropped := c.behind[id]; dropped {
+			break // the queue is full: nothing after the gap, the client reattaches from it
 		}
 	}
 	if _, dropped := c.behind[id]; !dropped {

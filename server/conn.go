@@ -32,6 +32,8 @@ type conn struct {
 	log *slog.Logger
 	out chan outMsg
 
+	attachMu sync.Mutex // serialises arbor/session.attach on this connection
+
 	mu            sync.Mutex
 	initialized   bool
 	shutdown      bool
@@ -40,8 +42,10 @@ type conn struct {
 	attached      map[string]bool
 	replaying     map[string][]eventlog.Record // live events held back while a replay is queued
 	behind        map[string]uint64            // session → last seq queued before events were dropped
+	late          []outMsg                     // tree and progress messages held while the queue was full
 	progress      map[string]string            // session → progress token
 	progressBegun map[string]chan struct{}     // token → closed once its begin was sent (or failed)
+	progressOpen  map[string]bool              // tokens whose begin was queued: only they get an end
 	unsubscribe   func()
 	requests      sync.WaitGroup // handlers in flight
 }
@@ -54,7 +58,7 @@ type clientCaps struct {
 func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{
 		srv: srv, log: srv.log, out: make(chan outMsg, queueLen),
-		attached: map[string]bool{}, replaying: map[string][]eventlog.Record{}, behind: map[string]uint64{}, progress: map[string]string{}, progressBegun: map[string]chan struct{}{},
+		attached: map[string]bool{}, replaying: map[string][]eventlog.Record{}, behind: map[string]uint64{}, progress: map[string]string{}, progressBegun: map[string]chan struct{}{}, progressOpen: map[string]bool{},
 	}
 	c.rpc = jsonrpc2.NewConn(newStream(nc))
 	ctx, cancel := context.WithCancel(ctx)
@@ -93,7 +97,11 @@ func (c *conn) writeLoop(ctx context.Context) {
 
 func (c *conn) flushBehind(ctx context.Context) {
 	c.mu.Lock()
-	if len(c.behind) == 0 || len(c.out) > queueLen/2 {
+	if len(c.behind) == 0 && len(c.late) == 0 || len(c.out) > cap(c.out)/2 {
+		c.mu.Unlock()
+		return
+	}
+	if !c.flushLateLocked() {
 		c.mu.Unlock()
 		return
 	}
@@ -113,17 +121,73 @@ func (c *conn) enqueue(m outMsg, seq uint64) {
 }
 
 func (c *conn) enqueueLocked(m outMsg, seq uint64) {
+	if m.session == "" && len(c.late) > 0 {
+		c.holdLocked(m) // behind held tree and progress messages, never before them
+		return
+	}
 	select {
 	case c.out <- m:
 	default:
 		if m.session == "" {
-			return // tree deltas: the next one, or a reattach, brings the client up to date
+			c.holdLocked(m)
+			return
 		}
 		delete(c.attached, m.session)
 		if _, ok := c.behind[m.session]; !ok {
 			c.behind[m.session] = seq - 1
 		}
 	}
+}
+
+// flushLate queues the held messages; see flushLateLocked.
+func (c *conn) flushLate() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flushLateLocked()
+}
+
+// flushLateLocked moves held tree and progress messages to the back of the queue, after what
+// was queued before them, so a progress end never overtakes its begin. It reports whether all
+// of them fit.
+func (c *conn) flushLateLocked() bool {
+	late := c.late
+	c.late = nil
+	for i, m := range late {
+		select {
+		case c.out <- m:
+		default:
+			c.late = append(c.late, late[i:]...)
+			return false
+		}
+	}
+	return true
+}
+
+// holdLocked keeps a tree or progress message the full queue could not take; flushBehind
+// queues it once there is room. Session deltas are coalesced (the newest of a session wins, a
+// full tree replaces them all), so what is held stays as small as the tree.
+func (c *conn) holdLocked(m outMsg) {
+	if p, ok := m.params.(*SessionTreeParams); ok {
+		if p.Full {
+			kept := c.late[:0]
+			for _, h := range c.late {
+				if _, tree := h.params.(*SessionTreeParams); !tree {
+					kept = append(kept, h)
+				}
+			}
+			c.late = append(kept, m)
+			return
+		}
+		if len(p.Sessions) == 1 {
+			for i, h := range c.late {
+				if hp, ok := h.params.(*SessionTreeParams); ok && !hp.Full && len(hp.Sessions) == 1 && hp.Sessions[0].ID == p.Sessions[0].ID {
+					c.late = append(c.late[:i], c.late[i+1:]...)
+					break
+				}
+			}
+		}
+	}
+	c.late = append(c.late, m)
 }
 
 func eventMsg(session string, rec eventlog.Record) outMsg {

@@ -45,14 +45,24 @@ func (c *conn) progressFor(info agents.Info) {
 			// created yet, or its spinner stays forever.
 			defer close(begun)
 			if err := c.call(ctx, protocol.MethodWorkDoneProgressCreate, &protocol.WorkDoneProgressCreateParams{Token: *tok}, nil); err != nil {
-				return
+				return // no begin, so no end either: the client never knew this progress
 			}
+			c.mu.Lock()
+			c.progressOpen[token] = true
+			c.mu.Unlock()
 			c.enqueue(outMsg{method: protocol.MethodProgress, params: &protocol.ProgressParams{Token: *tok,
 				Value: &protocol.WorkDoneProgressBegin{Kind: protocol.WorkDoneProgressKindBegin, Title: title, Message: "running on " + info.Branch}}}, 0)
 			return
 		}
 		if begun != nil {
 			<-begun
+		}
+		c.mu.Lock()
+		open := c.progressOpen[token]
+		delete(c.progressOpen, token)
+		c.mu.Unlock()
+		if !open {
+			return
 		}
 		c.enqueue(outMsg{method: protocol.MethodProgress, params: &protocol.ProgressParams{Token: *tok,
 			Value: &protocol.WorkDoneProgressEnd{Kind: protocol.WorkDoneProgressKindEnd, Message: info.State.String()}}}, 0)

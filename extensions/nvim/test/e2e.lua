@@ -273,6 +273,29 @@ local function run()
   end
   table.insert(passed, 'send + stop')
 
+  -- The daemon goes away under the editor (`arbor daemon stop`): the plugin reconnects, which
+  -- starts a new daemon, and the tree comes back from it with the sessions as they were.
+  local before_id = client.id()
+  local out = vim.fn.system({ bin, 'daemon', 'stop' })
+  if vim.v.shell_error ~= 0 then
+    error('arbor daemon stop: ' .. out, 0)
+  end
+  wait_for(nil, 20000, function()
+    local x = arbor.store.get(created.id)
+    return client.id() ~= nil and client.id() ~= before_id and x ~= nil and x.state == 'stopped'
+      and vim.fn.bufnr(require('arbor.tree').name) ~= -1
+  end)
+  if client.id() == nil or client.id() == before_id then
+    error('the plugin did not reconnect after the daemon stopped', 0)
+  end
+  local listed
+  arbor.refresh(function(err) listed = err == nil end)
+  wait_for(nil, 10000, function() return listed ~= nil end)
+  if not listed or not arbor.store.get(second.id) then
+    error('after reconnecting, arbor/sessions did not list the sessions', 0)
+  end
+  table.insert(passed, 'reconnect after the daemon stopped')
+
   -- Give late answers (e.g. the tree's arbor/sessions) a moment, then check nothing went wrong.
   vim.wait(300, function() return false end, 50)
   if #complaints > 0 then

@@ -18,6 +18,7 @@ local ready = false
 local queue = {} -- requests sent before initialize finished
 local event_listeners = {} -- session id -> { fn, ... }
 local init_hooks = {} -- run after every (re)start's handshake
+local reconnects = {} -- times of recent reconnects, to give up on a daemon that keeps going away
 
 --- Calls fn after each start of `arbor lsp` (e.g. to re-attach transcripts after a restart).
 function M.on_init(fn)
@@ -90,6 +91,18 @@ local handlers = {
   end,
 }
 
+-- Neovim 0.7.2 still dispatches messages read just before a client exited, and its own
+-- progress handlers then complain "client has shut down after sending the message" (the daemon
+-- ends its sessions' progress as it stops). Such late messages are dropped quietly.
+for _, method in ipairs({ '$/progress', 'window/workDoneProgress/create' }) do
+  handlers[method] = function(err, result, ctx, config)
+    if not vim.lsp.get_client_by_id(ctx.client_id) then
+      return vim.NIL
+    end
+    return vim.lsp.handlers[method](err, result, ctx, config)
+  end
+end
+
 local function attach_buffer(bufnr)
   if not client_id or not M.config.attach_buffers then
     return
@@ -109,7 +122,8 @@ function M.start()
   end
   ready, queue = false, {}
   local root = M.root_dir()
-  client_id = vim.lsp.start_client({
+  local this_id
+  this_id = vim.lsp.start_client({
     name = 'arbor',
     cmd = M.config.cmd,
     cmd_env = M.config.cmd_env,
@@ -130,20 +144,46 @@ function M.start()
       end
     end,
     on_exit = function(code, signal)
-      local was = client_id
+      if client_id ~= this_id then
+        return -- stopped by M.stop(), or an earlier client: nothing to reconnect
+      end
       client_id, lsp_client, ready = nil, nil, false
       for _, fn in ipairs(queue) do
         pcall(fn, true)
       end
       queue = {}
-      if was and (code ~= 0 or signal ~= 0) then
-        vim.schedule(function()
-          notify(string.format('`%s` exited (code %d, signal %d); see :lua vim.cmd("e " .. vim.lsp.get_log_path())',
-            table.concat(M.config.cmd, ' '), code, signal), vim.log.levels.WARN)
-        end)
-      end
+      vim.schedule(function()
+        if vim.v.exiting ~= vim.NIL then
+          return -- Neovim is quitting
+        end
+        -- The daemon stopped or restarted under us: reconnect (which starts a daemon if none
+        -- runs), a few times a minute at most. The new connection brings the full tree and
+        -- the on_init hooks reattach open transcripts.
+        local now = vim.loop.now()
+        local recent = {}
+        for _, t in ipairs(reconnects) do
+          if now - t < 60000 then
+            table.insert(recent, t)
+          end
+        end
+        reconnects = recent
+        local why = string.format('`%s` exited (code %d, signal %d)', table.concat(M.config.cmd, ' '), code, signal)
+        if #reconnects >= 3 then
+          notify(why .. ' again; not reconnecting. See :lua vim.cmd("e " .. vim.lsp.get_log_path()); '
+            .. ':ArborSessions tries again', vim.log.levels.WARN)
+          return
+        end
+        table.insert(reconnects, now)
+        notify(why .. '; reconnecting to the arbor daemon')
+        vim.defer_fn(function()
+          if not client_id then
+            M.start()
+          end
+        end, 300)
+      end)
     end,
   })
+  client_id = this_id
   if not client_id then
     notify('could not start `' .. table.concat(M.config.cmd, ' ') .. '`: is arbor on $PATH? (setup{cmd=...})', vim.log.levels.ERROR)
     return nil

@@ -82,7 +82,9 @@ function M.refresh(cb)
     if err then
       warn('sessions: ' .. client.error_message(err))
     else
-      store.replace((res or {}).sessions or {})
+      -- Upserted, not replaced: a session created after the list was read may already be
+      -- in the store (its tree delta can overtake this reply), and sessions are never deleted.
+      store.apply({ full = false, sessions = (res or {}).sessions or {} })
     end
     if cb then
       cb(err)

@@ -99,10 +99,20 @@ function M.render_event(ev)
 end
 
 local function attach(id, since)
+  local entry = open[id]
+  if entry then
+    entry.resyncing = true
+  end
   client.request(P.MethodSessionAttach, { id = id, sinceSeq = since }, function(err, res)
+    if entry then
+      entry.resyncing = false
+    end
     if err then
       client.notify('attach ' .. id .. ': ' .. client.error_message(err), vim.log.levels.ERROR)
       return
+    end
+    if entry then
+      entry.attached = true -- from now on a restarted connection re-attaches it
     end
     if res and res.session then
       store.upsert(res.session)
@@ -145,6 +155,14 @@ function M.open(id)
     if (ev.seq or 0) <= entry.last_seq or not vim.api.nvim_buf_is_valid(bufnr) then
       return
     end
+    if entry.last_seq >= 1 and ev.seq > entry.last_seq + 1 then
+      -- A gap: events were lost on the way. Re-attach from it; the replay brings the missing
+      -- events and everything after, so what arrives meanwhile can be skipped.
+      if not entry.resyncing then
+        attach(id, entry.last_seq + 1)
+      end
+      return
+    end
     entry.last_seq = ev.seq
     buffers.set_lines(bufnr, M.render_event(ev), true)
     -- Follow the tail in windows whose cursor is on the last line.
@@ -171,7 +189,6 @@ function M.open(id)
     m = { function() require('arbor').send(id) end, 'Arbor: send message' },
   })
   attach(id, 0)
-  entry.attached = true
   buffers.show(bufnr, 'botright vsplit')
   return bufnr
 end

@@ -161,7 +161,9 @@ export class Commands {
 
   async refresh(): Promise<void> {
     const res = await this.client.sessions({});
-    this.store.replace(res.sessions ?? []);
+    // Upserted, not replaced: a session created after the list was read may already be in the
+    // store (its tree delta can overtake this reply), and sessions are never deleted.
+    this.store.apply({ full: false, sessions: res.sessions ?? [] });
   }
 
   async daemonStatus(): Promise<void> {

@@ -29,6 +29,7 @@ export class TranscriptProvider implements vscode.TextDocumentContentProvider {
   private readonly uris = new Map<string, vscode.Uri>();
   private timer: NodeJS.Timeout | undefined;
   private readonly dirty = new Set<string>();
+  private readonly attaching = new Set<string>();
 
   constructor(private readonly client: ArborClient, private readonly store: SessionStore) {}
 
@@ -40,16 +41,36 @@ export class TranscriptProvider implements vscode.TextDocumentContentProvider {
     return renderTranscript(s ? `${sessionTitle(s, 200)} (${s.state}${s.branch ? ', ' + s.branch : ''})` : id, this.buffers.get(id)?.list() ?? []);
   }
 
-  /** (Re)attaches from sinceSeq; the daemon replays older events as arbor/event notifications. */
+  /**
+   * (Re)attaches from sinceSeq; the daemon replays older events as arbor/event notifications.
+   * A first attach that fails forgets the transcript, so opening it again tries again.
+   */
   async attach(id: string, sinceSeq: number): Promise<void> {
-    if (!this.buffers.has(id)) this.buffers.set(id, new EventBuffer());
-    const res = await this.client.attach({ id, sinceSeq });
-    this.store.upsert(res.session);
+    const first = !this.buffers.has(id);
+    if (first) this.buffers.set(id, new EventBuffer());
+    this.attaching.add(id);
+    try {
+      const res = await this.client.attach({ id, sinceSeq });
+      this.store.upsert(res.session);
+    } catch (e) {
+      if (first) this.buffers.delete(id);
+      throw e;
+    } finally {
+      this.attaching.delete(id);
+    }
   }
 
   /** Re-attaches every open transcript, e.g. after the language client restarted. */
   async reattachAll(): Promise<void> {
-    for (const [id, buf] of this.buffers) await this.attach(id, buf.lastSeq + 1).catch(() => undefined);
+    for (const [id, buf] of this.buffers) {
+      if (this.attaching.has(id)) continue; // its first attach is still on its way
+      await this.attach(id, buf.lastSeq + 1).catch(e => this.warn(id, e));
+    }
+  }
+
+  private warn(id: string, e: unknown): void {
+    const msg = e instanceof Error ? e.message : String(e);
+    void vscode.window.showWarningMessage(`Arbor: the transcript of ${id.slice(0, 8)} stopped following the session: ${msg}`);
   }
 
   onEvent(e: P.Event): void {
@@ -69,7 +90,7 @@ export class TranscriptProvider implements vscode.TextDocumentContentProvider {
 
   onFellBehind(p: P.FellBehindParams): void {
     const buf = this.buffers.get(p.session);
-    if (buf) void this.attach(p.session, buf.lastSeq + 1).catch(() => undefined);
+    if (buf) void this.attach(p.session, buf.lastSeq + 1).catch(e => this.warn(p.session, e));
   }
 
   onSessionChanged(id: string): void {

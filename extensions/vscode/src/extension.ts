@@ -87,7 +87,7 @@ async function startClient(c: ArborClient, handlers: Parameters<ArborClient['sta
     view.message = undefined;
     // The daemon sends arbor/sessionTree after initialized; ask too, so an older daemon also works.
     const res = await c.sessions({});
-    if (store.all().length === 0) store.replace(res.sessions ?? []);
+    store.apply({ full: false, sessions: res.sessions ?? [] });
     await transcripts.reattachAll();
   } catch (err) {
     const msg = err instanceof Error ? err.message : String(err);

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 )
@@ -152,9 +153,14 @@ func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileRep
 		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: worktree %s is missing and branch %s is gone (%v); it cannot be recreated", rec.Name, rec.Dir, rec.Branch, err))
 		return
 	}
-	if err := r.clearPartial(rec); err != nil {
+	aside, err := r.clearPartial(rec)
+	if err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: %v", rec.Name, err))
 		return
+	}
+	if aside != "" {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: worktree %s was broken (its .git link or index); "+
+			"recreated from branch %s, and the old files, with any work not yet checkpointed, kept at %s", rec.Name, rec.Dir, rec.Branch, aside))
 	}
 	if err := r.linkWorktree(ctx, rec.Name, branch, ref.Hash(), rec.Dir); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: recreate worktree %s: %v", rec.Name, rec.Dir, err))
@@ -163,23 +169,29 @@ func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileRep
 	rep.Recreated = append(rep.Recreated, rec.Name)
 }
 
-// clearPartial removes what is left of a broken worktree. A half-made one holds no work yet;
-// a complete directory whose registration vanished may, so its changes are refused, not lost.
-func (r *Repo) clearPartial(rec record) error {
+// clearPartial clears the way for recreating a broken worktree. A half-made one (still marked
+// initializing) holds no work and is removed. Any other directory may hold work no checkpoint
+// took (an agent that replaced .git, say): it is moved aside, never deleted, and its new place
+// returned. A directory whose registration vanished is refused.
+func (r *Repo) clearPartial(rec record) (aside string, err error) {
 	admin := r.adminDir(rec.Name)
 	initializing := false
 	if b, err := os.ReadFile(filepath.Join(admin, "locked")); err == nil && strings.TrimSpace(string(b)) == "initializing" {
 		initializing = true
 	}
-	if _, err := os.Stat(rec.Dir); err == nil && !initializing {
+	if _, err := os.Lstat(rec.Dir); err == nil && !initializing {
 		if _, err := os.Stat(admin); errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("worktree dir %s exists but its registration %s is gone; move the dir aside to let it be recreated", rec.Dir, admin)
+			return "", fmt.Errorf("worktree dir %s exists but its registration %s is gone; move the dir aside to let it be recreated", rec.Dir, admin)
+		}
+		aside = fmt.Sprintf("%s.broken-%s", rec.Dir, time.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Rename(rec.Dir, aside); err != nil {
+			return "", fmt.Errorf("move the broken worktree %s aside: %w", rec.Dir, err)
 		}
 	}
 	if err := os.RemoveAll(rec.Dir); err != nil {
-		return err
+		return aside, err
 	}
-	return os.RemoveAll(admin)
+	return aside, os.RemoveAll(admin)
 }
 
 func (r *Repo) reconcileOrphan(ctx context.Context, rec record, rep *ReconcileReport) {
@@ -198,9 +210,11 @@ func (r *Repo) reconcileOrphan(ctx context.Context, rec record, rep *ReconcileRe
 			rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s: %v", rec.Dir, err))
 			return
 		}
-	} else if err := r.clearPartial(rec); err != nil {
+	} else if aside, err := r.clearPartial(rec); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s: %v", rec.Dir, err))
 		return
+	} else if aside != "" {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s was broken; its files are kept at %s", rec.Dir, aside))
 	}
 	var res DiscardResult
 	if err := r.dropBranch(plumbing.NewBranchReferenceName(rec.Branch), false, &res); err != nil {

@@ -111,6 +111,11 @@ func (r *Repo) uncommitted(ctx context.Context, dir, admin string) ([]string, er
 	for p := range s.changes {
 		files = append(files, p)
 	}
+	// A repository made inside the worktree (git init, git clone) is never checkpointed: its
+	// files and commits exist only there, so removing the worktree would lose them.
+	for _, p := range s.nested {
+		files = append(files, p+"/ (a git repository of its own)")
+	}
 	sort.Strings(files)
 	return files, nil
 }

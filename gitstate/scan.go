@@ -39,6 +39,7 @@ type scan struct {
 	// Results.
 	changes map[string]*treeFile    // path → content on disk; nil means deleted (vs HEAD)
 	entries map[string]*index.Entry // index entries to replace (nil value: remove)
+	nested  []string                // directories holding a repository of their own (not committed)
 }
 
 func (r *Repo) newScan(dir string, tree *object.Tree, x *rawIndex, full bool) *scan {
@@ -198,6 +199,7 @@ func (s *scan) visit(ctx context.Context, p, abs string, fi os.FileInfo, seen ma
 	defer ds.close()
 	if p != "" {
 		if _, err := ds.lstat(".git"); err == nil {
+			s.nested = append(s.nested, p)
 			return nil // a nested repository, which `git add -A` would not take in either
 		}
 	}

@@ -1,0 +1,65 @@
+package gitstate
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A known session's worktree whose .git link was broken (an agent that ran `rm .git; git init`)
+// is recreated from its branch, and the old files — work no checkpoint took — are moved aside,
+// never deleted.
+func TestReconcileKeepsABrokenWorktreesFiles(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "broken")
+	writeFiles(t, wt, map[string]string{"work.go": "package main // not checkpointed\n"})
+	os.Remove(filepath.Join(wt, ".git"))
+	git(t, wt, "init", "-q")
+
+	rep, err := r.Reconcile(t.Context(), map[string]string{"broken": wt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Recreated) != 1 || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], ".broken-") {
+		t.Fatalf("reconcile report %+v: want the worktree recreated and where its old files went", rep)
+	}
+	aside := rep.Problems[0][strings.LastIndex(rep.Problems[0], " ")+1:]
+	if b, err := os.ReadFile(filepath.Join(aside, "work.go")); err != nil || !strings.Contains(string(b), "not checkpointed") {
+		t.Fatalf("the uncheckpointed file is not at %s: %v", aside, err)
+	}
+	if out := git(t, wt, "status", "--porcelain"); out != "" {
+		t.Errorf("the recreated worktree is not clean: %q", out)
+	}
+	assertFsck(t, root)
+}
+
+// A repository made inside a session's worktree (git init or clone) is never checkpointed, so
+// a discard without force refuses and names it.
+func TestDiscardRefusesANestedRepository(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "nested")
+	lib := filepath.Join(wt, "vendor", "lib")
+	os.MkdirAll(lib, 0o755)
+	git(t, lib, "init", "-q")
+	writeFiles(t, lib, map[string]string{"lib.go": "package lib\n"})
+	git(t, lib, "add", ".")
+	git(t, lib, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "lib")
+
+	_, err := r.Discard(t.Context(), wt, "", false)
+	var dirty *DirtyError
+	if !errors.As(err, &dirty) || !strings.Contains(err.Error(), "vendor/lib/") {
+		t.Fatalf("discard with a nested repository: %v; want a refusal naming vendor/lib/", err)
+	}
+	if _, err := os.Stat(filepath.Join(lib, "lib.go")); err != nil {
+		t.Fatalf("the nested repository is gone: %v", err)
+	}
+	if _, err := r.Discard(t.Context(), wt, "", true); err != nil {
+		t.Fatalf("forced discard: %v", err)
+	}
+}

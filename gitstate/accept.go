@@ -179,9 +179,10 @@ func (r *Repo) checkNoOperation(dir, gitDir string) error {
 }
 
 // dirtyAmong returns which of files have uncommitted changes (staged, unstaged or untracked) in
-// the worktree at dir.
+// the worktree at dir, or exist there as ignored files — the user's, which checking the change
+// out would overwrite.
 func (r *Repo) dirtyAmong(ctx context.Context, dir string, files []string) ([]string, error) {
-	out, err := runGit(ctx, dir, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+	out, err := runGit(ctx, dir, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching", "--no-renames")
 	if err != nil {
 		return nil, err
 	}
@@ -189,14 +190,29 @@ func (r *Repo) dirtyAmong(ctx context.Context, dir string, files []string) ([]st
 	for _, f := range files {
 		involved[f] = true
 	}
-	var dirty []string
+	found := map[string]bool{}
 	for _, rec := range strings.Split(out, "\x00") {
 		if len(rec) < 4 {
 			continue
 		}
-		if p := rec[3:]; involved[p] {
-			dirty = append(dirty, p)
+		p := rec[3:]
+		if involved[p] {
+			found[p] = true
 		}
+		if strings.HasPrefix(rec, "!! ") && strings.HasSuffix(p, "/") {
+			// An ignored directory: the involved files inside it that exist are the user's.
+			for _, f := range files {
+				if strings.HasPrefix(f, p) {
+					if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+						found[f] = true
+					}
+				}
+			}
+		}
+	}
+	dirty := make([]string, 0, len(found))
+	for p := range found {
+		dirty = append(dirty, p)
 	}
 	sort.Strings(dirty)
 	return dirty, nil

@@ -102,7 +102,10 @@ func (r *Repo) dropBranch(name plumbing.ReferenceName, force bool, res *DiscardR
 		}
 		res.Archived = archive.String()
 	}
-	if err := r.git.Storer.RemoveReference(name); err != nil {
+	// Through the git CLI, as a compare-and-swap that honours packed-refs.lock: go-git rewrites
+	// packed-refs without that lock, which a concurrent `git gc` or `git pack-refs` can lose
+	// branches to.
+	if _, err := runGit(context.Background(), r.root, nil, "update-ref", "-d", name.String(), ref.Hash().String()); err != nil {
 		return fmt.Errorf("delete branch %s: %w", name.Short(), err)
 	}
 	res.Deleted = true
@@ -127,9 +130,13 @@ func (r *Repo) checkedOutIn(branch plumbing.ReferenceName) string {
 	return ""
 }
 
-// reachableFromOthers reports whether any branch other than self contains commit. It walks
-// back from the other tips together, not past commits a day older than commit (a descendant
-// cannot predate it by more than clock skew). Callers hold the lock.
+// SessionBranchPrefix is where session branches live (arbor/<slug>-<id8>).
+const SessionBranchPrefix = "refs/heads/arbor/"
+
+// reachableFromOthers reports whether any branch other than self and the session branches
+// contains commit. It walks back from the other tips together, not past commits a day older
+// than commit (a descendant cannot predate it by more than clock skew). Callers hold the lock.
+
 func (r *Repo) reachableFromOthers(commit plumbing.Hash, self plumbing.ReferenceName) (bool, error) {
 	c, err := r.git.CommitObject(commit)
 	if err != nil {
@@ -138,7 +145,9 @@ func (r *Repo) reachableFromOthers(commit plumbing.Hash, self plumbing.Reference
 	horizon := c.Committer.When.Add(-24 * time.Hour)
 	var queue []plumbing.Hash
 	for name, h := range r.branches() {
-		if name != self {
+		// Another session's branch does not keep work safe: it is discarded the same way, and
+		// then nothing would hold these commits (a fork's branch holds its source's tip).
+		if name != self && !strings.HasPrefix(name.String(), SessionBranchPrefix) {
 			queue = append(queue, h)
 		}
 	}

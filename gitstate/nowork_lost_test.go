@@ -63,3 +63,51 @@ func TestDiscardRefusesANestedRepository(t *testing.T) {
 		t.Fatalf("forced discard: %v", err)
 	}
 }
+
+// Accept refuses to overwrite the user's ignored files: a session that commits debug.log (force-
+// added past .gitignore) or build/out.txt meets the user's own, ignored, copies.
+func TestAcceptRefusesToOverwriteIgnoredFiles(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "ign")
+	writeFiles(t, wt, map[string]string{"debug.log": "agent log\n", "build/out.txt": "agent build\n"})
+	git(t, wt, "add", "-f", "debug.log", "build/out.txt")
+	git(t, wt, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "logs")
+	writeFiles(t, root, map[string]string{"debug.log": "USER PRECIOUS\n", "build/out.txt": "user build\n"})
+
+	_, err := r.Accept(t.Context(), AcceptOptions{Head: "arbor/ign", Message: "logs"})
+	var dirty *DirtyError
+	if !errors.As(err, &dirty) || len(dirty.Files) != 2 {
+		t.Fatalf("accept over ignored files: %v; want a refusal naming debug.log and build/out.txt", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "debug.log")); string(b) != "USER PRECIOUS\n" {
+		t.Fatalf("the user's ignored file was overwritten: %q", b)
+	}
+}
+
+// A fork's branch holds its source's tip, but it is a session branch too, discarded the same
+// way: discarding the source archives its work instead of trusting the fork to keep it.
+func TestDiscardArchivesWorkOnlySessionBranchesHold(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "src")
+	writeFiles(t, wt, map[string]string{"work.txt": "precious\n"})
+	c, _, err := r.Checkpoint(t.Context(), wt, "work", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, root, "branch", "arbor/fork-of-src", c)
+	res, err := r.Discard(t.Context(), wt, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Archived == "" {
+		t.Fatalf("discard = %+v: the work only a session branch holds was not archived", res)
+	}
+	git(t, root, "branch", "-D", "arbor/fork-of-src")
+	if got := git(t, root, "rev-parse", res.Archived); got != c {
+		t.Errorf("archive at %s, want %s", got, c)
+	}
+}

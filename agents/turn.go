@@ -400,6 +400,14 @@ func (s *Session) touched() []string {
 	}
 	w.Sync(2 * time.Second)
 	paths, complete := w.Take()
+	if w.Stale() {
+		// A directory moved: the watches below it name old paths. Scan now, watch afresh.
+		s.mu.Lock()
+		s.watch = nil
+		s.mu.Unlock()
+		w.Close()
+		return nil
+	}
 	if !complete {
 		return nil
 	}

@@ -33,6 +33,8 @@ type Watcher struct {
 	complete bool // false after an overflow or a missed directory, until the next Take
 	marks    map[string]chan struct{}
 	seq      int
+	dirs     map[string]bool // directories watched, by path when added
+	stale    bool            // a watched directory was moved or removed: watches under it name old paths
 }
 
 // markPrefix names the files Sync writes to learn that earlier events have been read.
@@ -47,7 +49,7 @@ func Watch(root string, log *slog.Logger) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", root, err)
 	}
-	w := &Watcher{root: root, w: fw, log: log, done: make(chan struct{}), changed: map[string]bool{}, complete: true, marks: map[string]chan struct{}{}}
+	w := &Watcher{root: root, w: fw, log: log, done: make(chan struct{}), changed: map[string]bool{}, complete: true, marks: map[string]chan struct{}{}, dirs: map[string]bool{}}
 	if err := w.addTree(root); err != nil {
 		fw.Close()
 		return nil, fmt.Errorf("watch %s: %w", root, err)
@@ -70,7 +72,13 @@ func (w *Watcher) addTree(dir string) error {
 		if d.Name() == ".git" {
 			return filepath.SkipDir
 		}
-		return w.w.Add(p)
+		if err := w.w.Add(p); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.dirs[p] = true
+		w.mu.Unlock()
+		return nil
 	})
 }
 
@@ -108,6 +116,15 @@ func (w *Watcher) event(ev fsnotify.Event) {
 		}
 		w.mu.Unlock()
 		return
+	}
+	if ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Remove) {
+		w.mu.Lock()
+		if w.dirs[ev.Name] {
+			// inotify watches follow the inode: after a directory moves, the watches below it
+			// report its old paths. Only a new watcher (and a full scan) is right again.
+			w.stale = true
+		}
+		w.mu.Unlock()
 	}
 	if ev.Has(fsnotify.Create) {
 		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
@@ -160,10 +177,18 @@ func (w *Watcher) Take() (paths []string, complete bool) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	complete = w.complete
+	complete = w.complete && !w.stale
 	w.changed = map[string]bool{}
 	w.complete = true
 	return paths, complete
+}
+
+// Stale reports that a watched directory was moved or removed: the watcher's paths may be
+// wrong from now on, and Take always reports an incomplete record. Replace the watcher.
+func (w *Watcher) Stale() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stale
 }
 
 // Close stops watching.

@@ -70,3 +70,38 @@ func TestWatcherRecordsChangedPaths(t *testing.T) {
 		t.Errorf("Sync left files behind: %v", entries)
 	}
 }
+
+// After a watched directory is renamed, the watches below it report the old paths: the watcher
+// says it is stale and its record incomplete, so the caller scans and watches afresh.
+func TestWatcherStaleAfterADirectoryMoves(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "dir", "sub"), 0o755)
+	w, err := Watch(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := os.Rename(filepath.Join(root, "dir"), filepath.Join(root, "lib")); err != nil {
+		t.Fatal(err)
+	}
+	w.Sync(10 * time.Second)
+	if _, complete := w.Take(); complete || !w.Stale() {
+		t.Fatalf("after a directory rename: complete %v, stale %v; want incomplete and stale", complete, w.Stale())
+	}
+	os.WriteFile(filepath.Join(root, "lib", "sub", "c.txt"), []byte("x"), 0o644)
+	w.Sync(10 * time.Second)
+	if _, complete := w.Take(); complete {
+		t.Fatal("a stale watcher reported a complete record")
+	}
+	// A fresh watcher sees the new paths.
+	w2, err := Watch(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	os.WriteFile(filepath.Join(root, "lib", "sub", "c.txt"), []byte("y"), 0o644)
+	w2.Sync(10 * time.Second)
+	if got, complete := w2.Take(); !complete || !reflect.DeepEqual(got, []string{"lib/sub/c.txt"}) {
+		t.Fatalf("fresh watcher: %v (complete %v)", got, complete)
+	}
+}

@@ -488,6 +488,9 @@ func TestDaemonRefusesOtherUsers(t *testing.T) {
 		t.Skip("no /usr/bin/python3 to play the other user")
 	}
 	d := startTestDaemon(t, "")
+	// Served means listen returned, so its own chmod 0600 of the socket is done and cannot
+	// undo ours below (a dial alone can succeed in between).
+	d.raw(t).expectStatus(1)
 	os.Chmod(filepath.Dir(filepath.Dir(d.sock)), 0o755)
 	os.Chmod(filepath.Dir(d.sock), 0o755)
 	os.Chmod(d.sock, 0o777)

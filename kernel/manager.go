@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -112,10 +113,28 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 }
 
 func (m *Manager) spawner(opts Options) spawnFunc {
-	if m.fork != nil && opts.Sandbox == "" {
+	if m.forks(opts) {
 		return m.fork.spawn
 	}
 	return spawnExec
+}
+
+// forks reports whether opts' kernel can come from the fork server (and the pool): only with
+// the Manager's own interpreter and no sandbox. A project's kernelPython (a venv, say) gets a
+// plain launch of that interpreter, so its packages are there.
+func (m *Manager) forks(opts Options) bool {
+	return m.fork != nil && opts.Sandbox == "" && samePython(opts.Python, m.cfg.Python)
+}
+
+// samePython compares interpreters by the path they are run by, without resolving symlinks:
+// a venv's python is a link to the base interpreter, yet it is another environment.
+func samePython(a, b string) bool {
+	if a == b {
+		return true
+	}
+	pa, errA := exec.LookPath(a)
+	pb, errB := exec.LookPath(b)
+	return errA == nil && errB == nil && filepath.Clean(pa) == filepath.Clean(pb)
 }
 
 // Start starts a kernel for opts. The Manager fills in what opts leave empty: Python, Revive
@@ -136,7 +155,7 @@ func (m *Manager) Start(ctx context.Context, opts Options) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.mgr, k.forked = m, m.fork != nil && opts.Sandbox == ""
+	k.mgr, k.forked = m, m.forks(opts)
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

@@ -272,3 +272,25 @@ func TestManagerCloseDuringPoolBoot(t *testing.T) {
 		}
 	}
 }
+
+// A kernel asked for with another interpreter (a project's venv) runs that interpreter, not
+// the fork server's or the pool's.
+func TestManagerHonoursAnotherPython(t *testing.T) {
+	m := newTestManager(t, ManagerConfig{Fork: true, PoolSize: 1})
+	venv := filepath.Join(t.TempDir(), "venv")
+	if out, err := exec.Command(m.cfg.Python, "-m", "venv", "--without-pip", "--system-site-packages", venv).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a venv: %v\n%s", err, out)
+	}
+	k, err := m.Start(t.Context(), Options{Python: filepath.Join(venv, "bin", "python"), Dir: t.TempDir(), StateDir: t.TempDir(),
+		Host: &recordingHost{}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := mustOK(t, k, "import sys\nprint(sys.prefix)"); strings.TrimSpace(res.Text) != venv {
+		t.Errorf("the kernel runs in %q, want the venv %s", strings.TrimSpace(res.Text), venv)
+	}
+	// The Manager's own interpreter still comes from the fork server.
+	if k2 := managedKernel(t, m); !k2.forked {
+		t.Error("a kernel with the Manager's interpreter was not forked")
+	}
+}

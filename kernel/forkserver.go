@@ -47,7 +47,9 @@ func startForkServer(python, dir string, _ int, log *slog.Logger) (*forkServer, 
 	// Forked kernels inherit the server's initial environment block (/proc/self/environ), not
 	// just os.environ: it must hold no credentials either.
 	cmd.Env = append(inheritedEnv(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a kernel (or the fork server, whose children ask the same of it) dies with
+	// the daemon instead of living on as an orphan holding its namespace.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	fs := &forkServer{cmd: cmd, stderr: &tailBuffer{max: 16 << 10}, log: log, dir: dir, exited: make(chan struct{})}
 	cmd.Stderr = fs.stderr
 	if fs.stdin, err = cmd.StdinPipe(); err != nil {

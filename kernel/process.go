@@ -97,7 +97,9 @@ func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*pr
 	}
 	// Own process group: interrupt_request uses killpg when the kernel leads its group, and
 	// Close kills the whole group so grandchildren (subprocesses of cells) die too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a kernel (or the fork server, whose children ask the same of it) dies with
+	// the daemon instead of living on as an orphan holding its namespace.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Output goes to a file, not a pipe: with a pipe, Wait also waits for the copying
 	// goroutines, which delays noticing a death (measured ~50 ms under load vs ~5 ms).
 	logPath := filepath.Join(o.StateDir, "kernel-"+s.tag+".log")

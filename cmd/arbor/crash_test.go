@@ -110,3 +110,19 @@ func jsonEqual(a, b json.RawMessage) bool {
 	json.Unmarshal(b, &y)
 	return fmt.Sprint(x) == fmt.Sprint(y) || strings.TrimSpace(string(a)) == strings.TrimSpace(string(b))
 }
+
+// TestKernelsDieWithTheDaemon: kill -9 of the daemon takes its kernels (forked, pooled, the
+// fork server) with it; none lives on as an orphan holding a namespace.
+func TestKernelsDieWithTheDaemon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustArbor("run", "compute two plus two minus two")
+	pid := e.daemonPID()
+	if len(e.owned()) < 2 {
+		t.Fatalf("expected the daemon and its kernels, found %v", e.owned())
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	if left := waitGone(e.owned, 10*time.Second); len(left) > 0 {
+		t.Errorf("processes outlived the killed daemon: %v", left)
+	}
+}

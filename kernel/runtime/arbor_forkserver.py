@@ -13,7 +13,21 @@ import sys
 import traceback
 
 
-def child(req):
+def die_with_parent(parent):
+    """Ask for SIGKILL when the fork server dies (it dies with the daemon), so no kernel
+    outlives the daemon holding its namespace; if the server is already gone, go now."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def child(req, parent):
+    die_with_parent(parent)
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -67,6 +81,7 @@ def main():
             req = json.loads(line)
         except ValueError:
             continue
+        server = os.getpid()
         try:
             pid = os.fork()
         except OSError as e:
@@ -76,7 +91,7 @@ def main():
         if pid == 0:
             code = 1
             try:
-                child(req)
+                child(req, server)
                 code = 0
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else 1

@@ -49,7 +49,10 @@ _private = 1
 			t.Errorf("%s not skipped with a reason: %+v", name, m.Skipped)
 		}
 	}
-	for _, name := range []string{"_private", "rlm", "harness", "In", "Out", "arbor_ping"} {
+	if saved["_private"] != "pickle" {
+		t.Errorf("_private (a user's underscore name) not saved: %+v", m.Vars)
+	}
+	for _, name := range []string{"_", "_i", "_ih", "_1", "rlm", "harness", "In", "Out", "arbor_ping"} {
 		if _, ok := saved[name]; ok {
 			t.Errorf("%s should not be in the snapshot", name)
 		}
@@ -73,9 +76,13 @@ _private = 1
 	if !strings.Contains(r.Summary(), "not restored: ") || !strings.Contains(r.Summary(), "sock") {
 		t.Errorf("summary %q", r.Summary())
 	}
-	res := mustOK(t, k2, "print(n, data['b'], len(big), square(2), p.x, f(1), json.dumps(1), operating_system.sep)\nawait arbor_ping('runtime ok')")
-	if !strings.HasPrefix(res.Text, "42 text 100000 46 3 2 1 /\n'runtime ok'") {
+	res := mustOK(t, k2, "print(n, data['b'], len(big), square(2), p.x, f(1), json.dumps(1), operating_system.sep, _private)\nawait arbor_ping('runtime ok')")
+	if !strings.HasPrefix(res.Text, "42 text 100000 46 3 2 1 / 1\n'runtime ok'") {
 		t.Errorf("restored namespace: %q", res.Text)
+	}
+	// A restored function sees the live namespace, not the values of snapshot time.
+	if res := mustOK(t, k2, "n = 100\nprint(square(2), square.__globals__ is globals())"); strings.TrimSpace(res.Text) != "104 True" {
+		t.Errorf("a restored function after n changed: %q, want 104 True", res.Text)
 	}
 }
 

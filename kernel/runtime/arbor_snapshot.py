@@ -10,11 +10,15 @@ import importlib
 import json
 import os
 import pickle
+import re
 import tempfile
 import time
 import types
 
 _ALWAYS_SKIP = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+# IPython's own names: output and input caches (_, __, _5, _i, _ii5, _ih, _oh, _dh), the last
+# shell command's exit code, and module dunders. Other underscore names are the user's.
+_IPYTHON_NAMES = re.compile(r"_{1,3}|_i{1,3}|_i?\d+|_ih|_oh|_dh|_exit_code|__\w+__")
 
 
 def _fsync_dir(d):
@@ -58,7 +62,10 @@ def _dump(val):
     except ImportError:
         return None, None, why + "; dill is not installed (apt install python3-dill)"
     try:
-        return dill.dumps(val, protocol=pickle.HIGHEST_PROTOCOL, recurse=True), "dill", None
+        # recurse=False: a function defined in the kernel keeps __main__'s namespace as its
+        # globals (by reference), so after a restore it sees the live values, not copies taken
+        # at snapshot time.
+        return dill.dumps(val, protocol=pickle.HIGHEST_PROTOCOL, recurse=False), "dill", None
     except Exception as e:
         return None, None, f"{type(e).__name__}: {e}"[:300]
 
@@ -75,7 +82,7 @@ def take(shell, dirpath, max_var, max_total):
     ns, hidden = shell.user_ns, shell.user_ns_hidden
     kept, skipped, blobs, total = [], [], [], 0
     for name, val in list(ns.items()):
-        if name.startswith("_") or name in _ALWAYS_SKIP:
+        if name in _ALWAYS_SKIP or _IPYTHON_NAMES.fullmatch(name):
             continue
         if name in hidden and hidden[name] is val:
             continue

@@ -63,6 +63,8 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 	defer timer.Stop()
 	rung := 0
 	grace := k.opts.grace()
+	done := ctx.Done()
+	var abandoned error // the caller's ctx ended: the ladder runs at once, then Execute says so
 	for !st.finished() {
 		select {
 		case <-box.notify:
@@ -83,15 +85,22 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 			st.notice(n)
 			st.res.Duration = time.Since(start)
 			return st.res, nil
-		case <-ctx.Done():
-			// The caller gave up (session stopped): stop the cell so the kernel is free.
-			_ = p.ch.send(p.ch.control, newHeader(p.ch.session, "interrupt_request"), struct{}{})
-			return nil, fmt.Errorf("execute: %w", ctx.Err())
+		case <-done:
+			// The caller gave up (a turn stopped). Returning now would leave a cell that
+			// ignores the interrupt running unseen, and a snapshot or park queued behind it
+			// forever: climb the ladder at once, so the kernel is free (or restarted) when
+			// Execute returns.
+			abandoned, done = ctx.Err(), nil
+			timer.Reset(0)
 		case <-timer.C:
 			rung++
 			switch rung {
 			case 1:
-				k.log.Info("kernel: cell timed out; sending interrupt_request", "timeout", timeout)
+				if abandoned != nil {
+					k.log.Info("kernel: cell abandoned by its caller; sending interrupt_request", "why", abandoned)
+				} else {
+					k.log.Info("kernel: cell timed out; sending interrupt_request", "timeout", timeout)
+				}
 				st.interrupted = "interrupt_request"
 				if err := p.ch.send(p.ch.control, newHeader(p.ch.session, "interrupt_request"), struct{}{}); err != nil {
 					k.log.Warn("kernel: interrupt_request", "err", err)
@@ -111,12 +120,18 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 				} else {
 					notice += " " + restoreNotice(m)
 				}
+				if abandoned != nil {
+					return nil, fmt.Errorf("execute: %w", abandoned)
+				}
 				st.notice(notice)
 				st.res.Duration = time.Since(start)
 				return st.res, nil
 			}
 			timer.Reset(grace)
 		}
+	}
+	if abandoned != nil {
+		return nil, fmt.Errorf("execute: %w", abandoned)
 	}
 	st.finish()
 	if st.interrupted != "" {

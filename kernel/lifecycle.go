@@ -139,6 +139,11 @@ func (k *Kernel) idleFor(now time.Time) time.Duration {
 	return now.Sub(k.lastUse)
 }
 
+// parkSnapshotTimeout bounds the snapshot taken before parking.
+var parkSnapshotTimeout = 30 * time.Second
+
+// park snapshots an idle kernel and stops its process, to make room under MaxLive; a later
+// Execute revives it. It reports false when a cell runs or the snapshot fails.
 func (k *Kernel) park(ctx context.Context) bool {
 	select {
 	case k.execSem <- struct{}{}:
@@ -153,7 +158,12 @@ func (k *Kernel) park(ctx context.Context) bool {
 	if !ok || p.isExited() {
 		return false
 	}
-	if _, err := k.snapshotLocked(ctx, k.opts.Snapshot); err != nil {
+	// Bounded: a cell abandoned by its caller may still run in the kernel (one that ignores
+	// the interrupt), and the snapshot would queue behind it forever, holding a boot slot and
+	// the Execute that wanted one.
+	sctx, cancel := context.WithTimeout(ctx, parkSnapshotTimeout)
+	defer cancel()
+	if _, err := k.snapshotLocked(sctx, k.opts.Snapshot); err != nil {
 		k.log.Warn("kernel: not parking: snapshot failed", "err", err)
 		return false
 	}

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -293,4 +294,34 @@ func TestManagerHonoursAnotherPython(t *testing.T) {
 	if k2 := managedKernel(t, m); !k2.forked {
 		t.Error("a kernel with the Manager's interpreter was not forked")
 	}
+}
+
+// A cell abandoned by its caller that ignores the interrupt does not stay running unseen: the
+// ladder stops it before Execute returns, so parking that kernel (whose snapshot would queue
+// behind the cell, bounded by parkSnapshotTimeout as a backstop) lets another kernel start.
+func TestManagerAbandonedCellDoesNotWedgeParking(t *testing.T) {
+	old := parkSnapshotTimeout
+	parkSnapshotTimeout = time.Second
+	t.Cleanup(func() { parkSnapshotTimeout = old })
+	m := newTestManager(t, ManagerConfig{MaxLive: 1})
+	a := managedKernel(t, m)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	a.Execute(ctx, "import time\nwhile True:\n    try:\n        time.sleep(60)\n    except KeyboardInterrupt:\n        pass", ExecOptions{})
+	cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Start(t.Context(), Options{Dir: t.TempDir(), StateDir: t.TempDir(), Host: &recordingHost{}, Logger: testLogger(t)})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("second kernel started after %v", time.Since(start).Round(time.Millisecond))
+	case <-time.After(30 * time.Second):
+		t.Fatal("starting a kernel hung behind the park of a busy one")
+	}
+	a.Close(context.Background())
 }

@@ -121,8 +121,9 @@ func TestGitOpsOverProtocol(t *testing.T) {
 	if err := c.Call(ctx, MethodSessionDiscard, &DiscardParams{ID: s.ID}, &dr); err != nil {
 		t.Fatal(err)
 	}
-	// The fork's branch holds the session's commits, so its branch goes without an archive.
-	if dr.Session.State != StateStopped || !dr.WorktreeRemoved || !dr.BranchDeleted || dr.Archived != "" {
+	// Only the fork's branch holds the rest of the session's commits, and a session branch is
+	// discarded the same way: the work is archived.
+	if dr.Session.State != StateStopped || !dr.WorktreeRemoved || !dr.BranchDeleted || dr.Archived == "" {
 		t.Errorf("discard: %+v", dr)
 	}
 	if err := c.Call(ctx, MethodSessionDiscard, &DiscardParams{ID: f.ID}, &dr); err != nil {

@@ -168,3 +168,36 @@ func TestAcceptWholeFilesHunksDirtyConflict(t *testing.T) {
 		t.Errorf("git fsck:\n%s", out)
 	}
 }
+
+// Accepting at the head of the diff the user reviewed takes exactly that change: a checkpoint
+// made since is left on the session's branch. A head that is not the session's is refused.
+func TestAcceptAtTheReviewedHead(t *testing.T) {
+	e := newEnv(t, `{"rules":[
+ {"when":{"task":"^review","turn":1},"code":"open('first.txt','w').write('reviewed\\n')"},
+ {"when":{"last":"more"},"code":"open('second.txt','w').write('not reviewed\\n')"}
+],"default":{"text":"done"}}`)
+	ctx := t.Context()
+	s := e.create("review then accept")
+	e.settled(s)
+	d, err := e.svc.Diff(ctx, s.meta.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Send(ctx, s.meta.ID, "more", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	e.settled(s)
+	if _, err := e.svc.AcceptAt(ctx, s.meta.ID, "0123456789012345678901234567890123456789", nil, nil, false); !errors.Is(err, ErrInvalidState) {
+		t.Errorf("accept at a foreign head: %v; want ErrInvalidState", err)
+	}
+	res, err := e.svc.AcceptAt(ctx, s.meta.ID, d.Head, nil, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Files, ",") != "first.txt" {
+		t.Errorf("accepted %v, want only first.txt (second.txt came after the review)", res.Files)
+	}
+	if _, err := os.Stat(filepath.Join(e.repo, "second.txt")); err == nil {
+		t.Error("the unreviewed second.txt reached the user's tree")
+	}
+}

@@ -17,6 +17,13 @@ import (
 // conflict refuses it with a *gitstate.DirtyError or *gitstate.ConflictError naming the files,
 // and leaves the user's tree as it was.
 func (s *Service) Accept(ctx context.Context, id string, files []string, hunks map[string][]int, merge bool) (*gitstate.AcceptResult, error) {
+	return s.AcceptAt(ctx, id, "", files, hunks, merge)
+}
+
+// AcceptAt is Accept of the session's change up to commit head — the head of the diff the user
+// reviewed — so a checkpoint made since then is not taken unseen, and hunk indexes refer to that
+// diff. An empty head means the branch as it is now.
+func (s *Service) AcceptAt(ctx context.Context, id, head string, files []string, hunks map[string][]int, merge bool) (*gitstate.AcceptResult, error) {
 	sess, err := s.Get(id)
 	if err != nil {
 		return nil, err
@@ -29,10 +36,17 @@ func (s *Service) Accept(ctx context.Context, id string, files []string, hunks m
 	sess.mu.Unlock()
 	o := gitstate.AcceptOptions{Head: sess.meta.Branch, Files: files, Hunks: hunks, Merge: merge,
 		Message: acceptMessage(sess.meta, turns, files, hunks)}
+	if head != "" {
+		// The reviewed head must be one of this session's commits.
+		if mb, err := sess.ws.Repo.MergeBase(ctx, head, sess.meta.Branch); err != nil || mb != head {
+			return nil, fmt.Errorf("%w: accept %s: %s is not a commit of its branch %s (diff again)", ErrInvalidState, shortID(sess.meta.ID), head, sess.meta.Branch)
+		}
+		o.Head = head
+	}
 	if len(hunks) > 0 {
 		// Hunk indexes point into the session's diff: refuse if it is no longer the diff the
 		// user reviewed against this branch.
-		mb, err := sess.ws.Repo.MergeBase(ctx, sess.meta.BaseCommit, sess.meta.Branch)
+		mb, err := sess.ws.Repo.MergeBase(ctx, sess.meta.BaseCommit, o.Head)
 		if err != nil {
 			return nil, fmt.Errorf("accept %s: %w", sess.meta.ID, err)
 		}

@@ -45,7 +45,7 @@ func (c *conn) sessionAccept(ctx context.Context, raw json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.srv.agents.Accept(ctx, p.ID, p.Files, hunks, merge)
+	res, err := c.srv.agents.AcceptAt(ctx, p.ID, p.Head, p.Files, hunks, merge)
 	if err != nil {
 		return nil, err
 	}

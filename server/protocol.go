@@ -223,6 +223,9 @@ type AcceptParams struct {
 	Files []string `json:"files,omitempty"`
 	Hunks []string `json:"hunks,omitempty"` // "path#index", index into DiffResult file hunks
 	Mode  string   `json:"mode,omitempty"`  // "squash" (default) or "merge"
+	// Head is the head of the diff the user reviewed (DiffResult.Head): exactly that is
+	// accepted, not a checkpoint made since. Empty: the session's branch as it is now.
+	Head string `json:"head,omitempty"`
 }
 
 // AcceptResult names the commit made on the user's branch.

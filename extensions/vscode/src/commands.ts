@@ -115,13 +115,13 @@ export class Commands {
     qp.items = items;
     const pick = await new Promise<Item | undefined>(resolve => {
       qp.onDidAccept(() => resolve(qp.selectedItems[0]));
-      qp.onDidTriggerItemButton(e => { resolve(undefined); void this.accept(s, [e.item.file!.path]).catch(showError); });
+      qp.onDidTriggerItemButton(e => { resolve(undefined); void this.accept(s, [e.item.file!.path], d.head).catch(showError); });
       qp.onDidHide(() => resolve(undefined));
       qp.show();
     });
     qp.dispose();
     if (!pick) return;
-    if (pick.action === 'accept') return void await this.accept(s);
+    if (pick.action === 'accept') return void await this.accept(s, undefined, d.head);
     if (pick.action === 'discard') return void await this.discard(s);
     if (!pick.file) {
       const doc = await vscode.workspace.openTextDocument({ content: d.patch, language: 'diff' });
@@ -134,12 +134,15 @@ export class Commands {
       `${f.path} (${s.branch})`);
   }
 
-  /** Brings the session's change (or some files of it) onto the user's branch. */
-  private async accept(s: P.Session, files?: string[]): Promise<void> {
+  /**
+   * Brings the session's change (or some files of it) onto the user's branch: up to head, the
+   * commit of the diff the user reviewed, when given.
+   */
+  private async accept(s: P.Session, files?: string[], head?: string): Promise<void> {
     const what = files ? files.join(', ') : `all of ${sessionTitle(s, 40)}`;
     const ok = await vscode.window.showWarningMessage(`Arbor: accept ${what} onto your current branch?`, { modal: true }, 'Accept');
     if (ok !== 'Accept') return;
-    const res = await this.client.accept({ id: s.id, files });
+    const res = await this.client.accept({ id: s.id, files, head });
     vscode.window.showInformationMessage(`Arbor: accepted ${res.files?.length ?? 0} file(s) as ${res.commit?.slice(0, 8)}.`);
   }
 

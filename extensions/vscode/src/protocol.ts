@@ -163,6 +163,8 @@ export interface AcceptParams {
   files?: string[];
   hunks?: string[]; // "path#index"
   mode?: 'squash' | 'merge';
+  /** The head of the diff the user reviewed: exactly that is accepted. */
+  head?: string;
 }
 export interface AcceptResult { commit: string; files: string[]; }
 

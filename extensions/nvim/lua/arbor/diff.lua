@@ -111,7 +111,8 @@ function M.open(id)
         if vim.fn.confirm('Accept ' .. what .. ' of ' .. title .. ' onto your branch?', '&Yes\n&No', 2) ~= 1 then
           return
         end
-        client.request(P.MethodSessionAccept, { id = full, files = f and { f.path } or nil }, function(e, r)
+        -- head: exactly the change shown here, not a checkpoint made since.
+        client.request(P.MethodSessionAccept, { id = full, files = f and { f.path } or nil, head = res.head }, function(e, r)
           if e then
             client.notify('accept: ' .. client.error_message(e), vim.log.levels.ERROR)
           else

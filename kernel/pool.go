@@ -47,7 +47,7 @@ func (m *Manager) fillPool() {
 			i++
 			if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 				m.log.Warn("kernel pool", "err", err)
-				return
+				break
 			}
 			k, err := newKernel(o, m.spawner(o))
 			if err == nil {
@@ -58,10 +58,13 @@ func (m *Manager) fillPool() {
 				}
 			}
 			if err != nil {
-				if m.stopCtx.Err() == nil {
-					m.log.Warn("kernel pool: boot failed", "err", err)
+				if m.stopCtx.Err() != nil {
+					return
 				}
-				return
+				// A failed boot (a transient fork or resource error) pauses the pool until the
+				// next kernel is wanted; it does not end it for the daemon's lifetime.
+				m.log.Warn("kernel pool: boot failed; retrying when a kernel is next wanted", "err", err)
+				break
 			}
 			m.mu.Lock()
 			if m.closed {

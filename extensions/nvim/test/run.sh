@@ -44,32 +44,11 @@ export XDG_CONFIG_HOME=$TMP/xdg/config XDG_DATA_HOME=$TMP/xdg/data XDG_STATE_HOM
 export ARBOR_SOCKET=$TMP/run/arbor.sock ARBOR_STATE_DIR=$TMP/state
 export ARBOR_KERNEL_PYTHON=${ARBOR_KERNEL_PYTHON:-/usr/bin/python3}
 
-# A small repository for the session's branch and worktree.
+# The repository the session works in, and the scripted model (shared with the VS Code test).
+. "$PLUGIN/../test/fixture.sh"
 REPO=$TMP/repo
-mkdir -p "$REPO"
-git -C "$REPO" init -q -b main
-git -C "$REPO" config user.email test@example.invalid
-git -C "$REPO" config user.name "arbor test"
-printf 'def add(a, b):\n    return a + b\n' > "$REPO/calc.py"
-git -C "$REPO" add . && git -C "$REPO" commit -q -m init
-
-# The scripted model: turn 1 starts a subagent with rlm(), writes a file and prints 1+1 in the
-# kernel; then it answers (also when the subagent's report arrives).
-cat > "$TMP/script.json" <<'JSON'
-{
-  "rules": [
-    {"when": {"task": "add one and one", "turn": 1},
-     "code": "h = await rlm('write the tests', name='tests')\nopen('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
-    {"when": {"task": "write the tests"}, "text": "tests written"}
-  ],
-  "default": {"text": "the sum is two"}
-}
-JSON
-"$ARBOR_BIN" fake-model --script "$TMP/script.json" --addr 127.0.0.1:0 > "$TMP/fake.out" 2> "$TMP/fake.err" &
-FAKE_PID=$!
-for _ in $(seq 100); do [ -s "$TMP/fake.out" ] && break; sleep 0.1; done
-URL=$(head -1 "$TMP/fake.out" | tr -d '\r')
-case "$URL" in http*) ;; *) fail "arbor fake-model printed no URL: $(cat "$TMP/fake.out" "$TMP/fake.err")";; esac
+arbor_fixture_repo "$REPO"
+arbor_fixture_model "$TMP"
 export ARBOR_MODEL_BASE_URL=$URL ARBOR_MODEL=scripted
 
 cd "$REPO"

@@ -64,29 +64,11 @@ cat > "$RUN/data/User/settings.json" <<JSON
   "extensions.ignoreRecommendations": true
 }
 JSON
+# The repository the session works in, and the scripted model (shared with the Neovim test).
+. "$EXT/../test/fixture.sh"
 WS=$RUN/ws
-mkdir -p "$WS"
-git -C "$WS" init -q -b main
-git -C "$WS" config user.email e2e@example.invalid
-git -C "$WS" config user.name "arbor e2e"
-printf 'def add(a, b):\n    return a + b\n' > "$WS/calc.py"
-git -C "$WS" add . && git -C "$WS" commit -q -m init
-
-cat > "$RUN/script.json" <<'JSON'
-{
-  "rules": [
-    {"when": {"task": "add one and one", "turn": 1},
-     "code": "h = await rlm('write the tests', name='tests')\nopen('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
-    {"when": {"task": "write the tests"}, "text": "tests written"}
-  ],
-  "default": {"text": "the sum is two"}
-}
-JSON
-"$ARBOR_BIN" fake-model --script "$RUN/script.json" --addr 127.0.0.1:0 > "$RUN/fake.out" 2> "$RUN/fake.err" &
-FAKE_PID=$!
-for _ in $(seq 100); do [ -s "$RUN/fake.out" ] && break; sleep 0.1; done
-URL=$(head -1 "$RUN/fake.out" | tr -d '\r')
-case "$URL" in http*) ;; *) fail "arbor fake-model printed no URL: $(cat "$RUN/fake.out" "$RUN/fake.err")";; esac
+arbor_fixture_repo "$WS"
+arbor_fixture_model "$RUN"
 
 # code-server passes its environment to the extension host, which passes it to `arbor lsp`,
 # which starts the daemon: so the daemon gets these.

@@ -60,6 +60,13 @@ func scopesOf(touched []string) ([]string, error) {
 		if p == ".git" || strings.HasPrefix(p, ".git/") {
 			continue
 		}
+		if path.Base(p) == ".gitignore" {
+			// A changed .gitignore can un-ignore (or ignore) files that did not change
+			// themselves: its whole directory is in scope.
+			if p = path.Dir(p); p == "." {
+				return []string{""}, nil
+			}
+		}
 		out = append(out, p)
 	}
 	sort.Strings(out)

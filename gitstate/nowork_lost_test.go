@@ -111,3 +111,26 @@ func TestDiscardArchivesWorkOnlySessionBranchesHold(t *testing.T) {
 		t.Errorf("archive at %s, want %s", got, c)
 	}
 }
+
+// A turn that only edits .gitignore, un-ignoring files that were already there, checkpoints
+// those files: the .gitignore's directory is in scope, not just the file itself.
+func TestCheckpointAfterUnignoring(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "unignore")
+	writeFiles(t, wt, map[string]string{"keep.log": "now wanted\n", "dir/sub/.gitignore": "*.txt\n"})
+	if _, _, err := r.Checkpoint(t.Context(), wt, "first", nil); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, wt, map[string]string{".gitignore": "build/\n"})
+	if _, changed, err := r.Checkpoint(t.Context(), wt, "unignore", []string{".gitignore"}); err != nil || !changed {
+		t.Fatalf("checkpoint: changed %v, %v", changed, err)
+	}
+	if out := git(t, wt, "ls-tree", "--name-only", "HEAD", "keep.log"); out != "keep.log" {
+		t.Errorf("keep.log not checkpointed after .gitignore stopped ignoring it: %q", out)
+	}
+	if out := git(t, wt, "status", "--porcelain"); out != "" {
+		t.Errorf("worktree not clean after the checkpoint: %q", out)
+	}
+}

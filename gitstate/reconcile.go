@@ -153,7 +153,7 @@ func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileRep
 		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: worktree %s is missing and branch %s is gone (%v); it cannot be recreated", rec.Name, rec.Dir, rec.Branch, err))
 		return
 	}
-	aside, err := r.clearPartial(rec)
+	aside, err := r.clearPartial(rec, true)
 	if err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: %v", rec.Name, err))
 		return
@@ -170,10 +170,11 @@ func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileRep
 }
 
 // clearPartial clears the way for recreating a broken worktree. A half-made one (still marked
-// initializing) holds no work and is removed. Any other directory may hold work no checkpoint
-// took (an agent that replaced .git, say): it is moved aside, never deleted, and its new place
-// returned. A directory whose registration vanished is refused.
-func (r *Repo) clearPartial(rec record) (aside string, err error) {
+// initializing) holds no work and is removed, and so is an orphan's (its session was never
+// recorded, or its discard was cut short). A known session's may hold work no checkpoint took
+// (an agent that replaced .git, say): with keep it is moved aside, never deleted, and its new
+// place returned. A directory whose registration vanished is refused.
+func (r *Repo) clearPartial(rec record, keep bool) (aside string, err error) {
 	admin := r.adminDir(rec.Name)
 	initializing := false
 	if b, err := os.ReadFile(filepath.Join(admin, "locked")); err == nil && strings.TrimSpace(string(b)) == "initializing" {
@@ -183,9 +184,11 @@ func (r *Repo) clearPartial(rec record) (aside string, err error) {
 		if _, err := os.Stat(admin); errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("worktree dir %s exists but its registration %s is gone; move the dir aside to let it be recreated", rec.Dir, admin)
 		}
-		aside = fmt.Sprintf("%s.broken-%s", rec.Dir, time.Now().UTC().Format("20060102T150405Z"))
-		if err := os.Rename(rec.Dir, aside); err != nil {
-			return "", fmt.Errorf("move the broken worktree %s aside: %w", rec.Dir, err)
+		if keep {
+			aside = fmt.Sprintf("%s.broken-%s", rec.Dir, time.Now().UTC().Format("20060102T150405Z"))
+			if err := os.Rename(rec.Dir, aside); err != nil {
+				return "", fmt.Errorf("move the broken worktree %s aside: %w", rec.Dir, err)
+			}
 		}
 	}
 	if err := os.RemoveAll(rec.Dir); err != nil {
@@ -210,11 +213,9 @@ func (r *Repo) reconcileOrphan(ctx context.Context, rec record, rep *ReconcileRe
 			rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s: %v", rec.Dir, err))
 			return
 		}
-	} else if aside, err := r.clearPartial(rec); err != nil {
+	} else if _, err := r.clearPartial(rec, false); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s: %v", rec.Dir, err))
 		return
-	} else if aside != "" {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s was broken; its files are kept at %s", rec.Dir, aside))
 	}
 	var res DiscardResult
 	if err := r.dropBranch(plumbing.NewBranchReferenceName(rec.Branch), false, &res); err != nil {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -30,6 +31,8 @@ type Kernel struct {
 	mgr      *Manager // nil for kernels from Start
 
 	execSem chan struct{} // one cell at a time; a channel so waiting honours ctx
+	// snapping is true while Snapshot holds execSem: park waits for that instead of skipping.
+	snapping atomic.Bool
 
 	mu       sync.Mutex
 	p        *proc // current process; nil while being replaced

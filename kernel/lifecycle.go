@@ -148,7 +148,19 @@ func (k *Kernel) park(ctx context.Context) bool {
 	select {
 	case k.execSem <- struct{}{}:
 	default:
-		return false // a cell is running
+		if !k.snapping.Load() {
+			return false // a cell is running
+		}
+		// The automatic snapshot holds the kernel for a moment: wait for it, not skip.
+		t := time.NewTimer(parkSnapshotTimeout)
+		defer t.Stop()
+		select {
+		case k.execSem <- struct{}{}:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
 	defer func() { <-k.execSem }()
 	k.mu.Lock()

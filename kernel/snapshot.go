@@ -25,7 +25,11 @@ func (k *Kernel) Snapshot(ctx context.Context, dir string) (*Manifest, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("snapshot: %w", ctx.Err())
 	}
-	defer func() { <-k.execSem }()
+	k.snapping.Store(true)
+	defer func() {
+		k.snapping.Store(false)
+		<-k.execSem
+	}()
 	return k.snapshotLocked(ctx, dir)
 }
 

@@ -23,6 +23,8 @@ f = lambda v: v + 1
 sock = socket.socket()
 gen = (i for i in range(3))
 _private = 1
+shared = [1]
+alias = shared
 `)
 	dir := filepath.Join(t.TempDir(), "snap")
 	m, err := k.Snapshot(t.Context(), dir)
@@ -79,6 +81,10 @@ _private = 1
 	res := mustOK(t, k2, "print(n, data['b'], len(big), square(2), p.x, f(1), json.dumps(1), operating_system.sep, _private)\nawait arbor_ping('runtime ok')")
 	if !strings.HasPrefix(res.Text, "42 text 100000 46 3 2 1 / 1\n'runtime ok'") {
 		t.Errorf("restored namespace: %q", res.Text)
+	}
+	// Two names for one object are one object after a restore.
+	if res := mustOK(t, k2, "alias.append(2)\nprint(shared, alias is shared)"); strings.TrimSpace(res.Text) != "[1, 2] True" {
+		t.Errorf("an aliased list after restore: %q, want [1, 2] True", res.Text)
 	}
 	// A restored function sees the live namespace, not the values of snapshot time.
 	if res := mustOK(t, k2, "n = 100\nprint(square(2), square.__globals__ is globals())"); strings.TrimSpace(res.Text) != "104 True" {

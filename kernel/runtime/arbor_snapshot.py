@@ -3,7 +3,8 @@
 take() pickles each user variable on its own — plain pickle first (fast), dill only for values
 pickle refuses or that refer to __main__ (functions and classes defined in the kernel, which must
 travel by value) — so one unpicklable value (a socket, a generator) skips only itself, with the
-reason in the manifest. Files are written temp -> fsync -> rename -> fsync dir; the manifest is
+reason in the manifest. A name for an object already saved under another name is recorded as an
+alias, so `b = a` is still one object after a restore. Files are written temp -> fsync -> rename -> fsync dir; the manifest is
 renamed last and names its data file, so a crash leaves the previous snapshot intact.
 """
 import importlib
@@ -81,6 +82,7 @@ def take(shell, dirpath, max_var, max_total):
     os.makedirs(dirpath, mode=0o700, exist_ok=True)
     ns, hidden = shell.user_ns, shell.user_ns_hidden
     kept, skipped, blobs, total = [], [], [], 0
+    first = {}  # id(value) -> the first name saved with it: `b = a` stays one object
     for name, val in list(ns.items()):
         if name in _ALWAYS_SKIP or _IPYTHON_NAMES.fullmatch(name):
             continue
@@ -90,6 +92,9 @@ def take(shell, dirpath, max_var, max_total):
         if isinstance(val, types.ModuleType):
             ent.update(method="import", module=val.__name__)
             kept.append(ent)
+            continue
+        if id(val) in first:
+            kept.append(dict(ent, method="alias", of=first[id(val)]))
             continue
         data, method, reason = _dump(val)
         if data is None:
@@ -101,6 +106,7 @@ def take(shell, dirpath, max_var, max_total):
         if total + len(data) > max_total:
             skipped.append(dict(ent, bytes=len(data), reason=f"would exceed the snapshot cap of {max_total} bytes"))
             continue
+        first[id(val)] = name
         kept.append(dict(ent, method=method, bytes=len(data), offset=total))
         blobs.append(data)
         total += len(data)
@@ -146,6 +152,10 @@ def restore(ns, dirpath, report_path=""):
                     raise ValueError("truncated data file")
                 if method == "import":
                     ns[name] = importlib.import_module(ent["module"])
+                elif method == "alias":
+                    if ent["of"] not in ns:
+                        raise ValueError(f"{ent['of']}, which it names too, was not restored")
+                    ns[name] = ns[ent["of"]]
                 elif method == "dill":
                     import dill
 

@@ -19,11 +19,7 @@ import (
 // half-taken; the service keeps answering; once there is room a message runs a new turn on a
 // valid conversation, and a restart finds every acknowledged record.
 func TestFullDiskFailsTheTurnAndRecovers(t *testing.T) {
-	repo := t.TempDir()
-	if err := syscall.Mount("tmpfs", repo, "tmpfs", 0, "size=4m"); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(repo, syscall.MNT_DETACH) })
+	repo := smallDisk(t)
 	filler := filepath.Join(repo, "filler")
 	script := fmt.Sprintf(`{"rules":[
  {"when":{"task":"^fill","turn":1},"code":"f = open('%s', 'wb', buffering=0)\ntry:\n    while True: f.write(b'x' * 4096)\nexcept OSError as e:\n    print('disk full, errno', e.errno)\nf.close()\nprint('y' * 6000)"},
@@ -99,11 +95,7 @@ func TestFullDiskFailsTheTurnAndRecovers(t *testing.T) {
 // TestFullDiskStop: a stop whose record cannot be written still stops the work, says that a
 // restart would resume the session, and a stop once there is room records it.
 func TestFullDiskStop(t *testing.T) {
-	repo := t.TempDir()
-	if err := syscall.Mount("tmpfs", repo, "tmpfs", 0, "size=4m"); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(repo, syscall.MNT_DETACH) })
+	repo := smallDisk(t)
 	e := newEnvIn(t, `{"rules":[],"default":{"text":"ok"}}`, repo)
 	s := e.create("stop on a full disk")
 	e.settled(s)
@@ -139,4 +131,16 @@ func TestFullDiskStop(t *testing.T) {
 	if last := states[len(states)-1]["state"]; last != "stopped" {
 		t.Fatalf("last state record %v, want stopped", last)
 	}
+}
+
+// smallDisk mounts a 4 MiB tmpfs on a fresh directory, for the repository: a real disk that
+// fills up. It needs root (CI has it); elsewhere the test is skipped, saying why.
+func smallDisk(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
 }

@@ -139,13 +139,6 @@ func (c *conn) enqueueLocked(m outMsg, seq uint64) {
 	}
 }
 
-// flushLate queues the held messages; see flushLateLocked.
-func (c *conn) flushLate() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.flushLateLocked()
-}
-
 // flushLateLocked moves held tree and progress messages to the back of the queue, after what
 // was queued before them, so a progress end never overtakes its begin. It reports whether all
 // of them fit.

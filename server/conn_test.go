@@ -41,13 +41,13 @@ func TestFullQueueHoldsTreeAndProgress(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		<-c.out
 	}
-	c.flushLate()
+	flushLate(c)
 	c.enqueue(delta("c", 1), 0) // the queue is full again: held, behind the ones before it
 	if len(c.late) != 1 {
 		t.Fatalf("held %d messages after the flush, want c", len(c.late))
 	}
 	<-c.out
-	c.flushLate()
+	flushLate(c)
 	got := []string{"event"}
 	for len(c.out) > 0 {
 		m := <-c.out
@@ -122,4 +122,12 @@ func TestProgressEndOnlyAfterBegin(t *testing.T) {
 		c.rpc.Close()
 		client.Close()
 	}
+}
+
+// flushLate is what the writer does once the queue has room (flushBehind without behind
+// sessions, which would need a connection).
+func flushLate(c *conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flushLateLocked()
 }

@@ -72,10 +72,10 @@ func scanAt(r io.Reader, at position, retain bool, fn func(Record, int64) error)
 		if complete && b != nil {
 			b = b[:len(b)-1]
 		}
-		if b == nil { // longer than maxLineBytes: no record is that long
+		if b == nil { // longer than lineLimit: no record is that long
 			if badOff < 0 {
 				badOff, res.BadLine = off, line
-				res.Reason = fmt.Sprintf("%d bytes long, over the %d-byte limit", n, maxLineBytes)
+				res.Reason = fmt.Sprintf("%d bytes long, over the %d-byte limit", n, lineLimit)
 			}
 			off += n
 			continue
@@ -137,6 +137,10 @@ func scanAt(r io.Reader, at position, retain bool, fn func(Record, int64) error)
 // zeros left by a crash or a disk fault; scan skips it without buffering it.
 const maxLineBytes = 64 << 20
 
+// lineLimit is the limit readers apply: maxLineBytes, lowered only by the package's tests under
+// the race detector (race_test.go), where a line of 64 MiB takes seconds to skip.
+var lineLimit = maxLineBytes
+
 // lineReader yields lines of any length, each with its LF when it has one.
 type lineReader struct {
 	br  *bufio.Reader
@@ -158,7 +162,7 @@ func (lr *lineReader) release() {
 }
 
 // next returns the next line with its LF if complete, and its length n in bytes; n is 0 at the
-// end of the input. A line over maxLineBytes comes back as nil with its length. The slice is valid
+// end of the input. A line over lineLimit comes back as nil with its length. The slice is valid
 // until the following call.
 func (lr *lineReader) next() (line []byte, n int64, complete bool, err error) {
 	b, err := lr.br.ReadSlice('\n')
@@ -171,7 +175,7 @@ func (lr *lineReader) next() (line []byte, n int64, complete bool, err error) {
 		for errors.Is(err, bufio.ErrBufferFull) {
 			b, err = lr.br.ReadSlice('\n')
 			n += int64(len(b))
-			if lr.buf != nil && len(lr.buf)+len(b) > maxLineBytes {
+			if lr.buf != nil && len(lr.buf)+len(b) > lineLimit {
 				lr.buf = nil // too long: keep counting, stop keeping
 			}
 			if lr.buf != nil {

@@ -1,7 +1,10 @@
-// Package bench formats benchmark figures for `arbor bench`. Every figure is printed beside the
-// reference it was measured against in the same run, as a ratio, never as a bare duration.
+// Package bench formats benchmark figures for `arbor bench`. A figure is printed beside the
+// reference it was measured against in the same run, as a ratio. A figure stated elsewhere
+// (another harness, another machine) may be shown for context in a column of its own, but it
+// is never a ratio's denominator: it was not measured here.
 //
-// Call [Report.Add] for each figure, then [Report.WriteTable] or [Report.WriteJSON].
+// Call [Report.Add] for each figure, then [Report.WriteTable] or [Report.WriteJSON]. A figure
+// repeated over runs takes its value and spread from [Median] or [MedianMs].
 package bench
 
 import (
@@ -9,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -16,21 +20,50 @@ import (
 
 // Figure is one measured quantity, optionally beside a reference measured in the same run.
 type Figure struct {
-	Name      string  `json:"name"`
-	Value     float64 `json:"value"`
-	Unit      string  `json:"unit"`                // "ms", "MB", "MB/s", "events/s", …
-	Reference string  `json:"reference,omitempty"` // what the reference was, e.g. "jupyter_client"
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"` // "ms", "MB", "MB/s", "events/s", …
+	// Spread, when set, says Value is the median of several runs and how far they ranged.
+	Spread *Spread `json:"spread,omitempty"`
+	// Reference names what RefValue measured in the same run, e.g. "jupyter_client". Without
+	// it there is no ratio.
+	Reference string  `json:"reference,omitempty"`
 	RefValue  float64 `json:"refValue,omitempty"`
-	Goal      string  `json:"goal,omitempty"` // e.g. "ratio <= 0.7" or "<= 5 ms"
-	Note      string  `json:"note,omitempty"`
+	// Stated is a figure stated elsewhere and not measured in this run (the seed harness's own
+	// numbers, on its machine), and StatedBy says who stated it. It is context, never a ratio.
+	Stated   float64 `json:"stated,omitempty"`
+	StatedBy string  `json:"statedBy,omitempty"`
+	Goal     string  `json:"goal,omitempty"` // e.g. "ratio <= 0.7" or "<= 5 ms"
+	Note     string  `json:"note,omitempty"`
 }
 
-// Ratio is Value/RefValue, or NaN without a reference.
+// Spread describes the runs a median was taken over.
+type Spread struct {
+	Runs int     `json:"runs"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+}
+
+// Ratio is Value/RefValue, or NaN without a same-run reference. Stated never enters it.
 func (f Figure) Ratio() float64 {
-	if f.RefValue == 0 {
+	if f.Reference == "" || f.RefValue == 0 {
 		return math.NaN()
 	}
 	return f.Value / f.RefValue
+}
+
+// Validate reports a figure that would print something it does not have: a reference value
+// without a name for the reference, or a stated figure without who stated it.
+func (f Figure) Validate() error {
+	switch {
+	case f.RefValue != 0 && f.Reference == "":
+		return fmt.Errorf("figure %q: reference value %v names no reference", f.Name, f.RefValue)
+	case f.Stated != 0 && f.StatedBy == "":
+		return fmt.Errorf("figure %q: stated value %v says not who stated it", f.Name, f.Stated)
+	case f.Spread != nil && f.Spread.Runs < 1:
+		return fmt.Errorf("figure %q: spread over %d runs", f.Name, f.Spread.Runs)
+	}
+	return nil
 }
 
 // Report collects figures of one benchmark run.
@@ -41,6 +74,16 @@ type Report struct {
 
 // Add appends a figure.
 func (r *Report) Add(f Figure) { r.Figures = append(r.Figures, f) }
+
+// Validate reports the first invalid figure.
+func (r *Report) Validate() error {
+	for _, f := range r.Figures {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("%s: %w", r.Suite, err)
+		}
+	}
+	return nil
+}
 
 // WriteJSON writes the report as indented JSON, with ratios included.
 func (r *Report) WriteJSON(w io.Writer) error {
@@ -64,19 +107,39 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(out)
 }
 
-// WriteTable writes an aligned text table.
+// WriteTable writes an aligned text table. The stated column appears only when some figure
+// has one, and says in its heading that it was not measured here.
 func (r *Report) WriteTable(w io.Writer) error {
+	stated := slices.ContainsFunc(r.Figures, func(f Figure) bool { return f.StatedBy != "" })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s\tvalue\treference\tratio\tgoal\n", r.Suite)
+	head := r.Suite + "\tvalue\truns (min–max)\treference (same run)\tratio\tgoal"
+	if stated {
+		head += "\tstated (not measured here)"
+	}
+	fmt.Fprintln(tw, head)
 	for _, f := range r.Figures {
-		ref, ratio := "-", "-"
+		spread, ref, ratio := "-", "-", "-"
+		if s := f.Spread; s != nil {
+			spread = fmt.Sprintf("%d (%s–%s)", s.Runs, num(s.Min), num(s.Max))
+		}
 		if f.Reference != "" {
 			ref = fmt.Sprintf("%s %s (%s)", num(f.RefValue), f.Unit, f.Reference)
 		}
 		if q := f.Ratio(); !math.IsNaN(q) {
 			ratio = fmt.Sprintf("%.2fx", q)
 		}
-		line := fmt.Sprintf("  %s\t%s %s\t%s\t%s\t%s", f.Name, num(f.Value), f.Unit, ref, ratio, f.Goal)
+		goal := f.Goal
+		if goal == "" {
+			goal = "-"
+		}
+		line := fmt.Sprintf("  %s\t%s %s\t%s\t%s\t%s\t%s", f.Name, num(f.Value), f.Unit, spread, ref, ratio, goal)
+		if stated {
+			st := "-"
+			if f.StatedBy != "" {
+				st = fmt.Sprintf("%s %s (%s)", num(f.Stated), f.Unit, f.StatedBy)
+			}
+			line += "\t" + st
+		}
 		if f.Note != "" {
 			line += "  # " + f.Note
 		}
@@ -98,6 +161,30 @@ func num(v float64) string {
 
 // Ms converts a duration to fractional milliseconds.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Median returns the median of xs, one value per run, and their spread; nil for no runs.
+// xs is sorted in place.
+func Median(xs []float64) (float64, *Spread) {
+	if len(xs) == 0 {
+		return 0, nil
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	m := xs[n/2]
+	if n%2 == 0 {
+		m = (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return m, &Spread{Runs: n, Min: xs[0], Max: xs[n-1]}
+}
+
+// MedianMs is [Median] of durations, in milliseconds.
+func MedianMs(ds []time.Duration) (float64, *Spread) {
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = Ms(d)
+	}
+	return Median(xs)
+}
 
 // Percentile returns the p-th percentile (0..100) of ds by nearest rank; ds is sorted in place.
 func Percentile(ds []time.Duration, p float64) time.Duration {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/arborhq/arbor/atomicfile"
 )
 
 // The orphan registry: one small file per live kernel process under <stateDir>/procs, naming
@@ -59,11 +61,9 @@ func recordProc(stateDir string, pid int) error {
 		return fmt.Errorf("record kernel %d: %w", pid, err)
 	}
 	b, _ := json.Marshal(procRecord{PID: pid, Start: start, BootID: bootID()})
-	tmp := filepath.Join(dir, ".tmp-"+strconv.Itoa(pid))
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("record kernel %d: %w", pid, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, strconv.Itoa(pid)+".json")); err != nil {
+	// Atomic, so a reaper never reads half a record; no fsync, because a record matters only
+	// on the boot that wrote it (a power cut kills every kernel it names).
+	if err := atomicfile.WriteFileNoSync(filepath.Join(dir, strconv.Itoa(pid)+".json"), b, 0o600); err != nil {
 		return fmt.Errorf("record kernel %d: %w", pid, err)
 	}
 	return nil

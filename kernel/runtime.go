@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/arborhq/arbor/atomicfile"
 )
 
 // runtimeFS is the Python side of Arbor: the launcher, the bridge client and Python surface, and
@@ -32,11 +34,10 @@ func installRuntime(dir string) (string, error) {
 		if old, err := os.ReadFile(p); err == nil && string(old) == string(b) {
 			continue
 		}
-		tmp := p + ".tmp"
-		if err := os.WriteFile(tmp, b, 0o600); err != nil {
-			return "", fmt.Errorf("install kernel runtime: %w", err)
-		}
-		if err := os.Rename(tmp, p); err != nil {
+		// No fsync: every start compares the files with the embedded ones, so one lost to a
+		// power cut is written again before a kernel runs it; a kernel start need not wait on
+		// the disk.
+		if err := atomicfile.WriteFileNoSync(p, b, 0o600); err != nil {
 			return "", fmt.Errorf("install kernel runtime: %w", err)
 		}
 	}

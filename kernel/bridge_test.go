@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 )
 
-// recordingHost answers every method by echoing it with its params, fails "goal.get", and
+// recordingHost answers every method by echoing it with its params, fails
+// "agent_message.inbox", and
 // for "rlm.spawn" blocks until release is closed.
 type recordingHost struct {
 	mu      sync.Mutex
@@ -26,8 +28,8 @@ func (h *recordingHost) HandleHost(ctx context.Context, method string, params js
 	h.calls = append(h.calls, method+" "+string(params))
 	h.mu.Unlock()
 	switch method {
-	case "goal.get":
-		return nil, errors.New("no goal set")
+	case "agent_message.inbox":
+		return nil, errors.New("inbox unreadable")
 	case "rlm.spawn":
 		var p struct{ Task, Name string }
 		if err := json.Unmarshal(params, &p); err != nil {
@@ -62,16 +64,13 @@ func TestBridgeSurface(t *testing.T) {
 		{"rlm.merge by name", "(await rlm.merge('tests'))['params']", "{'id': 'tests'}", "ok"},
 		{"message", "(await agent_message.send('hi', receiver_name='b'))['params']",
 			"{'text': 'hi', 'receiver_role': 'parent', 'receiver_name': 'b', 'mode': 'auto'}", "ok"},
-		{"harness", "(await harness.memories.create('n', 'body', tag='x'))['params'] == {'kind': 'memories', 'name': 'n', 'body': 'body', 'scope': 'session', 'meta': {'tag': 'x'}}",
-			"True", "ok"},
-		{"refine", "(await refine.run('speed', scope='workspace'))['method']", "'refine.run'", "ok"},
-		{"heartbeat", "(await heartbeat.create('check', every='5m'))['params']['every']", "'5m'", "ok"},
-		{"host error", "await goal.get()", "ArborError: no goal set", "error"},
+		{"list agents", "(await agent_message.list_agents())['method']", "'agent_message.list_agents'", "ok"},
+		{"host error", "await agent_message.inbox()", "ArborError: inbox unreadable", "error"},
 		{"bad role", "await agent_message.send('x', receiver_role='boss')", "ValueError: receiver_role='boss': expected one of 'parent', 'child', 'sibling'", "error"},
-		{"bad scope", "await harness.notes.list(scope='everywhere')", "ValueError: scope='everywhere'", "error"},
+		{"bad mode", "await agent_message.send('x', mode='shout')", "ValueError: mode='shout'", "error"},
 		{"empty task", "await rlm('')", "TypeError: task must be a non-empty string", "error"},
-		{"heartbeat needs a schedule", "await heartbeat.create('check')", "exactly one of every", "error"},
-		{"ArborError catchable", "try:\n    await goal.get()\nexcept ArborError as e:\n    print('caught', e)", "caught no goal set", "ok"},
+		{"unbuilt names are absent", "harness", "NameError: name 'harness' is not defined", "error"},
+		{"ArborError catchable", "try:\n    await agent_message.inbox()\nexcept ArborError as e:\n    print('caught', e)", "caught inbox unreadable", "ok"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,6 +139,7 @@ func TestBridgeRejects(t *testing.T) {
 	k := startKernel(t, Options{Host: &recordingHost{}})
 	tests := []struct{ name, code, want string }{
 		{"unknown method", "import arbor_runtime\nawait arbor_runtime.call('rm.rf', {})", "unknown Arbor method"},
+		{"unbuilt method", "import arbor_runtime\nawait arbor_runtime.call('harness.list', {})", "unknown Arbor method \"harness.list\""},
 		{"bad token", "import os, arbor_runtime, asyncio\nos.environ['ARBOR_BRIDGE_TOKEN'] = 'nope'\n" +
 			"async def fresh():\n    arbor_runtime._conns.clear()\n    return await arbor_runtime.call('ping', {})\n" +
 			"await fresh()", "refused this connection: bad token"},
@@ -169,7 +169,7 @@ func FuzzBridgeRequest(f *testing.F) {
 		`{"id":1,"method":"ping","params":{"payload":[1,2]}}`,
 		`{"id":2,"method":"rlm.spawn","params":{"task":"x"}}`,
 		`{"id":3,"method":"rm.rf","params":{}}`,
-		`{"id":4,"method":"goal.get","params":[1]}`,
+		`{"id":4,"method":"agent_message.inbox","params":[1]}`,
 		`{"id":null}`, `not json`, `{"id":"a","method":"ping","params":null}`,
 	} {
 		f.Add([]byte(s))
@@ -199,4 +199,59 @@ func FuzzBridgeRequest(f *testing.F) {
 			t.Fatalf("reply does not encode: %v", err)
 		}
 	})
+}
+
+// A fresh kernel's namespace holds the runtime's surface and nothing else public: no object for
+// a feature that is not built (it would tell the model the feature exists), in a plain or a
+// forked kernel. The methods the surface calls are exactly the bridge's table, so a feature
+// enters both together.
+func TestRuntimeSurface(t *testing.T) {
+	want := []string{"ArborError", "agent_message", "arbor_ping", "rlm"}
+	unbuilt := []string{"harness", "refine", "goal", "heartbeat"}
+	var methods []string
+	for m := range bridgeMethods {
+		methods = append(methods, m)
+	}
+	slices.Sort(methods)
+	// Nothing here assigns a name, so the listing sees only what the kernel booted with.
+	const code = `print(__import__('json').dumps({
+    'names': sorted(n for n in get_ipython().user_ns
+                    if not n.startswith('_') and n not in ('In', 'Out', 'get_ipython', 'exit', 'quit', 'open')),
+    'hidden': sorted(n for n in get_ipython().user_ns_hidden if n in __import__('arbor_runtime').surface()),
+    'methods': __import__('arbor_runtime').methods(),
+}))`
+	kernels := map[string]func(t *testing.T) *Kernel{
+		"plain": func(t *testing.T) *Kernel { return startKernel(t, Options{Host: &recordingHost{}}) },
+		"forked": func(t *testing.T) *Kernel {
+			m := newTestManager(t, ManagerConfig{Fork: true})
+			k := managedKernel(t, m)
+			if !k.forked {
+				t.Fatal("the kernel was not forked")
+			}
+			return k
+		},
+	}
+	for name, start := range kernels {
+		t.Run(name, func(t *testing.T) {
+			res := mustOK(t, start(t), code)
+			var got struct{ Names, Hidden, Methods []string }
+			if err := json.Unmarshal([]byte(res.Text), &got); err != nil {
+				t.Fatalf("listing %q: %v", res.Text, err)
+			}
+			for _, n := range unbuilt {
+				if slices.Contains(got.Names, n) {
+					t.Errorf("%s is in the namespace but not built", n)
+				}
+			}
+			if !slices.Equal(got.Names, want) {
+				t.Errorf("public names %v, want exactly %v", got.Names, want)
+			}
+			if !slices.Equal(got.Hidden, want) {
+				t.Errorf("hidden from %%who and snapshots: %v, want %v", got.Hidden, want)
+			}
+			if !slices.Equal(got.Methods, methods) {
+				t.Errorf("the runtime calls %v, the bridge allows %v", got.Methods, methods)
+			}
+		})
+	}
 }

@@ -18,13 +18,14 @@
 // Each kernel is `python arbor_kernel.py conn.json` (or a fork of the fork server): the embedded
 // launcher boots ipykernel's IPKernelApp, restores a namespace snapshot into the user namespace
 // if asked (before the runtime, so restored values never shadow it), installs the Arbor runtime
-// (rlm, agent_message, harness, refine, goal, heartbeat, arbor_ping, ArborError) and serves.
-// Channels use ipc:// sockets in the 0700 state directory when the path fits in sun_path, else
-// loopback TCP. Kernels run in their own process group; Close kills the whole group.
+// (rlm, agent_message, arbor_ping, ArborError: only what works, listed once in the runtime's
+// _SURFACE table) and serves. Channels use ipc:// sockets in the 0700 state directory when the
+// path fits in sun_path, else loopback TCP. Kernels run in their own process group; Close kills
+// the whole group.
 //
 // # Host bridge
 //
-// Python calls into the daemon (await rlm(...), harness.notes.create(...)) travel over a
+// Python calls into the daemon (await rlm(...), agent_message.send(...)) travel over a
 // per-kernel Unix socket in StateDir (0600), authenticated by a random token passed in the
 // kernel's environment (ARBOR_BRIDGE, ARBOR_BRIDGE_TOKEN), framed as newline-delimited JSON
 // {"id","method","params"} → {"id","result"} | {"id","error":{"message"}}. The runtime opens one

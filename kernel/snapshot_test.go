@@ -54,7 +54,7 @@ alias = shared
 	if saved["_private"] != "pickle" {
 		t.Errorf("_private (a user's underscore name) not saved: %+v", m.Vars)
 	}
-	for _, name := range []string{"_", "_i", "_ih", "_1", "rlm", "harness", "In", "Out", "arbor_ping"} {
+	for _, name := range []string{"_", "_i", "_ih", "_1", "rlm", "agent_message", "ArborError", "In", "Out", "arbor_ping"} {
 		if _, ok := saved[name]; ok {
 			t.Errorf("%s should not be in the snapshot", name)
 		}

@@ -1,5 +1,5 @@
 """Arbor's runtime inside every kernel: the host bridge client and the Python surface the model
-uses (rlm, agent_message, harness, refine, goal, heartbeat, arbor_ping).
+uses (rlm, agent_message, arbor_ping, ArborError; _SURFACE lists them).
 
 Every call is an async request over a per-session Unix socket to the daemon, newline-delimited
 JSON: {"id":N,"method":M,"params":{...}} answered by {"id":N,"result":R} or
@@ -157,7 +157,6 @@ def _text(arg, value, optional=False):
 
 _ROLES = ("parent", "child", "sibling")
 _MODES = ("auto", "steer", "follow_up")
-_SCOPES = ("session", "workspace", "global")
 
 
 def _ref(h):
@@ -211,114 +210,31 @@ class _AgentMessage:
         return "<agent_message: .send(text, receiver_role='parent', receiver_name=None, mode='auto') .list_agents() .inbox()>"
 
 
-class _HarnessKind:
-    def __init__(self, kind):
-        self._kind = kind
-
-    async def _op(self, op, name=None, body=None, scope="session", meta=None):
-        _choice("scope", scope, _SCOPES)
-        if op not in ("list",):
-            _text("name", name)
-        if op in ("create", "update"):
-            _text("body", body)
-        return await call("harness." + op, {
-            "kind": self._kind, "name": name, "body": body, "scope": scope, "meta": meta or {},
-        })
-
-    async def create(self, name, body, scope="session", **meta):
-        return await self._op("create", name, body, scope, meta)
-
-    async def get(self, name, scope="session"):
-        return await self._op("get", name, None, scope)
-
-    async def update(self, name, body, scope="session", **meta):
-        return await self._op("update", name, body, scope, meta)
-
-    async def delete(self, name, scope="session"):
-        return await self._op("delete", name, None, scope)
-
-    async def list(self, scope="session"):
-        return await self._op("list", None, None, scope)
-
-    async def history(self, name, scope="session"):
-        return await self._op("history", name, None, scope)
-
-    def __repr__(self):
-        return f"<harness.{self._kind}: create/get/update/delete/list/history>"
-
-
-class _Harness:
-    def __init__(self):
-        self.notes = _HarnessKind("notes")
-        self.memories = _HarnessKind("memories")
-        self.skills = _HarnessKind("skills")
-        self.subagents = _HarnessKind("subagents")
-
-    def __repr__(self):
-        return "<harness: .notes .memories .skills .subagents>"
-
-
-class _Refine:
-    async def run(self, focus, scope="session"):
-        _text("focus", focus)
-        _choice("scope", scope, _SCOPES)
-        return await call("refine.run", {"focus": focus, "scope": scope})
-
-    def __repr__(self):
-        return "<refine: await refine.run(focus, scope='session')>"
-
-
-class _Goal:
-    async def set(self, objective, token_budget=None):
-        _text("objective", objective)
-        if token_budget is not None and (not isinstance(token_budget, int) or isinstance(token_budget, bool) or token_budget <= 0):
-            raise ValueError(f"token_budget must be a positive int or None, got {token_budget!r}")
-        return await call("goal.set", {"objective": objective, "token_budget": token_budget})
-
-    async def complete(self):
-        return await call("goal.complete", {})
-
-    async def get(self):
-        return await call("goal.get", {})
-
-    def __repr__(self):
-        return "<goal: .set(objective, token_budget=None) .complete() .get()>"
-
-
-class _Heartbeat:
-    async def create(self, instruction, every=None, cron=None):
-        _text("instruction", instruction)
-        if (every is None) == (cron is None):
-            raise ValueError("give exactly one of every='5m' or cron='*/5 * * * *'")
-        return await call("heartbeat.create", {"instruction": instruction, "every": every, "cron": cron})
-
-    async def list(self):
-        return await call("heartbeat.list", {})
-
-    async def delete(self, id):
-        return await call("heartbeat.delete", {"id": id})
-
-    def __repr__(self):
-        return "<heartbeat: .create(instruction, every=None, cron=None) .list() .delete(id)>"
-
-
 async def arbor_ping(payload=None):
     """Round-trip payload through the daemon (tests and benchmarks)."""
     return await call("ping", {"payload": payload})
 
 
+# The names every kernel's namespace gets, each with the bridge methods it may call: a new
+# feature adds its object here, and its methods to bridgeMethods in kernel/bridge.go (a test
+# checks the two agree). Only what works goes in: a name in the namespace tells the model it
+# can use it, so a feature that is not built has no object at all.
+_SURFACE = {
+    "rlm": (_RLM, ("rlm.spawn", "rlm.list", "rlm.stop", "rlm.merge")),
+    "agent_message": (_AgentMessage, ("agent_message.send", "agent_message.list_agents", "agent_message.inbox")),
+    "arbor_ping": (lambda: arbor_ping, ("ping",)),
+    "ArborError": (lambda: ArborError, ()),
+}
+
+
 def surface():
     """The names the runtime puts into the user namespace."""
-    return {
-        "rlm": _RLM(),
-        "agent_message": _AgentMessage(),
-        "harness": _Harness(),
-        "refine": _Refine(),
-        "goal": _Goal(),
-        "heartbeat": _Heartbeat(),
-        "arbor_ping": arbor_ping,
-        "ArborError": ArborError,
-    }
+    return {name: make() for name, (make, _) in _SURFACE.items()}
+
+
+def methods():
+    """The bridge methods the surface calls, sorted."""
+    return sorted(m for _, ms in _SURFACE.values() for m in ms)
 
 
 def patch_kernel(kernel):

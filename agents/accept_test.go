@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/gitstate"
 )
 
@@ -73,7 +74,7 @@ func TestAcceptWholeFilesHunksDirtyConflict(t *testing.T) {
 		if st := git(t, e.repo, "status", "--porcelain"); st != "" {
 			t.Errorf("user's tree not clean after accept:\n%s", st)
 		}
-		if ev := e.events(s, EvAccepted); len(ev) != 1 || ev[0]["commit"] != res.Commit || ev[0]["mode"] != "squash" {
+		if ev := e.events(s, event.TypeAccepted); len(ev) != 1 || ev[0]["commit"] != res.Commit || ev[0]["mode"] != "squash" {
 			t.Errorf("accepted events %v", ev)
 		}
 	})
@@ -159,7 +160,7 @@ func TestAcceptWholeFilesHunksDirtyConflict(t *testing.T) {
 		if got := revParse(t, e.repo, "HEAD"); got != head {
 			t.Errorf("HEAD moved to %s", got)
 		}
-		if ev := e.events(ss["dirty"], EvAccepted); len(ev) != 0 {
+		if ev := e.events(ss["dirty"], event.TypeAccepted); len(ev) != 0 {
 			t.Errorf("a refused accept recorded %v", ev)
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/arborhq/arbor/agents/event"
 )
 
 func TestBoundOutput(t *testing.T) {
@@ -46,7 +48,7 @@ func TestLargeOutputStaysInKernel(t *testing.T) {
 	e := newEnv(t, bigOutputScript)
 	s := e.create("big output")
 	e.settled(s)
-	outs := e.events(s, EvToolFinished)
+	outs := e.events(s, event.TypeToolFinished)
 	if len(outs) != 2 {
 		t.Fatalf("tool results: %v", outs)
 	}
@@ -67,7 +69,7 @@ func TestRichOutputsBecomeArtifacts(t *testing.T) {
 	e := newEnv(t, richScript)
 	s := e.create("plot something")
 	e.settled(s)
-	out := e.events(s, EvToolFinished)[0]
+	out := e.events(s, event.TypeToolFinished)[0]
 	text := fmt.Sprint(out["output"])
 	if !strings.Contains(text, "[image/png output, 70 bytes, saved as ") || !strings.Contains(text, "[text/html output") {
 		t.Fatalf("model-facing output does not name the saved files: %q", text)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/arborhq/arbor/agents/event"
 )
 
 const watchedTurnsScript = `{"rules":[
@@ -21,7 +23,7 @@ func TestCheckpointsFromWatchedChanges(t *testing.T) {
 	if _, err := e.svc.Send(context.Background(), s.meta.ID, "second turn please", "auto"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("second checkpoint", func() bool { return len(e.events(s, EvCheckpoint)) == 2 })
+	e.waitFor("second checkpoint", func() bool { return len(e.events(s, event.TypeCheckpoint)) == 2 })
 	e.settled(s)
 	tree := git(t, e.repo, "ls-tree", "-r", s.meta.Branch)
 	if strings.Contains(tree, "a.txt") || !strings.Contains(tree, "b/c/d.txt") || !strings.Contains(tree, "100755 blob") {

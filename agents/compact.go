@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/model"
 	"github.com/arborhq/arbor/kernel"
 )
@@ -64,9 +65,9 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	s.usage.CostUSD += reply.Usage.CostUSD
 	s.conv = append([]model.Message{{Role: "user", Content: text}}, s.conv[len(s.conv)-kept:]...)
 	s.mu.Unlock()
-	_, err = s.append(ctx, EvCompaction, map[string]any{
-		"summary": summary, "liveVariables": vars, "compacted": cut, "kept": kept,
-		"forced": force, "usage": reply.Usage,
+	_, err = s.append(ctx, event.Compaction{
+		Summary: summary, LiveVariables: vars, Compacted: cut, Kept: kept,
+		Forced: force, Usage: usageEvent(reply.Usage),
 	})
 	return err
 }

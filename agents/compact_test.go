@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
 )
 
@@ -23,7 +24,7 @@ func TestCompactionKeepsContextBoundedAndReplays(t *testing.T) {
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"models":{"scripted":{"contextWindow":1200}}}`), 0o644)
 	s := e.create("grow the context")
 	e.settled(s)
-	comps := e.events(s, EvCompaction)
+	comps := e.events(s, event.TypeCompaction)
 	if len(comps) == 0 {
 		t.Fatal("no compaction happened")
 	}
@@ -31,7 +32,7 @@ func TestCompactionKeepsContextBoundedAndReplays(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(c["summary"]), "SUMMARY") || !strings.Contains(fmt.Sprint(c["liveVariables"]), "n") {
 		t.Errorf("compaction record = %v", c)
 	}
-	if got := e.events(s, EvAssistantMessage); fmt.Sprint(got[len(got)-1]["text"]) != "done growing" {
+	if got := e.events(s, event.TypeAssistantMessage); fmt.Sprint(got[len(got)-1]["text"]) != "done growing" {
 		t.Errorf("the session did not finish its work after compacting: %v", got[len(got)-1])
 	}
 	conv := s.conversation()
@@ -39,7 +40,7 @@ func TestCompactionKeepsContextBoundedAndReplays(t *testing.T) {
 		t.Errorf("context does not start with the summary: %q", conv[0].Content)
 	}
 	// Raw events stay: every tool result is still in the log.
-	if n := len(e.events(s, EvToolFinished)); n != 6 {
+	if n := len(e.events(s, event.TypeToolFinished)); n != 6 {
 		t.Errorf("log has %d tool results, want 6", n)
 	}
 	// Replaying the log rebuilds the same context.
@@ -62,11 +63,11 @@ func TestContextOverflowCompactsAndRetriesOnce(t *testing.T) {
 	if st := s.State(); st != Idle {
 		t.Fatalf("state %v: %s", st, e.svc.Info(s).Error)
 	}
-	comps := e.events(s, EvCompaction)
+	comps := e.events(s, event.TypeCompaction)
 	if len(comps) != 1 || comps[0]["forced"] != true {
 		t.Errorf("want one forced compaction, got %v", comps)
 	}
-	msgs := e.events(s, EvAssistantMessage)
+	msgs := e.events(s, event.TypeAssistantMessage)
 	if got := fmt.Sprint(msgs[len(msgs)-1]["text"]); got != "recovered after the overflow" {
 		t.Errorf("last answer = %q", got)
 	}
@@ -82,7 +83,7 @@ func TestModelRetriesAreRecorded(t *testing.T) {
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"models":{"scripted":{}}}`), 0o644)
 	s := e.create("flaky endpoint")
 	e.settled(s)
-	if n := len(e.events(s, EvModelRetry)); n != 2 {
+	if n := len(e.events(s, event.TypeModelRetry)); n != 2 {
 		t.Errorf("%d model_retry events, want 2", n)
 	}
 	if got := e.svc.Info(s).Usage.Retries; got != 2 {
@@ -105,11 +106,11 @@ func TestFencedToolMode(t *testing.T) {
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"models":{"scripted":{"toolMode":"fenced"}}}`), 0o644)
 	s := e.create("fenced code please")
 	e.settled(s)
-	outs := e.events(s, EvToolFinished)
+	outs := e.events(s, event.TypeToolFinished)
 	if len(outs) != 1 || !strings.Contains(fmt.Sprint(outs[0]["output"]), "42") {
 		t.Fatalf("tool results: %v", outs)
 	}
-	msgs := e.events(s, EvAssistantMessage)
+	msgs := e.events(s, event.TypeAssistantMessage)
 	if got := fmt.Sprint(msgs[len(msgs)-1]["text"]); got != "the answer is 42" {
 		t.Errorf("final answer %q", got)
 	}

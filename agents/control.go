@@ -65,7 +65,7 @@ func (s *Service) Diff(ctx context.Context, id string) (*gitstate.Diff, error) {
 		return nil, err
 	}
 	if d, ok := sess.Discarded(); ok {
-		if ref, _ := d["archived"].(string); ref != "" {
+		if ref := d.Archived; ref != "" {
 			return sess.ws.Repo.Diff(ctx, sess.meta.BaseCommit, ref)
 		}
 		return nil, fmt.Errorf("%w: session %s was discarded and its branch deleted (its commits were on another branch)", ErrInvalidState, sess.meta.ID)

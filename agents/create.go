@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/agents/model"
 	"github.com/arborhq/arbor/gitstate"
@@ -98,7 +99,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	if _, err := sess.append(ctx, EvSessionCreated, meta); err != nil {
+	if _, err := sess.append(ctx, meta); err != nil {
 		// Not recorded, so not a session: unregister it; the next daemon start's reconcile
 		// cleans up the worktree (keeping any work on a branch).
 		s.mu.Lock()
@@ -114,7 +115,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		parent.children = append(parent.children, id)
 		parentStopped := parent.state == Stopped
 		parent.mu.Unlock()
-		parent.append(ctx, EvSubagentSpawned, map[string]any{"id": id, "name": meta.Name, "branch": meta.Branch, "task": meta.Task})
+		parent.append(ctx, event.SubagentSpawned{ID: id, Name: meta.Name, Branch: meta.Branch, Task: meta.Task})
 		parent.announce()
 		if parentStopped {
 			// The parent was stopped while this child was being made (a Stop walking the tree
@@ -149,7 +150,7 @@ func (s *Service) open(ws *Workspace, meta Meta, cfg workspace.Config, client *m
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", meta.ID, err)
 	}
-	sess := &Session{svc: s, ws: ws, meta: meta, cfg: cfg, log: lg, dir: dir, client: client, head: meta.BaseCommit, state: stateUnset}
+	sess := &Session{svc: s, ws: ws, meta: meta, cfg: cfg, log: lg, dir: dir, client: client, head: meta.BaseCommit}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -193,9 +194,9 @@ func (s *Session) setupWorktree(ctx context.Context) error {
 		Env: []string{"ARBOR_SESSION=" + s.meta.ID},
 	})
 	if err != nil {
-		s.append(ctx, EvWorktreeSetup, map[string]any{"ok": false, "error": err.Error()})
+		s.append(ctx, event.WorktreeSetup{OK: false, Error: err.Error()})
 		return err
 	}
-	s.append(ctx, EvWorktreeSetup, map[string]any{"ok": true, "copied": w.Copy, "linked": w.Link, "command": w.Command})
+	s.append(ctx, event.WorktreeSetup{OK: true, Copied: w.Copy, Linked: w.Link, Command: w.Command})
 	return nil
 }

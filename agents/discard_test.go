@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/gitstate"
 )
 
@@ -49,7 +50,7 @@ func TestDiscardKeepsUnmergedWork(t *testing.T) {
 	if st := unmerged.State(); st != Stopped {
 		t.Errorf("state %v, want stopped", st)
 	}
-	if d, ok := unmerged.Discarded(); !ok || d["archived"] != archive {
+	if d, ok := unmerged.Discarded(); !ok || d.Archived != archive {
 		t.Errorf("Discarded() = %v %v", d, ok)
 	}
 	if _, err := e.svc.Discard(ctx, unmerged.meta.ID, false); !errors.Is(err, ErrInvalidState) {
@@ -119,7 +120,7 @@ func TestDiscardRunningSession(t *testing.T) {
 	e := newEnv(t, busyScript)
 	s := e.create("busy task")
 	e.waitFor("the cell to start", func() bool {
-		return len(e.events(s, EvToolStarted)) > 0 && fileExists(filepath.Join(s.meta.Worktree, "wip.txt"))
+		return len(e.events(s, event.TypeToolStarted)) > 0 && fileExists(filepath.Join(s.meta.Worktree, "wip.txt"))
 	})
 	res, err := e.svc.Discard(t.Context(), s.meta.ID, false)
 	if err != nil {
@@ -130,10 +131,10 @@ func TestDiscardRunningSession(t *testing.T) {
 	}
 	e.settled(s)
 	recs, _ := s.Events(0)
-	if last := recs[len(recs)-1]; last.Type != string(EvDiscarded) {
+	if last := recs[len(recs)-1]; last.Type != string(event.TypeDiscarded) {
 		t.Errorf("recorded after the discard: %s %s", last.Type, last.Data)
 	}
-	for _, f := range e.events(s, EvTurnFailed) {
+	for _, f := range e.events(s, event.TypeTurnFailed) {
 		t.Errorf("turn failed: %v", f)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/model/scripted"
 	"github.com/arborhq/arbor/workspace"
 )
@@ -127,7 +128,7 @@ func (e *testEnv) quiet(s *Session) bool {
 }
 
 // events returns the session's events of one type, decoded.
-func (e *testEnv) events(s *Session, typ EventType) []map[string]any {
+func (e *testEnv) events(s *Session, typ event.Type) []map[string]any {
 	e.t.Helper()
 	recs, err := s.Events(0)
 	if err != nil {

@@ -10,33 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/agents/model"
 	"github.com/arborhq/arbor/gitstate"
 )
-
-// Event types of the git operations on sessions.
-const (
-	EvForked    EventType = "forked"
-	EvAccepted  EventType = "accepted"
-	EvMerged    EventType = "merged"
-	EvDiscarded EventType = "discarded"
-)
-
-// forkedEvent is a fork's history by reference: the conversation is the source's records up to
-// Seq, replayed, so a fork costs one record however long the source's log is.
-type forkedEvent struct {
-	Source string `json:"source"`
-	Seq    uint64 `json:"seq"`
-	Commit string `json:"commit"` // the checkpoint the fork's branch starts at
-	Turns  int    `json:"turns"`  // turns of the source up to Seq
-}
-
-// checkpointRec is one commit on a session's branch, in log order.
-type checkpointRec struct {
-	Turn   int    `json:"turn"`
-	Commit string `json:"commit"`
-}
 
 // Fork makes a new root session from the history of session id up to event atSeq (0 = all of
 // it): its branch starts at the latest checkpoint at or before that point (the base commit if
@@ -94,14 +72,16 @@ func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string
 		repo.Discard(context.WithoutCancel(ctx), meta.Worktree, meta.Branch, false)
 		return nil, err
 	}
-	if _, err := sess.append(ctx, EvSessionCreated, meta); err != nil {
+	if _, err := sess.append(ctx, meta); err != nil {
 		return nil, err
 	}
-	rec, err := sess.append(ctx, EvForked, forkedEvent{Source: src.meta.ID, Seq: atSeq, Commit: commit, Turns: turns})
+	rec, err := sess.append(ctx, event.Forked{Source: src.meta.ID, Seq: atSeq, Commit: commit, Turns: turns})
 	if err != nil {
 		return nil, err
 	}
 	sess.replay([]eventlog.Record{rec})
+	// Visible from here on, admitted while its worktree is prepared (which may take minutes).
+	sess.setState(ctx, Admitted, "")
 	// Like any new worktree, a fork's gets the untracked files and setup arbor.json lists.
 	if err := sess.setupWorktree(ctx); err != nil {
 		sess.mu.Lock()
@@ -114,9 +94,7 @@ func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string
 
 // replayFork rebuilds a fork's inherited state from its source's log: conversation, turn count
 // and branch head. The caller (replay) holds s.mu.
-func (s *Session) replayFork(r eventlog.Record) {
-	var f forkedEvent
-	json.Unmarshal(r.Data, &f)
+func (s *Session) replayFork(f event.Forked) {
 	recs, err := s.svc.history(s.ws, f.Source, f.Seq)
 	if err != nil {
 		s.svc.log.Error("replay fork", "session", s.meta.ID, "source", f.Source, "err", err)
@@ -145,27 +123,23 @@ func closeForkedCells(recs []eventlog.Record) []eventlog.Record {
 	open := map[string]bool{}
 	var order []string
 	for _, r := range recs {
-		switch EventType(r.Type) {
-		case EvAssistantMessage:
-			var a assistantEvent
-			json.Unmarshal(r.Data, &a)
+		switch event.Type(r.Type) {
+		case event.TypeAssistantMessage:
+			a, _ := event.As[event.AssistantMessage](event.TypeAssistantMessage, r.Data)
 			for _, c := range a.ToolCalls {
 				open[c.ID] = true
 				order = append(order, c.ID)
 			}
-		case EvToolFinished:
-			var t struct {
-				CallID string `json:"callId"`
-			}
-			json.Unmarshal(r.Data, &t)
+		case event.TypeToolFinished:
+			t, _ := event.As[event.ToolFinished](event.TypeToolFinished, r.Data)
 			delete(open, t.CallID)
 		}
 	}
 	for _, id := range order {
 		if open[id] {
-			data, _ := json.Marshal(map[string]string{"callId": id,
-				"output": "[arbor] the session was forked while this cell ran; its result is not part of this session's history"})
-			recs = append(recs, eventlog.Record{Type: string(EvToolFinished), Data: data})
+			data, _ := json.Marshal(event.ToolFinished{CallID: id,
+				Output: "[arbor] the session was forked while this cell ran; its result is not part of this session's history"})
+			recs = append(recs, eventlog.Record{Type: string(event.TypeToolFinished), Data: data})
 		}
 	}
 	return recs
@@ -192,8 +166,8 @@ func (s *Service) history(ws *Workspace, id string, upTo uint64) ([]eventlog.Rec
 		if r.Seq > upTo {
 			break
 		}
-		switch EventType(r.Type) {
-		case EvUserMessage, EvAssistantMessage, EvToolFinished, EvTurnStarted, EvCheckpoint, EvCompaction, EvForked:
+		switch event.Type(r.Type) {
+		case event.TypeUserMessage, event.TypeAssistantMessage, event.TypeToolFinished, event.TypeTurnStarted, event.TypeCheckpoint, event.TypeCompaction, event.TypeForked:
 			out = append(out, r)
 		}
 	}
@@ -202,25 +176,26 @@ func (s *Service) history(ws *Workspace, id string, upTo uint64) ([]eventlog.Rec
 
 // checkpointsOf lists the commits of session id's history up to seq, inherited ones of a fork
 // first, and the number of turns started by then.
-func (s *Service) checkpointsOf(ws *Workspace, id string, upTo uint64) ([]checkpointRec, int, error) {
+func (s *Service) checkpointsOf(ws *Workspace, id string, upTo uint64) ([]event.Checkpoint, int, error) {
 	recs, err := s.history(ws, id, upTo)
 	if err != nil {
 		return nil, 0, err
 	}
-	var cps []checkpointRec
+	var cps []event.Checkpoint
 	turns := 0
 	for _, r := range recs {
-		switch EventType(r.Type) {
-		case EvTurnStarted:
+		switch event.Type(r.Type) {
+		case event.TypeTurnStarted:
 			turns++
-		case EvCheckpoint:
-			var c checkpointRec
-			if err := json.Unmarshal(r.Data, &c); err == nil && c.Commit != "" {
+		case event.TypeCheckpoint:
+			if c, err := event.As[event.Checkpoint](event.TypeCheckpoint, r.Data); err == nil && c.Commit != "" {
 				cps = append(cps, c)
 			}
-		case EvForked:
-			var f forkedEvent
-			json.Unmarshal(r.Data, &f)
+		case event.TypeForked:
+			f, err := event.As[event.Forked](event.TypeForked, r.Data)
+			if err != nil {
+				return nil, 0, fmt.Errorf("session %s event %d: %w", id, r.Seq, err)
+			}
 			inherited, n, err := s.checkpointsOf(ws, f.Source, f.Seq)
 			if err != nil {
 				return nil, 0, err

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/model"
 )
 
@@ -111,7 +112,7 @@ func TestFullDiskStop(t *testing.T) {
 	f.Close()
 	for _, pad := range []string{strings.Repeat("p", 200), ""} {
 		for i := 0; i < 100; i++ {
-			if _, err := s.append(context.Background(), "p", pad); err != nil {
+			if _, err := s.append(context.Background(), event.ModelRetry{Error: pad}); err != nil {
 				break
 			}
 		}
@@ -127,7 +128,7 @@ func TestFullDiskStop(t *testing.T) {
 	if err := e.svc.Stop(context.Background(), s.meta.ID); err != nil {
 		t.Fatalf("stop again once there is room: %v", err)
 	}
-	states := e.events(s, EvStateChanged)
+	states := e.events(s, event.TypeStateChanged)
 	if last := states[len(states)-1]["state"]; last != "stopped" {
 		t.Fatalf("last state record %v, want stopped", last)
 	}

@@ -2,11 +2,11 @@ package agents
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/gitstate"
 )
@@ -60,7 +60,7 @@ func (s *Service) AcceptAt(ctx context.Context, id, head string, files []string,
 	if merge {
 		mode = "merge"
 	}
-	sess.append(ctx, EvAccepted, map[string]any{"commit": res.Commit, "branch": res.Branch, "files": res.Files, "mode": mode})
+	sess.append(ctx, event.Accepted{Commit: res.Commit, Branch: res.Branch, Files: res.Files, Mode: mode})
 	return res, nil
 }
 
@@ -121,7 +121,7 @@ func (s *Service) mergeChild(ctx context.Context, parent, child *Session) (*gits
 		return nil, fmt.Errorf("%w: merge %s into %s: a discarded session has no worktree or branch", ErrInvalidState, shortID(child.meta.ID), shortID(parent.meta.ID))
 	}
 	repo := parent.ws.Repo
-	if _, err := parent.commitWorktree(ctx, "before merging subagent "+child.label(), nil); err != nil {
+	if _, err := parent.commitWorktree(ctx, "before merging subagent "+child.label()); err != nil {
 		return nil, fmt.Errorf("merge %s: checkpoint the parent first: %w", child.label(), err)
 	}
 	msg := fmt.Sprintf("arbor: merge subagent %s (%s)\n\n%s\n\nArbor-Session: %s\n", child.label(), child.meta.Branch, firstLine(child.meta.Task), child.meta.ID)
@@ -129,14 +129,14 @@ func (s *Service) mergeChild(ctx context.Context, parent, child *Session) (*gits
 	if err != nil {
 		return nil, fmt.Errorf("merge %s into %s: %w", child.label(), shortID(parent.meta.ID), err)
 	}
-	parent.append(ctx, EvMerged, map[string]any{"child": child.meta.ID, "branch": child.meta.Branch, "commit": res.Commit, "files": res.Files})
-	parent.recordCheckpoint(ctx, res.Commit, map[string]any{"merged": child.meta.ID})
+	parent.append(ctx, event.Merged{Child: child.meta.ID, Branch: child.meta.Branch, Commit: res.Commit, Files: res.Files})
+	parent.recordCheckpoint(ctx, res.Commit, child.meta.ID)
 	return res, nil
 }
 
 // commitWorktree checkpoints the session's worktree outside a turn boundary (before a merge or
 // a discard), recording it like a turn's checkpoint so forks and per-turn diffs see it.
-func (s *Session) commitWorktree(ctx context.Context, why string, extra map[string]any) (bool, error) {
+func (s *Session) commitWorktree(ctx context.Context, why string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	s.mu.Lock()
@@ -147,19 +147,18 @@ func (s *Session) commitWorktree(ctx context.Context, why string, extra map[stri
 	if err != nil || !changed {
 		return false, err
 	}
-	s.recordCheckpoint(ctx, commit, extra)
+	s.recordCheckpoint(ctx, commit, "")
 	return true, nil
 }
 
-func (s *Session) recordCheckpoint(ctx context.Context, commit string, extra map[string]any) {
+// recordCheckpoint records a commit made outside a turn boundary; merged names the child
+// session whose merge made it.
+func (s *Session) recordCheckpoint(ctx context.Context, commit, merged string) {
 	s.mu.Lock()
 	s.head = commit
-	data := map[string]any{"turn": s.turn, "commit": commit}
+	cp := event.Checkpoint{Turn: s.turn, Commit: commit, Merged: merged}
 	s.mu.Unlock()
-	for k, v := range extra {
-		data[k] = v
-	}
-	s.append(ctx, EvCheckpoint, data)
+	s.append(ctx, cp)
 }
 
 // Discard stops the session if it is live and removes its worktree. Its branch is deleted when
@@ -182,7 +181,7 @@ func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate
 		return nil, fmt.Errorf("discard %s: wait for its turn to end: %w", shortID(sess.meta.ID), err)
 	}
 	if !force {
-		if _, err := sess.commitWorktree(ctx, "kept on discard", nil); err != nil {
+		if _, err := sess.commitWorktree(ctx, "kept on discard"); err != nil {
 			return nil, fmt.Errorf("discard %s: keep its uncommitted work: %w (discard --force drops it)", shortID(sess.meta.ID), err)
 		}
 	}
@@ -190,8 +189,8 @@ func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate
 	if err != nil {
 		return res, fmt.Errorf("session %s: %w", shortID(sess.meta.ID), err)
 	}
-	sess.append(ctx, EvDiscarded, map[string]any{"branch": sess.meta.Branch, "worktreeRemoved": res.Removed,
-		"branchDeleted": res.Deleted, "archived": res.Archived, "force": force})
+	sess.append(ctx, event.Discarded{Branch: sess.meta.Branch, WorktreeRemoved: res.Removed,
+		BranchDeleted: res.Deleted, Archived: res.Archived, Force: force})
 	sess.announce()
 	return res, nil
 }
@@ -199,15 +198,17 @@ func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate
 // Discarded returns the data of the session's discarded event — where its branch went — if it
 // was discarded. It reads the log, so it holds across a daemon restart without more state;
 // discards are rare and so are these checks.
-func (s *Session) Discarded() (map[string]any, bool) {
-	var data map[string]any
+func (s *Session) Discarded() (event.Discarded, bool) {
+	var d event.Discarded
+	found := false
 	s.log.Scan(0, func(r eventlog.Record) error {
-		if r.Type == string(EvDiscarded) {
-			json.Unmarshal(r.Data, &data)
+		if r.Type == string(event.TypeDiscarded) {
+			d, _ = event.As[event.Discarded](event.TypeDiscarded, r.Data)
+			found = true
 		}
 		return nil
 	})
-	return data, data != nil
+	return d, found
 }
 
 func (s *Session) discarded() bool {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/gitstate"
 )
 
@@ -37,8 +38,8 @@ func checkpoints(t *testing.T, s *Session) []seqCheckpoint {
 	}
 	var out []seqCheckpoint
 	for _, r := range recs {
-		if r.Type == string(EvCheckpoint) {
-			var c checkpointRec
+		if r.Type == string(event.TypeCheckpoint) {
+			var c event.Checkpoint
 			json.Unmarshal(r.Data, &c)
 			out = append(out, seqCheckpoint{r.Seq, c.Commit})
 		}
@@ -106,7 +107,7 @@ func TestForkAtTwoPoints(t *testing.T) {
 	// Forked inside a cell, the fork learns why the cell has no result.
 	var inCell uint64
 	for _, r := range before {
-		if r.Type == string(EvToolStarted) {
+		if r.Type == string(event.TypeToolStarted) {
 			inCell = r.Seq
 			break
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 )
 
 // hostHandler answers the session's kernel over the host bridge. The caller's identity is the
@@ -26,11 +25,6 @@ var hostMethods = map[string]hostMethod{
 func (h hostHandler) HandleHost(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	m, ok := hostMethods[method]
 	if !ok {
-		for _, family := range []string{"harness.", "refine.", "goal.", "heartbeat."} {
-			if strings.HasPrefix(method, family) {
-				return nil, fmt.Errorf("%s is not available in this version of Arbor (the continual harness, goals and heartbeats come later); keep notes in files in your worktree for now", strings.TrimSuffix(family, "."))
-			}
-		}
 		return nil, fmt.Errorf("unknown host method %q", method)
 	}
 	return m(ctx, h.s, params)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/kernel"
 )
 
@@ -37,7 +38,7 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 	if s.kern != nil {
 		select {
 		case <-s.kern.Done():
-			s.append(ctx, EvKernel, map[string]any{"event": "died", "pid": s.kern.PID()})
+			s.append(ctx, event.Kernel{Event: "died", PID: s.kern.PID()})
 			s.kern.Close(ctx)
 			s.kern = nil
 			s.live.Store(false)
@@ -64,17 +65,17 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 	}
 	k, err := s.svc.kernels.Start(ctx, opts)
 	if err != nil {
-		s.append(ctx, EvKernel, map[string]any{"event": "start_failed", "error": err.Error()})
+		s.append(ctx, event.Kernel{Event: "start_failed", Error: err.Error()})
 		return nil, "", fmt.Errorf("start kernel: %w", err)
 	}
 	s.kern = k
 	s.live.Store(true)
-	data := map[string]any{"event": "started", "pid": k.PID()}
+	started := event.Kernel{Event: "started", PID: k.PID()}
 	if m := k.Restored(); m != nil {
 		notice = "this kernel was restarted and the namespace restored: " + m.Summary()
-		data["restored"] = m.Summary()
+		started.Restored = m.Summary()
 	}
-	s.append(ctx, EvKernel, data)
+	s.append(ctx, started)
 	return k, notice, nil
 }
 
@@ -116,9 +117,9 @@ func (s *Session) goInactive() {
 	s.kmu.Unlock()
 	if k != nil {
 		if m, err := k.Snapshot(ctx, s.snapshotDir()); err != nil {
-			s.append(ctx, EvKernel, map[string]any{"event": "snapshot_failed", "error": err.Error()})
+			s.append(ctx, event.Kernel{Event: "snapshot_failed", Error: err.Error()})
 		} else {
-			s.append(ctx, EvKernel, map[string]any{"event": "snapshot", "summary": m.Summary()})
+			s.append(ctx, event.Kernel{Event: "snapshot", Summary: m.Summary()})
 		}
 	}
 	s.stopKernel(ctx)

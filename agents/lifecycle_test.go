@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/arborhq/arbor/agents/event"
 )
 
 const reviveScript = `{"rules":[
@@ -25,19 +27,19 @@ func TestIdleSessionGoesInactiveAndRevivesWithNamespace(t *testing.T) {
 		t.Fatal("an inactive session still has a kernel")
 	}
 	var snap bool
-	for _, k := range e.events(s, EvKernel) {
+	for _, k := range e.events(s, event.TypeKernel) {
 		if k["event"] == "snapshot" {
 			snap = true
 		}
 	}
 	if !snap {
-		t.Fatalf("no snapshot before going inactive: %v", e.events(s, EvKernel))
+		t.Fatalf("no snapshot before going inactive: %v", e.events(s, event.TypeKernel))
 	}
 	if _, err := e.svc.Send(context.Background(), s.meta.ID, "what is x plus one?", "auto"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("revived turn", func() bool { return len(e.events(s, EvToolFinished)) == 2 })
-	out := fmt.Sprint(e.events(s, EvToolFinished)[1]["output"])
+	e.waitFor("revived turn", func() bool { return len(e.events(s, event.TypeToolFinished)) == 2 })
+	out := fmt.Sprint(e.events(s, event.TypeToolFinished)[1]["output"])
 	if !strings.Contains(out, "42") || !strings.Contains(out, "restored") {
 		t.Errorf("revived kernel output = %q, want 42 and a note about the restored namespace", out)
 	}
@@ -59,7 +61,7 @@ func TestSandboxFromConfig(t *testing.T) {
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"sandbox":"bwrap"}`), 0o644)
 	s := e.create("escape the worktree")
 	e.settled(s)
-	outs := e.events(s, EvToolFinished)
+	outs := e.events(s, event.TypeToolFinished)
 	if len(outs) == 0 {
 		t.Fatal("no tool result")
 	}

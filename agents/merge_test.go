@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/gitstate"
 )
 
@@ -36,7 +37,7 @@ func TestChildMergeIntoParent(t *testing.T) {
 	}
 	e.send(parent, "merge now")
 
-	outs := e.events(parent, EvToolFinished)
+	outs := e.events(parent, event.TypeToolFinished)
 	last := fmt.Sprint(outs[len(outs)-1]["output"])
 	if !strings.Contains(last, "merged ['alpha.txt', 'shared.txt'] into "+parent.meta.Branch) {
 		t.Errorf("merging alpha from the cell: %s", last)
@@ -67,7 +68,7 @@ func TestChildMergeIntoParent(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(parent.meta.Worktree, "shared.txt")); string(got) != "alpha\n" {
 		t.Errorf("the parent's shared.txt = %q", got)
 	}
-	if ev := e.events(parent, EvMerged); len(ev) != 1 || ev[0]["child"] != alpha.meta.ID {
+	if ev := e.events(parent, event.TypeMerged); len(ev) != 1 || ev[0]["child"] != alpha.meta.ID {
 		t.Errorf("merged events %v", ev)
 	}
 	parent.mu.Lock()
@@ -94,7 +95,7 @@ func TestChildMergeIntoParent(t *testing.T) {
 	if got := git(t, e.repo, "show", tip+":gamma.txt"); got != "g\n" || revParse(t, e.repo, tip) != res.Commit {
 		t.Errorf("gamma.txt on the parent = %q after merge %s", got, res.Commit)
 	}
-	if cps := e.events(parent, EvCheckpoint); len(cps) == 0 || cps[len(cps)-1]["merged"] != gamma.meta.ID {
+	if cps := e.events(parent, event.TypeCheckpoint); len(cps) == 0 || cps[len(cps)-1]["merged"] != gamma.meta.ID {
 		t.Errorf("the merge was not recorded as the parent's checkpoint: %v", cps)
 	}
 	if _, err := e.svc.Merge(ctx, parent.meta.ID); !errors.Is(err, ErrInvalidState) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/arborhq/arbor/agents/event"
 )
 
 // Messaging limits: a message is at most MaxMessageBytes; a recipient holds at most
@@ -152,13 +154,13 @@ func hostSend(ctx context.Context, s *Session, raw json.RawMessage) (any, error)
 	if !s.rate.allow(time.Now()) {
 		return nil, fmt.Errorf("agent_message.send: rate limit: at most %d messages per %v; batch what you have to say", rateBurst, rateWindow)
 	}
-	var receipts []map[string]string
+	var receipts []event.Receipt
 	for _, r := range to {
 		status, err := r.deliverFrom(ctx, s, p.Text, p.Mode)
 		if err != nil {
 			return nil, fmt.Errorf("agent_message.send to %s: %w", r.label(), err)
 		}
-		receipts = append(receipts, map[string]string{"to": r.meta.ID, "name": r.meta.Name, "role": s.relation(r), "status": status})
+		receipts = append(receipts, event.Receipt{To: r.meta.ID, Name: r.meta.Name, Role: s.relation(r), Status: status})
 		if s.relation(r) == "parent" {
 			s.mu.Lock()
 			s.toldParent = true
@@ -168,7 +170,7 @@ func hostSend(ctx context.Context, s *Session, raw json.RawMessage) (any, error)
 	s.mu.Lock()
 	s.usage.Messages++
 	s.mu.Unlock()
-	s.append(ctx, EvMessageSent, map[string]any{"text": p.Text, "receipts": receipts})
+	s.append(ctx, event.MessageSent{Text: p.Text, Receipts: receipts})
 	if len(receipts) == 1 {
 		return receipts[0], nil
 	}
@@ -228,7 +230,7 @@ func hostInbox(ctx context.Context, s *Session, raw json.RawMessage) (any, error
 	s.mu.Unlock()
 	out := []map[string]any{}
 	for _, m := range msgs {
-		s.append(ctx, EvUserMessage, userEvent{Text: m.Text, From: m.From, QueuedSeq: m.Seq, Via: "inbox"})
+		s.append(ctx, event.UserMessage{Text: m.Text, From: m.From, QueuedSeq: m.Seq, Via: "inbox"})
 		out = append(out, map[string]any{"from": m.From, "text": m.Text, "seq": m.Seq})
 	}
 	return out, nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/gitstate"
 )
 
@@ -45,7 +46,7 @@ func TestReconcileAfterDiscard(t *testing.T) {
 	if st := git(t, lost.meta.Worktree, "status", "--porcelain"); st != "" {
 		t.Errorf("recreated worktree is not clean:\n%s", st)
 	}
-	if ev := e.events(lost, EvRecovered); len(ev) != 1 || !strings.Contains(fmt.Sprint(ev[0]["worktree"]), "recreated") {
+	if ev := e.events(lost, event.TypeRecovered); len(ev) != 1 || !strings.Contains(fmt.Sprint(ev[0]["worktree"]), "recreated") {
 		t.Errorf("recovered events: %v", ev)
 	}
 	list := git(t, e.repo, "worktree", "list")

@@ -2,12 +2,12 @@ package agents
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/agents/model"
 	"github.com/arborhq/arbor/kernel"
@@ -86,7 +86,7 @@ func (s *Service) reconcile(ctx context.Context, ws *Workspace, unreadable map[s
 	}
 	for _, id := range rep.Recreated {
 		if sess, err := s.Get(id); err == nil {
-			sess.append(ctx, EvRecovered, map[string]any{"worktree": "recreated from branch " + sess.meta.Branch})
+			sess.append(ctx, event.Recovered{Worktree: "recreated from branch " + sess.meta.Branch})
 		}
 	}
 	if len(rep.Orphans)+len(rep.Recreated)+len(rep.StaleLocks)+len(rep.Problems) > 0 {
@@ -110,12 +110,12 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w (run `arbor fsck`)", id, err)
 	}
-	if len(recs) == 0 || recs[0].Type != string(EvSessionCreated) {
+	if len(recs) == 0 || recs[0].Type != string(event.TypeSessionCreated) {
 		return nil, fmt.Errorf("session %s: log %s does not start with session_created", id, path)
 	}
-	var meta Meta
-	if err := json.Unmarshal(recs[0].Data, &meta); err != nil {
-		return nil, fmt.Errorf("session %s: session_created: %w", id, err)
+	meta, err := event.As[event.SessionCreated](event.TypeSessionCreated, recs[0].Data)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
 	cfg, err := ws.config(s.opts.Overrides)
 	if err != nil {
@@ -130,9 +130,18 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 		return nil, err
 	}
 	sess.replay(recs)
+	if meta.ForkOf == "" && !hasRecord(recs, event.TypeMessageQueued) {
+		// The daemon died between the session's first records and its task: queue it now,
+		// so the session does what it was created for.
+		if rec, err := sess.append(ctx, event.MessageQueued{From: "task", Text: meta.Task, Mode: "follow_up"}); err == nil {
+			sess.mu.Lock()
+			sess.pending = append(sess.pending, pendingMsg{Seq: rec.Seq, From: "task", Text: meta.Task, Mode: "follow_up"})
+			sess.mu.Unlock()
+		}
+	}
 	st := sess.State()
-	if st == Running || st == Admitted || st == Idle {
-		sess.append(ctx, EvRecovered, map[string]any{"previousState": st.String()})
+	if st == event.Unknown || st == Running || st == Admitted || st == Idle {
+		sess.append(ctx, event.Recovered{PreviousState: st})
 		sess.setState(ctx, Inactive, "")
 	}
 	sess.mu.Lock()
@@ -149,113 +158,77 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 }
 
 // replay rebuilds the in-memory state from the log: state, usage, conversation, pending
-// messages and the latest checkpoint.
+// messages and the latest checkpoint. A record that does not decode is logged and skipped: a
+// field of the wrong shape must not make a whole session unrecoverable.
 func (s *Session) replay(recs []eventlog.Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delivered := map[uint64]bool{}
 	var queued []pendingMsg
 	for _, r := range recs {
-		switch EventType(r.Type) {
-		case EvStateChanged:
-			var d struct{ State, Reason string }
-			json.Unmarshal(r.Data, &d)
+		p, err := event.Decode(event.Type(r.Type), r.Data)
+		if err != nil {
+			s.svc.log.Warn("replay: skip record", "session", s.meta.ID, "seq", r.Seq, "err", err)
+			continue
+		}
+		switch d := p.(type) {
+		case event.StateChanged:
 			// Stopped is final here as in a live session: logs written before state changes
 			// were serialised can hold a late running or idle record after it.
-			if st, err := ParseState(d.State); err == nil && s.state != Stopped {
-				s.state, s.errMsg = st, d.Reason
+			if s.state != Stopped {
+				s.state, s.errMsg = d.State, ""
+				if d.State == Failed {
+					s.errMsg = d.Reason
+				}
 			}
-		case EvMessageQueued:
-			var m pendingMsg
-			json.Unmarshal(r.Data, &m)
-			m.Seq = r.Seq
-			queued = append(queued, m)
-			if m.From == "user" {
+		case event.MessageQueued:
+			queued = append(queued, pendingMsg{Seq: r.Seq, From: d.From, Text: d.Text, Mode: d.Mode})
+			if d.From == "user" {
 				s.usage.HumanInterventions++
 			}
-		case EvMessageSent:
-			var m struct {
-				Text string `json:"text"`
-			}
-			json.Unmarshal(r.Data, &m)
-			if m.Text != "" {
+		case event.MessageSent:
+			if d.Text != "" {
 				s.usage.Messages++
 			}
-		case EvUserMessage:
-			var u userEvent
-			json.Unmarshal(r.Data, &u)
-			delivered[u.QueuedSeq] = true
-			if u.Via != "inbox" {
-				s.conv = append(s.conv, model.Message{Role: "user", Content: u.Text})
+		case event.UserMessage:
+			delivered[d.QueuedSeq] = true
+			if d.Via != "inbox" {
+				s.conv = append(s.conv, model.Message{Role: "user", Content: d.Text})
 			}
-		case EvAssistantMessage:
-			var a assistantEvent
-			json.Unmarshal(r.Data, &a)
-			s.conv = append(s.conv, model.Message{Role: "assistant", Content: a.Text, ToolCalls: a.ToolCalls})
+		case event.AssistantMessage:
+			s.conv = append(s.conv, model.Message{Role: "assistant", Content: d.Text, ToolCalls: toolCallsModel(d.ToolCalls)})
 			s.usage.ModelCalls++
-			s.usage.InputTokens += a.Usage.InputTokens
-			s.usage.OutputTokens += a.Usage.OutputTokens
-			s.usage.CostUSD += a.Usage.CostUSD
-			s.usage.Retries += int64(a.Retries)
-		case EvToolFinished:
-			var t struct {
-				CallID string `json:"callId"`
-				Output string `json:"output"`
-			}
-			json.Unmarshal(r.Data, &t)
-			s.conv = append(s.conv, model.Message{Role: "tool", ToolCallID: t.CallID, Content: t.Output})
+			s.usage.addTokens(d.Usage)
+			s.usage.Retries += int64(d.Retries)
+		case event.ToolFinished:
+			s.conv = append(s.conv, model.Message{Role: "tool", ToolCallID: d.CallID, Content: d.Output})
 			s.usage.KernelExecs++
-		case EvCompaction:
-			var c struct {
-				Summary       string      `json:"summary"`
-				LiveVariables string      `json:"liveVariables"`
-				Kept          int         `json:"kept"`
-				Usage         model.Usage `json:"usage"`
-			}
-			json.Unmarshal(r.Data, &c)
+		case event.Compaction:
 			s.usage.ModelCalls++
-			s.usage.InputTokens += c.Usage.InputTokens
-			s.usage.OutputTokens += c.Usage.OutputTokens
-			s.usage.CostUSD += c.Usage.CostUSD
-			keep := min(c.Kept, len(s.conv))
-			s.conv = append([]model.Message{{Role: "user", Content: summaryMessage(s.meta.Task, c.Summary, c.LiveVariables)}}, s.conv[len(s.conv)-keep:]...)
-		case EvSubagentSpawned:
+			s.usage.addTokens(d.Usage)
+			keep := min(d.Kept, len(s.conv))
+			s.conv = append([]model.Message{{Role: "user", Content: summaryMessage(s.meta.Task, d.Summary, d.LiveVariables)}}, s.conv[len(s.conv)-keep:]...)
+		case event.SubagentSpawned:
 			// The parent's own log names its children, so links survive a restart whatever
 			// order the sessions are recovered in.
-			var c struct {
-				ID string `json:"id"`
+			if d.ID != "" {
+				s.children = append(s.children, d.ID)
 			}
-			json.Unmarshal(r.Data, &c)
-			if c.ID != "" {
-				s.children = append(s.children, c.ID)
-			}
-		case EvTurnStarted:
+		case event.TurnStarted:
 			s.turn++
-		case EvCheckpoint:
-			var c struct{ Commit string }
-			json.Unmarshal(r.Data, &c)
-			s.head = c.Commit
-		case EvForked:
-			s.replayFork(r)
-		case EvTurnFailed:
+		case event.Checkpoint:
+			s.head = d.Commit
+		case event.Forked:
+			s.replayFork(d)
+		case event.TurnFailed:
 			// The live session answered the tool calls the failed turn left open; so does replay,
 			// at the same point (a failed checkpoint is recorded the same way but closes nothing).
-			var d struct {
-				Error      string `json:"error"`
-				Checkpoint bool   `json:"checkpoint"`
-			}
-			json.Unmarshal(r.Data, &d)
 			if !d.Checkpoint {
 				s.conv = closeDanglingToolCalls(s.conv, turnFailedNote(d.Error))
 			}
-		case EvWorktreeSetup:
+		case event.WorktreeSetup:
 			// A root session's task carries a setup failure; a fork has no task of its own,
 			// so the failure is a note in its conversation.
-			var d struct {
-				OK    bool   `json:"ok"`
-				Error string `json:"error"`
-			}
-			json.Unmarshal(r.Data, &d)
 			if s.meta.ForkOf != "" && !d.OK {
 				s.conv = append(s.conv, setupFailedNote(d.Error))
 			}
@@ -269,6 +242,15 @@ func (s *Session) replay(recs []eventlog.Record) {
 	// A tool call without a result (the daemon died mid-cell) still needs an answer for the
 	// conversation to be valid for the model.
 	s.conv = closeDanglingToolCalls(s.conv, "[arbor] this cell was interrupted when the daemon stopped; its result is unknown")
+}
+
+func hasRecord(recs []eventlog.Record, t event.Type) bool {
+	for _, r := range recs {
+		if r.Type == string(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // closeDanglingToolCalls answers every tool call of conv that has no result with note.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/gitstate"
 	"github.com/arborhq/arbor/workspace"
 )
@@ -132,7 +133,7 @@ func TestRecoveredSessionWithoutModelFailsClearly(t *testing.T) {
 	}
 	// The failed turn took the message: it does not retry on it in a loop.
 	time.Sleep(200 * time.Millisecond)
-	if n := len(e.events(s2, EvTurnStarted)); n != 2 {
+	if n := len(e.events(s2, event.TypeTurnStarted)); n != 2 {
 		t.Errorf("%d turns recorded, want 2 (the first, and the one that failed once)", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/kernel"
 	"github.com/arborhq/arbor/workspace"
@@ -124,8 +125,20 @@ func (s *Service) eachListener(f func(Listener)) {
 	}
 }
 
-// Get resolves an id or a unique prefix of at least 4 characters.
+// Get resolves an id or a unique prefix of at least 4 characters. A session is known only
+// once its first state is recorded: before that it may still be undone.
 func (s *Service) Get(id string) (*Session, error) {
+	sess, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	if sess.State() == event.Unknown {
+		return nil, fmt.Errorf("%w %q: it is still being created; try again in a moment", ErrUnknownSession, id)
+	}
+	return sess, nil
+}
+
+func (s *Service) lookup(id string) (*Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess, ok := s.sessions[id]; ok {
@@ -170,7 +183,9 @@ func (s *Service) List(dir string) ([]Info, error) {
 	s.mu.Unlock()
 	infos := make([]Info, 0, len(all))
 	for _, sess := range all {
-		infos = append(infos, s.info(sess))
+		if in := s.info(sess); in.State != event.Unknown { // not yet created: not shown
+			infos = append(infos, in)
+		}
 	}
 	sort.Slice(infos, func(i, j int) bool {
 		if infos[i].Depth != infos[j].Depth {

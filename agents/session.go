@@ -9,28 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/agents/model"
 	"github.com/arborhq/arbor/kernel"
 	"github.com/arborhq/arbor/workspace"
 )
 
-// Meta is what a session is, fixed at creation and recorded in session_created.
-type Meta struct {
-	ID         string    `json:"id"`
-	Parent     string    `json:"parent,omitempty"`
-	Name       string    `json:"name,omitempty"`
-	Task       string    `json:"task"`
-	Model      string    `json:"model"`
-	Branch     string    `json:"branch"`
-	Worktree   string    `json:"worktree"`
-	BaseCommit string    `json:"baseCommit"`
-	ForkOf     string    `json:"forkOf,omitempty"`
-	ForkSeq    uint64    `json:"forkSeq,omitempty"`
-	Workspace  string    `json:"workspace"`
-	Created    time.Time `json:"created"`
-	Selection  string    `json:"selection,omitempty"`
-}
+// Meta is what a session is, fixed at creation and recorded as its first event.
+type Meta = event.SessionCreated
 
 // Info is a snapshot of a session for clients.
 type Info struct {
@@ -133,12 +120,13 @@ func (s *Session) busy() bool {
 
 // append writes one event durably, then tells listeners. Durable writes outlive the request
 // or turn that caused them.
-func (s *Session) append(ctx context.Context, typ EventType, data any) (eventlog.Record, error) {
+func (s *Session) append(ctx context.Context, p event.Payload) (eventlog.Record, error) {
+	typ := p.EventType()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	s.amu.Lock()
 	defer s.amu.Unlock()
-	rec, err := s.log.Append(ctx, string(typ), data)
+	rec, err := s.log.Append(ctx, string(typ), p)
 	if err != nil {
 		s.svc.log.Error("append event", "session", s.meta.ID, "type", typ, "err", err)
 		return rec, fmt.Errorf("session %s: record %s: %w", s.meta.ID, typ, err)
@@ -184,11 +172,7 @@ func (s *Session) changeStateLocked(ctx context.Context, from []State, st State,
 	if same || final || (from != nil && !slices.Contains(from, cur)) {
 		return false, nil
 	}
-	data := map[string]any{"state": st.String()}
-	if reason != "" {
-		data["reason"] = reason
-	}
-	_, err := s.append(ctx, EvStateChanged, data)
+	_, err := s.append(ctx, event.StateChanged{State: st, Reason: reason})
 	s.mu.Lock()
 	s.state = st
 	s.unrecorded = err != nil
@@ -213,7 +197,7 @@ func (s *Session) startTurn(ctx context.Context, n int) bool {
 		return false
 	}
 	changed, _ := s.changeStateLocked(ctx, nil, Running, "")
-	s.append(ctx, EvTurnStarted, map[string]any{"turn": n})
+	s.append(ctx, event.TurnStarted{Turn: n})
 	s.smu.Unlock()
 	if changed {
 		s.announce()

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/arborhq/arbor/agents/event"
 )
 
 const setupScript = `{"rules":[
@@ -22,11 +24,11 @@ func TestWorktreeSetupFromConfig(t *testing.T) {
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"copy":[".env"],"link":["deps"],"command":"echo prepared > .prepared && test -L deps"}}`), 0o644)
 	s := e.create("setup check")
 	e.settled(s)
-	out := fmt.Sprint(e.events(s, EvToolFinished)[0]["output"])
+	out := fmt.Sprint(e.events(s, event.TypeToolFinished)[0]["output"])
 	if !strings.Contains(out, "SECRET=1 True") {
 		t.Errorf("the cell did not see the copied .env and linked deps: %q", out)
 	}
-	if ev := e.events(s, EvWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != true {
+	if ev := e.events(s, event.TypeWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != true {
 		t.Errorf("worktree_setup events: %v", ev)
 	}
 	if tree := git(t, e.repo, "ls-tree", "-r", "--name-only", s.meta.Branch); strings.Contains(tree, ".env") || strings.Contains(tree, "deps") {
@@ -39,11 +41,11 @@ func TestWorktreeSetupFailureIsReported(t *testing.T) {
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"echo missing toolchain >&2; exit 3"}}`), 0o644)
 	s := e.create("setup that fails")
 	e.settled(s)
-	ev := e.events(s, EvWorktreeSetup)
+	ev := e.events(s, event.TypeWorktreeSetup)
 	if len(ev) != 1 || ev[0]["ok"] != false || !strings.Contains(fmt.Sprint(ev[0]["error"]), "missing toolchain") {
 		t.Fatalf("worktree_setup events: %v", ev)
 	}
-	msgs := e.events(s, EvUserMessage)
+	msgs := e.events(s, event.TypeUserMessage)
 	if !strings.Contains(fmt.Sprint(msgs[0]["text"]), "preparing your worktree failed") {
 		t.Errorf("the model was not told: %v", msgs[0]["text"])
 	}
@@ -64,7 +66,7 @@ func TestForkRunsWorktreeSetup(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(f.meta.Worktree, ".env")); err != nil || string(b) != "SECRET=1\n" {
 		t.Errorf("the fork's worktree lacks the copied .env: %q %v", b, err)
 	}
-	if ev := e.events(f, EvWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != true {
+	if ev := e.events(f, event.TypeWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != true {
 		t.Errorf("fork worktree_setup events: %v", ev)
 	}
 
@@ -74,7 +76,7 @@ func TestForkRunsWorktreeSetup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev := e.events(g, EvWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != false || !strings.Contains(fmt.Sprint(ev[0]["error"]), "no toolchain") {
+	if ev := e.events(g, event.TypeWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != false || !strings.Contains(fmt.Sprint(ev[0]["error"]), "no toolchain") {
 		t.Fatalf("failed fork setup events: %v", ev)
 	}
 	told := func(sess *Session) bool {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/arborhq/arbor/agents/event"
 )
 
 const stopRaceScript = `{"rules":[
@@ -26,7 +28,7 @@ func recordsAfterStop(t *testing.T, s *Session) []string {
 	var after []string
 	stopped := false
 	for _, r := range recs {
-		if r.Type == string(EvStateChanged) {
+		if r.Type == string(event.TypeStateChanged) {
 			var d struct{ State string }
 			json.Unmarshal(r.Data, &d)
 			if d.State == "stopped" {
@@ -63,7 +65,7 @@ func TestStopRacingSendRunsNoTurn(t *testing.T) {
 	for _, s := range sessions {
 		e.waitFor("the stopped session to let go", func() bool { return !s.busy() })
 		for _, typ := range recordsAfterStop(t, s) {
-			if typ == string(EvAssistantMessage) || typ == string(EvTurnStarted) || typ == string(EvToolStarted) {
+			if typ == string(event.TypeAssistantMessage) || typ == string(event.TypeTurnStarted) || typ == string(event.TypeToolStarted) {
 				t.Errorf("%s: %s recorded after stopped: %v", s.label(), typ, recordsAfterStop(t, s))
 				break
 			}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/model"
 	"github.com/arborhq/arbor/workspace"
 )
@@ -28,7 +29,7 @@ func (s *Session) enqueue(ctx context.Context, from, text, mode string) (string,
 		return "", fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, s.meta.ID)
 	}
 	s.mu.Unlock()
-	rec, err := s.append(ctx, EvMessageQueued, pendingMsg{From: from, Text: text, Mode: mode})
+	rec, err := s.append(ctx, event.MessageQueued{From: from, Text: text, Mode: mode})
 	if err != nil {
 		return "", err
 	}
@@ -102,11 +103,11 @@ func (s *Session) runTurns() {
 			s.mu.Unlock()
 			return
 		case errors.Is(err, context.Canceled) && s.svc.ctx.Err() != nil:
-			s.append(s.svc.ctx, EvInterrupted, map[string]any{"turn": turn, "reason": "daemon stopping"})
+			s.append(s.svc.ctx, event.Interrupted{Turn: turn, Reason: "daemon stopping"})
 			return
 		default:
 			why := failureReason(err)
-			s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": why})
+			s.append(ctx, event.TurnFailed{Turn: turn, Error: why})
 			// A tool call the turn did not answer would make the next request invalid.
 			s.mu.Lock()
 			s.conv = closeDanglingToolCalls(s.conv, turnFailedNote(why))
@@ -193,7 +194,7 @@ func (s *Session) runTurn(ctx context.Context) error {
 		s.usage.Retries += int64(reply.Retries)
 		s.mu.Unlock()
 		// The conversation takes the reply once it is recorded, so replay rebuilds the same one.
-		if _, err := s.append(ctx, EvAssistantMessage, assistantEvent{Text: reply.Text, ToolCalls: reply.ToolCalls, Usage: reply.Usage, Retries: reply.Retries}); err != nil {
+		if _, err := s.append(ctx, event.AssistantMessage{Text: reply.Text, ToolCalls: toolCallsEvent(reply.ToolCalls), Usage: usageEvent(reply.Usage), Retries: reply.Retries}); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -224,23 +225,29 @@ func (s *Session) runTurn(ctx context.Context) error {
 func (s *Session) complete(ctx context.Context) (*model.Reply, error) {
 	req := model.Request{System: systemPrompt(s.meta), Messages: s.conversation(),
 		OnRetry: func(n int, err error) {
-			s.append(ctx, EvModelRetry, map[string]any{"retry": n, "error": err.Error()})
+			s.append(ctx, event.ModelRetry{Retry: n, Error: err.Error()})
 		}}
 	return s.client.Complete(ctx, req, nil)
 }
 
-type assistantEvent struct {
-	Text      string           `json:"text"`
-	ToolCalls []model.ToolCall `json:"toolCalls,omitempty"`
-	Usage     model.Usage      `json:"usage"`
-	Retries   int              `json:"retries,omitempty"`
+func toolCallsEvent(calls []model.ToolCall) []event.ToolCall {
+	var out []event.ToolCall
+	for _, c := range calls {
+		out = append(out, event.ToolCall{ID: c.ID, Code: c.Code})
+	}
+	return out
 }
 
-type userEvent struct {
-	Text      string `json:"text"`
-	From      string `json:"from"`
-	QueuedSeq uint64 `json:"queuedSeq"`
-	Via       string `json:"via,omitempty"` // "inbox" when code read it, not the model
+func toolCallsModel(calls []event.ToolCall) []model.ToolCall {
+	var out []model.ToolCall
+	for _, c := range calls {
+		out = append(out, model.ToolCall{ID: c.ID, Code: c.Code})
+	}
+	return out
+}
+
+func usageEvent(u model.Usage) event.TokenUsage {
+	return event.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD, Estimated: u.Estimated}
 }
 
 // deliver moves pending messages into the conversation: all of them at a turn's start, and
@@ -262,7 +269,7 @@ func (s *Session) deliver(ctx context.Context, turnStart bool) error {
 		if m.From != "user" && m.From != "task" {
 			text = fmt.Sprintf("[message from %s]\n%s", m.From, m.Text)
 		}
-		if _, err := s.append(ctx, EvUserMessage, userEvent{Text: text, From: m.From, QueuedSeq: m.Seq}); err != nil {
+		if _, err := s.append(ctx, event.UserMessage{Text: text, From: m.From, QueuedSeq: m.Seq}); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -281,14 +288,14 @@ func (s *Session) conversation() []model.Message {
 // runTool executes one python call, bounding what the model sees. A failing cell is not an
 // error of the turn: its traceback goes to the model.
 func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, error) {
-	if _, err := s.append(ctx, EvToolStarted, map[string]any{"callId": call.ID, "code": call.Code}); err != nil {
+	if _, err := s.append(ctx, event.ToolStarted{CallID: call.ID, Code: call.Code}); err != nil {
 		return "", err
 	}
 	start := time.Now()
 	k, notice, err := s.ensureKernel(ctx)
 	if err != nil {
 		msg := "the python tool is unavailable: " + err.Error()
-		s.append(ctx, EvToolFinished, map[string]any{"callId": call.ID, "status": "unavailable", "output": msg, "error": err.Error()})
+		s.append(ctx, event.ToolFinished{CallID: call.ID, Status: "unavailable", Output: msg, Error: err.Error()})
 		return msg, nil
 	}
 	cellTimeout, _ := s.cfg.Durations()
@@ -298,7 +305,7 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 			return "", ctx.Err()
 		}
 		msg := "the kernel failed: " + err.Error()
-		s.append(ctx, EvToolFinished, map[string]any{"callId": call.ID, "status": "failed", "output": msg, "error": err.Error()})
+		s.append(ctx, event.ToolFinished{CallID: call.ID, Status: "failed", Output: msg, Error: err.Error()})
 		return msg, nil
 	}
 	s.mu.Lock()
@@ -333,20 +340,17 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 			s.svc.log.Warn("keep full output in the kernel", "session", s.meta.ID, "err", err)
 		}
 	}
-	data := map[string]any{
-		"callId": call.ID, "status": res.Status, "output": b.Text, "bytes": b.Bytes,
-		"durationMs": time.Since(start).Milliseconds(), "executionCount": res.ExecutionCount,
+	fin := event.ToolFinished{
+		CallID: call.ID, Status: res.Status, Output: b.Text, Bytes: b.Bytes,
+		DurationMs: time.Since(start).Milliseconds(), ExecutionCount: res.ExecutionCount, Rich: rich,
 	}
 	if b.Cut {
-		data["artifact"] = b.Artifact
-	}
-	if len(rich) > 0 {
-		data["rich"] = rich
+		fin.Artifact = b.Artifact
 	}
 	if res.Error != nil {
-		data["error"] = res.Error.Name + ": " + res.Error.Value
+		fin.Error = res.Error.Name + ": " + res.Error.Value
 	}
-	if _, err := s.append(ctx, EvToolFinished, data); err != nil {
+	if _, err := s.append(ctx, fin); err != nil {
 		return "", err
 	}
 	return b.Text, nil
@@ -368,7 +372,7 @@ func (s *Session) checkpoint(ctx context.Context, turn int) {
 		if w != nil {
 			w.Close()
 		}
-		s.append(ctx, EvTurnFailed, map[string]any{"turn": turn, "error": "checkpoint: " + err.Error(), "checkpoint": true})
+		s.append(ctx, event.TurnFailed{Turn: turn, Error: "checkpoint: " + err.Error(), Checkpoint: true})
 		return
 	}
 	if !changed {
@@ -377,7 +381,7 @@ func (s *Session) checkpoint(ctx context.Context, turn int) {
 	s.mu.Lock()
 	s.head = commit
 	s.mu.Unlock()
-	s.append(ctx, EvCheckpoint, map[string]any{"turn": turn, "commit": commit})
+	s.append(ctx, event.Checkpoint{Turn: turn, Commit: commit})
 }
 
 // touched returns the worktree paths changed since the last checkpoint, or nil (scan

@@ -1,5 +1,7 @@
 package agents
 
+import "github.com/arborhq/arbor/agents/event"
+
 // Usage is the accounting of one session, or of a subtree when rolled up.
 type Usage struct {
 	ModelCalls         int64   `json:"modelCalls"`
@@ -11,6 +13,13 @@ type Usage struct {
 	HumanInterventions int64   `json:"humanInterventions"`
 	Retries            int64   `json:"retries"`
 	HarnessEdits       int64   `json:"harnessEdits"`
+}
+
+// addTokens counts one model call's tokens and cost.
+func (u *Usage) addTokens(t event.TokenUsage) {
+	u.InputTokens += t.InputTokens
+	u.OutputTokens += t.OutputTokens
+	u.CostUSD += t.CostUSD
 }
 
 // Add returns u + v.

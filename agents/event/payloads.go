@@ -1,0 +1,262 @@
+package event
+
+import "time"
+
+// Event types. Each has one payload struct below.
+const (
+	TypeSessionCreated   Type = "session_created"
+	TypeStateChanged     Type = "state_changed"
+	TypeTurnStarted      Type = "turn_started"
+	TypeMessageQueued    Type = "message_queued"
+	TypeUserMessage      Type = "user_message"
+	TypeAssistantMessage Type = "assistant_message"
+	TypeModelRetry       Type = "model_retry"
+	TypeToolStarted      Type = "tool_started"
+	TypeToolFinished     Type = "tool_finished"
+	TypeCheckpoint       Type = "checkpoint"
+	TypeTurnFailed       Type = "turn_failed"
+	TypeInterrupted      Type = "interrupted"
+	TypeRecovered        Type = "recovered"
+	TypeKernel           Type = "kernel"
+	TypeSubagentSpawned  Type = "subagent_spawned"
+	TypeMessageSent      Type = "message_sent"
+	TypeCompaction       Type = "compaction"
+	TypeWorktreeSetup    Type = "worktree_setup"
+	TypeForked           Type = "forked"
+	TypeAccepted         Type = "accepted"
+	TypeMerged           Type = "merged"
+	TypeDiscarded        Type = "discarded"
+)
+
+// SessionCreated is a session's first record: what it is, fixed for its life.
+type SessionCreated struct {
+	ID         string    `json:"id"`
+	Parent     string    `json:"parent,omitempty"` // the parent session of a child
+	Name       string    `json:"name,omitempty"`
+	Task       string    `json:"task"`
+	Model      string    `json:"model"` // the configured model name
+	Branch     string    `json:"branch"`
+	Worktree   string    `json:"worktree"`
+	BaseCommit string    `json:"baseCommit"`
+	ForkOf     string    `json:"forkOf,omitempty"`  // the session this one was forked from
+	ForkSeq    uint64    `json:"forkSeq,omitempty"` // the event of ForkOf's log it was forked at
+	Workspace  string    `json:"workspace"`         // the repository root
+	Created    time.Time `json:"created"`
+	Selection  string    `json:"selection,omitempty"` // editor context given with the task
+}
+
+// StateChanged is a lifecycle change; Reason says why a session failed or stopped.
+type StateChanged struct {
+	State  State  `json:"state"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// TurnStarted opens turn Turn (1-based).
+type TurnStarted struct {
+	Turn int `json:"turn"`
+}
+
+// MessageQueued is a message waiting for the session: from the user, the task, or another
+// session (From is then its label). Mode is auto, steer or follow_up.
+type MessageQueued struct {
+	From string `json:"from"`
+	Text string `json:"text"`
+	Mode string `json:"mode"`
+}
+
+// UserMessage is a queued message delivered into the conversation (or, Via "inbox", read by
+// the session's code from agent_message.inbox()).
+type UserMessage struct {
+	Text      string `json:"text"`
+	From      string `json:"from"`
+	QueuedSeq uint64 `json:"queuedSeq"` // the seq of its message_queued record
+	Via       string `json:"via,omitempty"`
+}
+
+// ToolCall is one python tool call of the model.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Code string `json:"code"`
+}
+
+// TokenUsage is what one model call cost.
+type TokenUsage struct {
+	InputTokens  int64   `json:"inputTokens"`
+	OutputTokens int64   `json:"outputTokens"`
+	CostUSD      float64 `json:"costUSD"`
+	Estimated    bool    `json:"estimated,omitempty"` // counted at 4 characters a token
+}
+
+// AssistantMessage is one model reply: its text, the cells it asks to run, what it cost.
+type AssistantMessage struct {
+	Text      string     `json:"text"`
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	Usage     TokenUsage `json:"usage"`
+	Retries   int        `json:"retries,omitempty"`
+}
+
+// ModelRetry is a failed model call about to be retried.
+type ModelRetry struct {
+	Retry int    `json:"retry"`
+	Error string `json:"error"`
+}
+
+// ToolStarted is a cell about to run.
+type ToolStarted struct {
+	CallID string `json:"callId"`
+	Code   string `json:"code"`
+}
+
+// ToolFinished is a cell's end. Status is ok, error (the cell raised), aborted, unavailable
+// (no kernel) or failed (the kernel broke); Output is what the model saw (bounded).
+type ToolFinished struct {
+	CallID         string   `json:"callId"`
+	Status         string   `json:"status"`
+	Output         string   `json:"output"`
+	Bytes          int      `json:"bytes,omitempty"` // the output's full size
+	DurationMs     int64    `json:"durationMs,omitempty"`
+	ExecutionCount int      `json:"executionCount,omitempty"`
+	Artifact       string   `json:"artifact,omitempty"` // the full output's file, when it was cut
+	Rich           []string `json:"rich,omitempty"`     // files of rich outputs (images, HTML)
+	Error          string   `json:"error,omitempty"`
+}
+
+// Checkpoint is a commit on the session's branch: at a turn's end, before a merge or a
+// discard, or the merge of a child (Merged).
+type Checkpoint struct {
+	Turn   int    `json:"turn"`
+	Commit string `json:"commit"`
+	Merged string `json:"merged,omitempty"` // the child session merged by this commit
+}
+
+// TurnFailed ends a turn with an error. Checkpoint is set when only the turn's checkpoint
+// failed (the turn's work itself was recorded).
+type TurnFailed struct {
+	Turn       int    `json:"turn"`
+	Error      string `json:"error"`
+	Checkpoint bool   `json:"checkpoint,omitempty"`
+}
+
+// Interrupted is a turn cut short by the daemon stopping.
+type Interrupted struct {
+	Turn   int    `json:"turn"`
+	Reason string `json:"reason"`
+}
+
+// Recovered is a session brought back at daemon start: PreviousState is the state it was in
+// when the daemon went away; Worktree says how a lost worktree came back.
+type Recovered struct {
+	PreviousState State  `json:"previousState,omitempty"`
+	Worktree      string `json:"worktree,omitempty"`
+}
+
+// Kernel is a change of the session's kernel. Event is started, died, start_failed,
+// snapshot or snapshot_failed.
+type Kernel struct {
+	Event    string `json:"event"`
+	PID      int    `json:"pid,omitempty"`
+	Restored string `json:"restored,omitempty"` // the namespace restored at start
+	Summary  string `json:"summary,omitempty"`  // of a snapshot
+	Error    string `json:"error,omitempty"`
+}
+
+// SubagentSpawned is a child session started by this one.
+type SubagentSpawned struct {
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Branch string `json:"branch"`
+	Task   string `json:"task"`
+}
+
+// Receipt is one recipient of a sent message. Role is the recipient's relation to the
+// sender; Status is delivered or queued.
+type Receipt struct {
+	To     string `json:"to"`
+	Name   string `json:"name,omitempty"`
+	Role   string `json:"role"`
+	Status string `json:"status"`
+}
+
+// MessageSent is a message this session's code sent to other sessions.
+type MessageSent struct {
+	Text     string    `json:"text"`
+	Receipts []Receipt `json:"receipts"`
+}
+
+// Compaction replaced the conversation before the last Kept messages with Summary. The raw
+// events stay in the log.
+type Compaction struct {
+	Summary       string     `json:"summary"`
+	LiveVariables string     `json:"liveVariables,omitempty"`
+	Compacted     int        `json:"compacted"` // messages summarised
+	Kept          int        `json:"kept"`
+	Forced        bool       `json:"forced,omitempty"` // after the model refused the context
+	Usage         TokenUsage `json:"usage"`
+}
+
+// WorktreeSetup is the preparation of a new worktree from arbor.json's "worktree" settings.
+type WorktreeSetup struct {
+	OK      bool     `json:"ok"`
+	Error   string   `json:"error,omitempty"`
+	Copied  []string `json:"copied,omitempty"`
+	Linked  []string `json:"linked,omitempty"`
+	Command string   `json:"command,omitempty"`
+}
+
+// Forked is a fork's history by reference: its conversation is Source's records up to Seq,
+// replayed, so a fork costs one record however long the source's log is.
+type Forked struct {
+	Source string `json:"source"`
+	Seq    uint64 `json:"seq"`
+	Commit string `json:"commit"` // the checkpoint the fork's branch starts at
+	Turns  int    `json:"turns"`  // turns of the source up to Seq
+}
+
+// Accepted is the session's change committed onto the user's branch. Mode is squash or merge.
+type Accepted struct {
+	Commit string   `json:"commit"`
+	Branch string   `json:"branch"`
+	Files  []string `json:"files"`
+	Mode   string   `json:"mode"`
+}
+
+// Merged is a child session's branch merged into this session's worktree.
+type Merged struct {
+	Child  string   `json:"child"`
+	Branch string   `json:"branch"`
+	Commit string   `json:"commit"`
+	Files  []string `json:"files"`
+}
+
+// Discarded is the session's worktree removed; its branch was deleted (BranchDeleted), kept
+// under Archived, or, with Force, dropped with any uncommitted work.
+type Discarded struct {
+	Branch          string `json:"branch"`
+	WorktreeRemoved bool   `json:"worktreeRemoved"`
+	BranchDeleted   bool   `json:"branchDeleted"`
+	Archived        string `json:"archived,omitempty"`
+	Force           bool   `json:"force,omitempty"`
+}
+
+func (SessionCreated) EventType() Type   { return TypeSessionCreated }
+func (StateChanged) EventType() Type     { return TypeStateChanged }
+func (TurnStarted) EventType() Type      { return TypeTurnStarted }
+func (MessageQueued) EventType() Type    { return TypeMessageQueued }
+func (UserMessage) EventType() Type      { return TypeUserMessage }
+func (AssistantMessage) EventType() Type { return TypeAssistantMessage }
+func (ModelRetry) EventType() Type       { return TypeModelRetry }
+func (ToolStarted) EventType() Type      { return TypeToolStarted }
+func (ToolFinished) EventType() Type     { return TypeToolFinished }
+func (Checkpoint) EventType() Type       { return TypeCheckpoint }
+func (TurnFailed) EventType() Type       { return TypeTurnFailed }
+func (Interrupted) EventType() Type      { return TypeInterrupted }
+func (Recovered) EventType() Type        { return TypeRecovered }
+func (Kernel) EventType() Type           { return TypeKernel }
+func (SubagentSpawned) EventType() Type  { return TypeSubagentSpawned }
+func (MessageSent) EventType() Type      { return TypeMessageSent }
+func (Compaction) EventType() Type       { return TypeCompaction }
+func (WorktreeSetup) EventType() Type    { return TypeWorktreeSetup }
+func (Forked) EventType() Type           { return TypeForked }
+func (Accepted) EventType() Type         { return TypeAccepted }
+func (Merged) EventType() Type           { return TypeMerged }
+func (Discarded) EventType() Type        { return TypeDiscarded }

@@ -4,20 +4,55 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// testPython skips the test when no Python with ipykernel exists.
+// testPython returns a Python with ipykernel; without one it skips the test, or fails it where
+// kernels are required.
 func testPython(t testing.TB) string {
 	t.Helper()
 	py, err := FindPython()
 	if err != nil {
-		t.Skip(err)
+		missing(t, "no kernel Python: %v (install it: apt install python3-ipykernel python3-dill)", err)
 	}
 	return py
+}
+
+// testBwrap returns the bubblewrap binary; without it the test skips, or fails where kernels
+// are required (scripts/deps.sh installs it).
+func testBwrap(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		missing(t, "no bubblewrap for the sandbox: %v (install it: apt install bubblewrap)", err)
+	}
+	return p
+}
+
+// kernelRequired reports whether a missing kernel or sandbox must fail the suite rather than
+// skip it: under CI (CI set, as CI services do) or with ARBOR_REQUIRE_KERNEL=1. Otherwise a
+// machine without ipykernel would pass the kernel suite with nothing tested.
+func kernelRequired() bool {
+	if ci := os.Getenv("CI"); ci != "" && ci != "0" && !strings.EqualFold(ci, "false") {
+		return true
+	}
+	req, _ := strconv.ParseBool(os.Getenv("ARBOR_REQUIRE_KERNEL"))
+	return req
+}
+
+// missing skips the test on a developer machine and fails it where kernels are required.
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if kernelRequired() {
+		t.Fatalf(format+"; required because CI or ARBOR_REQUIRE_KERNEL=1 is set", args...)
+		return
+	}
+	t.Skipf(format+"; skipped (set ARBOR_REQUIRE_KERNEL=1 to make this a failure)", args...)
 }
 
 func testLogger(t testing.TB) *slog.Logger {

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -189,5 +190,49 @@ func TestPingWhileCellRuns(t *testing.T) {
 			return
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+}
+
+// fakeTB records what missing asks of the test instead of stopping it.
+type fakeTB struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (f *fakeTB) Helper()                        {}
+func (f *fakeTB) Fatalf(format string, a ...any) { f.fatal = fmt.Sprintf(format, a...) }
+func (f *fakeTB) Skipf(format string, a ...any)  { f.skip = fmt.Sprintf(format, a...) }
+
+// A missing kernel fails the suite under CI or ARBOR_REQUIRE_KERNEL=1 and skips it otherwise, so
+// CI cannot pass with no kernel tests run.
+func TestMissingKernelFailsWhenRequired(t *testing.T) {
+	tests := []struct {
+		ci, require string
+		fail        bool
+	}{
+		{"", "", false},
+		{"true", "", true},
+		{"1", "", true},
+		{"false", "", false},
+		{"0", "", false},
+		{"", "1", true},
+		{"", "true", true},
+		{"", "0", false},
+		{"false", "1", true},
+	}
+	for _, tc := range tests {
+		t.Run("CI="+tc.ci+",ARBOR_REQUIRE_KERNEL="+tc.require, func(t *testing.T) {
+			t.Setenv("CI", tc.ci)
+			t.Setenv("ARBOR_REQUIRE_KERNEL", tc.require)
+			f := &fakeTB{TB: t}
+			missing(f, "no kernel Python: %s", "none found")
+			if tc.fail {
+				if f.fatal == "" || f.skip != "" || !strings.Contains(f.fatal, "none found") || !strings.Contains(f.fatal, "required") {
+					t.Errorf("fatal %q skip %q, want a failure saying why", f.fatal, f.skip)
+				}
+			} else if f.skip == "" || f.fatal != "" || !strings.Contains(f.skip, "ARBOR_REQUIRE_KERNEL=1") {
+				t.Errorf("fatal %q skip %q, want a skip naming ARBOR_REQUIRE_KERNEL", f.fatal, f.skip)
+			}
+		})
 	}
 }

@@ -280,7 +280,7 @@ func TestManagerHonoursAnotherPython(t *testing.T) {
 	m := newTestManager(t, ManagerConfig{Fork: true, PoolSize: 1})
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command(m.cfg.Python, "-m", "venv", "--without-pip", "--system-site-packages", venv).CombinedOutput(); err != nil {
-		t.Skipf("cannot make a venv: %v\n%s", err, out)
+		missing(t, "cannot make a venv: %v\n%s(install it: apt install python3-venv)", err, out)
 	}
 	k, err := m.Start(t.Context(), Options{Python: filepath.Join(venv, "bin", "python"), Dir: t.TempDir(), StateDir: t.TempDir(),
 		Host: &recordingHost{}, Logger: testLogger(t)})

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -11,13 +10,11 @@ import (
 )
 
 func TestSandboxBwrap(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bubblewrap not installed")
-	}
+	testBwrap(t)
 	// Outside the private /tmp, so the sandbox sees it (read-only).
 	outside, err := os.MkdirTemp("/var/tmp", "arbor-sandbox-test-")
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(outside) })
 	wt := t.TempDir()
@@ -69,12 +66,10 @@ func pyQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "\\'") +
 // SIGINT reaches the kernel inside the sandbox, not bwrap: the kernel survives Interrupt's
 // fallback signal and the cell stops.
 func TestSandboxSignal(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bubblewrap not installed")
-	}
+	testBwrap(t)
 	snap, err := os.MkdirTemp("/var/tmp", "arbor-sandbox-snap-")
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(snap) })
 	k := startKernel(t, Options{Sandbox: "bwrap", Snapshot: snap})

@@ -45,24 +45,31 @@ func BenchmarkRecovery(b *testing.B) {
 	b.ReportMetric(float64(10_000*b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-// TestBench runs the bench small so that it keeps working, and in full under ARBOR_BENCH=1. It
-// asserts nothing about the figures.
+// TestBench runs the bench small, twice, so that it keeps working and honours its runs, and in
+// full under ARBOR_BENCH=1. It asserts nothing about the figures' values.
 func TestBench(t *testing.T) {
 	t.Parallel()
 	sz := benchSize{appends: 5, recovered: 100}
 	if os.Getenv("ARBOR_BENCH") == "1" {
 		sz = fullBench
 	}
-	r, err := runBench(t.Context(), t.TempDir(), sz)
+	const runs = 2
+	r, err := runBench(t.Context(), t.TempDir(), runs, sz)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(r.Figures) != 8 {
 		t.Fatalf("%d figures, want 8", len(r.Figures))
 	}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range r.Figures {
-		if !(f.Value > 0) || !(f.RefValue > 0) {
-			t.Errorf("figure %q: value %v, reference %v", f.Name, f.Value, f.RefValue)
+		if !(f.Value > 0) || !(f.RefValue > 0) || f.Reference == "" {
+			t.Errorf("figure %q: value %v, reference %q %v", f.Name, f.Value, f.Reference, f.RefValue)
+		}
+		if f.Spread == nil || f.Spread.Runs != runs {
+			t.Errorf("figure %q: spread %+v, want %d runs", f.Name, f.Spread, runs)
 		}
 	}
 	r.WriteTable(t.Output())

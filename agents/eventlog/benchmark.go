@@ -36,40 +36,38 @@ var benchPayload = map[string]any{
 
 // Bench measures the event log in dir for `arbor bench`: append-to-acknowledge latency under 8
 // concurrent writers, against a naive write+fsync per append measured in the same run, and
-// recovery read speed, against a plain line scan with json.Unmarshal and no checksums.
-func Bench(ctx context.Context, dir string) (*bench.Report, error) {
-	return runBench(ctx, dir, fullBench)
+// recovery read speed, against a plain line scan with json.Unmarshal and no checksums. Each
+// measurement is repeated runs times (at least 1), ours interleaved with the reference so that
+// a burst of load on a shared machine hits both; each figure is the median over the runs.
+func Bench(ctx context.Context, dir string, runs int) (*bench.Report, error) {
+	return runBench(ctx, dir, max(runs, 1), fullBench)
 }
 
-func runBench(ctx context.Context, dir string, sz benchSize) (*bench.Report, error) {
+func runBench(ctx context.Context, dir string, runs int, sz benchSize) (*bench.Report, error) {
 	r := &bench.Report{Suite: "eventlog"}
-	if err := benchAppend(ctx, dir, sz, r); err != nil {
+	if err := benchAppend(ctx, dir, runs, sz, r); err != nil {
 		return nil, err
 	}
-	if err := benchRecovery(ctx, dir, sz, r); err != nil {
+	if err := benchRecovery(ctx, dir, runs, sz, r); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// benchRounds interleaves ours and the reference so that a burst of load on a shared machine
-// hits both; each figure is the median over the rounds.
-const benchRounds = 3
-
-func benchAppend(ctx context.Context, dir string, sz benchSize, r *bench.Report) error {
+func benchAppend(ctx context.Context, dir string, runs int, sz benchSize, r *bench.Report) error {
 	payload, err := json.Marshal(benchPayload)
 	if err != nil {
 		return err
 	}
 	ref := "write+fdatasync per append"
-	note := fmt.Sprintf("median of %d interleaved rounds of %d appends", benchRounds, benchWriters*sz.appends)
+	note := fmt.Sprintf("%d appends a run", benchWriters*sz.appends)
 	for _, shared := range []bool{true, false} {
 		name := "8 writers, one log"
 		if !shared {
 			name = "8 writers, a log each"
 		}
 		var ours, naive [3][]float64 // p50, p99, appends/s per round
-		for round := range benchRounds {
+		for round := range runs {
 			sub := filepath.Join(dir, fmt.Sprintf("append-%v-%d", shared, round))
 			lat, wall, err := appendLatencies(ctx, sub, shared, sz.appends, func(path string) (appender, error) {
 				return Open(path, Options{})
@@ -84,12 +82,15 @@ func benchAppend(ctx context.Context, dir string, sz benchSize, r *bench.Report)
 			}
 			addRound(&naive, lat, wall)
 		}
-		r.Add(bench.Figure{Name: "append→ack p50, " + name, Unit: "ms", Reference: ref,
-			Value: median(ours[0]), RefValue: median(naive[0]), Note: note})
-		r.Add(bench.Figure{Name: "append→ack p99, " + name, Unit: "ms", Reference: ref, Goal: "<= 10 ms",
-			Value: median(ours[1]), RefValue: median(naive[1])})
-		r.Add(bench.Figure{Name: "appends/s, " + name, Unit: "events/s", Reference: ref,
-			Value: median(ours[2]), RefValue: median(naive[2])})
+		for i, f := range []bench.Figure{
+			{Name: "append→ack p50, " + name, Unit: "ms", Note: note},
+			{Name: "append→ack p99, " + name, Unit: "ms", Goal: "<= 10 ms"},
+			{Name: "appends/s, " + name, Unit: "events/s"},
+		} {
+			f.Value, f.Spread = bench.Median(ours[i])
+			f.Reference, f.RefValue = ref, median(naive[i])
+			r.Add(f)
+		}
 	}
 	return nil
 }
@@ -101,9 +102,8 @@ func addRound(figs *[3][]float64, lat []time.Duration, wall time.Duration) {
 }
 
 func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
+	m, _ := bench.Median(slices.Clone(xs))
+	return m
 }
 
 // appender is what the latency loop needs from a log.
@@ -191,53 +191,48 @@ func (n *naiveLog) Append(_ context.Context, typ string, data any) (Record, erro
 
 func (n *naiveLog) Close() error { return n.f.Close() }
 
-func benchRecovery(ctx context.Context, dir string, sz benchSize, r *bench.Report) error {
+func benchRecovery(ctx context.Context, dir string, runs int, sz benchSize, r *bench.Report) error {
 	path := filepath.Join(dir, "recovery", "events.jsonl")
 	size, err := writeBenchLog(path, sz.recovered)
 	if err != nil {
 		return fmt.Errorf("bench recovery: %w", err)
 	}
-	best := func(f func() error) (time.Duration, error) {
-		var min time.Duration
-		for range 3 {
+	// Per run, interleaved: Open, ReadFile, then the reference; events/s of each.
+	steps := []func() error{
+		func() error {
+			l, err := Open(path, Options{})
+			if err != nil {
+				return err
+			}
+			return l.Close()
+		},
+		func() error { _, err := ReadFile(path); return err },
+		func() error { _, err := naiveRead(path); return err },
+	}
+	var rates [3][]float64
+	for range runs {
+		for i, f := range steps {
 			if err := ctx.Err(); err != nil {
-				return 0, err
+				return err
 			}
 			t0 := time.Now()
 			if err := f(); err != nil {
-				return 0, err
+				return fmt.Errorf("bench recovery: %w", err)
 			}
-			if d := time.Since(t0); min == 0 || d < min {
-				min = d
-			}
+			rates[i] = append(rates[i], float64(sz.recovered)/time.Since(t0).Seconds())
 		}
-		return min, nil
 	}
-	open, err := best(func() error {
-		l, err := Open(path, Options{})
-		if err != nil {
-			return err
-		}
-		return l.Close()
-	})
-	if err != nil {
-		return fmt.Errorf("bench recovery: %w", err)
-	}
-	read, err := best(func() error { _, err := ReadFile(path); return err })
-	if err != nil {
-		return fmt.Errorf("bench recovery: %w", err)
-	}
-	ref, err := best(func() error { _, err := naiveRead(path); return err })
-	if err != nil {
-		return fmt.Errorf("bench recovery reference: %w", err)
-	}
-	perSec := func(d time.Duration) float64 { return float64(sz.recovered) / d.Seconds() }
 	refName := "bufio line scan + json.Unmarshal, no CRC"
+	ref := median(rates[2])
 	note := fmt.Sprintf("%d events, %.1f MB, warm page cache", sz.recovered, float64(size)/1e6)
-	r.Add(bench.Figure{Name: "recovery: Open (validate all)", Unit: "events/s", Value: perSec(open),
-		Reference: refName, RefValue: perSec(ref), Goal: ">= 100000 events/s", Note: note})
-	r.Add(bench.Figure{Name: "recovery: ReadFile (validate, keep all)", Unit: "events/s", Value: perSec(read),
-		Reference: refName, RefValue: perSec(ref), Goal: ">= 100000 events/s"})
+	for i, f := range []bench.Figure{
+		{Name: "recovery: Open (validate all)", Note: note},
+		{Name: "recovery: ReadFile (validate, keep all)"},
+	} {
+		f.Unit, f.Goal, f.Reference, f.RefValue = "events/s", ">= 100000 events/s", refName, ref
+		f.Value, f.Spread = bench.Median(rates[i])
+		r.Add(f)
+	}
 	return nil
 }
 

@@ -1,0 +1,42 @@
+package agentbench
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/arborhq/arbor/kernel"
+)
+
+// TestRun runs the suite small, twice: every figure of the agents layer is a median of exactly
+// those runs, and the reference harness's stated figures are context, not references.
+func TestRun(t *testing.T) {
+	if _, err := kernel.FindPython(); err != nil {
+		t.Skip(err)
+	}
+	const runs = 2
+	r, err := Run(t.Context(), Options{Runs: runs, Spawns: 3, Warm: 3, Sessions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	r.WriteTable(&b)
+	t.Log("\n" + b.String())
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	stated := 0
+	for _, f := range r.Figures {
+		if f.Spread == nil || f.Spread.Runs != runs {
+			t.Errorf("%q: spread %+v, want %d runs", f.Name, f.Spread, runs)
+		}
+		if f.StatedBy != "" {
+			stated++
+			if f.Reference != "" {
+				t.Errorf("%q: a stated figure beside reference %q", f.Name, f.Reference)
+			}
+		}
+	}
+	if stated != 2 {
+		t.Errorf("%d stated figures, want 2 (spawn and warm round trip)", stated)
+	}
+}

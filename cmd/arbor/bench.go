@@ -17,14 +17,17 @@ import (
 func cmdBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	runs := fs.Int("runs", 5, "repetitions where a figure is a median")
+	runs := fs.Int("runs", 5, "repetitions of each measurement; figures are their medians")
 	sessions := fs.Int("sessions", 1000, "sessions in the agents scale figure")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
 	}
+	if *runs < 1 {
+		return fmt.Errorf("--runs %d: want at least 1", *runs)
+	}
 	if len(pos) != 1 {
-		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents [--json]")
+		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents [--runs N] [--json]")
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var rep *bench.Report
@@ -39,11 +42,11 @@ func cmdBench(ctx context.Context, args []string) error {
 			return err
 		}
 	case "kernel":
-		rep, err = kernelbench.Run(ctx, nil, logger)
+		rep, err = kernelbench.Run(ctx, kernelbench.Options{Runs: *runs, Logger: logger})
 	case "git":
-		rep, err = gitbench.Run(ctx, logger)
+		rep, err = gitbench.RunOptions(ctx, logger, gitbench.Options{Rounds: *runs})
 	case "agents":
-		rep, err = agentbench.Run(ctx, agentbench.Options{Sessions: *sessions})
+		rep, err = agentbench.Run(ctx, agentbench.Options{Runs: *runs, Sessions: *sessions})
 	default:
 		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git or agents", pos[0])
 	}

@@ -13,11 +13,9 @@ import (
 	"github.com/arborhq/arbor/kernel"
 )
 
-const launches = 3
-
 func (e *env) launch() error {
 	var plain []time.Duration
-	for i := 0; i < launches; i++ {
+	for range e.runs {
 		t := time.Now()
 		k, err := e.start(e.opts())
 		if err != nil {
@@ -26,13 +24,14 @@ func (e *env) launch() error {
 		plain = append(plain, time.Since(t))
 		closeK(k)
 	}
-	ref, err := e.jc("launch", launches)
+	ref, err := e.jc("launch", e.runs)
 	if err != nil {
 		return err
 	}
-	p50 := median(plain)
-	e.report.Add(bench.Figure{Name: "launch → ready, plain", Value: bench.Ms(p50), Unit: "ms",
-		Reference: "jupyter_client wait_for_ready", RefValue: bench.Ms(median(ref)), Goal: "ratio < 1",
+	p50, sp := bench.MedianMs(plain)
+	jc, _ := bench.MedianMs(ref)
+	e.report.Add(bench.Figure{Name: "launch → ready, plain", Value: p50, Spread: sp, Unit: "ms",
+		Reference: "jupyter_client wait_for_ready", RefValue: jc, Goal: "ratio < 1",
 		Note: "Arbor's launcher skips the debugpy import"})
 
 	m, err := kernel.NewManager(kernel.ManagerConfig{Python: e.py, StateDir: e.tmp("mgr"), Fork: true, MaxLive: 64, Logger: e.log})
@@ -41,7 +40,7 @@ func (e *env) launch() error {
 	}
 	defer m.Close()
 	var forked []time.Duration
-	for i := 0; i < 5; i++ {
+	for range e.runs {
 		t := time.Now()
 		k, err := m.Start(e.ctx, e.opts())
 		if err != nil {
@@ -50,8 +49,9 @@ func (e *env) launch() error {
 		forked = append(forked, time.Since(t))
 		closeK(k)
 	}
-	e.report.Add(bench.Figure{Name: "launch → ready, fork server", Value: bench.Ms(median(forked)), Unit: "ms",
-		Reference: "Arbor plain launch", RefValue: bench.Ms(p50), Goal: "ratio <= 0.25"})
+	v, sp := bench.MedianMs(forked)
+	e.report.Add(bench.Figure{Name: "launch → ready, fork server", Value: v, Spread: sp, Unit: "ms",
+		Reference: "Arbor plain launch", RefValue: p50, Goal: "ratio <= 0.25"})
 
 	pm, err := kernel.NewManager(kernel.ManagerConfig{Python: e.py, StateDir: e.tmp("pool"), Fork: true, PoolSize: 1, MaxLive: 64, Logger: e.log})
 	if err != nil {
@@ -59,7 +59,7 @@ func (e *env) launch() error {
 	}
 	defer pm.Close()
 	var pooled, first []time.Duration
-	for i := 0; i < 5; i++ {
+	for range e.runs {
 		if err := pm.WaitPool(e.ctx); err != nil {
 			return err
 		}
@@ -75,41 +75,63 @@ func (e *env) launch() error {
 		first = append(first, time.Since(t))
 		closeK(k)
 	}
-	e.report.Add(bench.Figure{Name: "launch → ready, pool hand-out", Value: bench.Ms(median(pooled)), Unit: "ms",
-		Reference: "Arbor plain launch", RefValue: bench.Ms(p50), Goal: "<= 5 ms",
+	v, sp = bench.MedianMs(pooled)
+	e.report.Add(bench.Figure{Name: "launch → ready, pool hand-out", Value: v, Spread: sp, Unit: "ms",
+		Reference: "Arbor plain launch", RefValue: p50, Goal: "<= 5 ms",
 		Note: "the adaptation cell (cwd, env, bridge) is checked by the first cell"})
-	e.report.Add(bench.Figure{Name: "pool hand-out → first 1+1 result", Value: bench.Ms(median(first)), Unit: "ms",
-		Reference: "Arbor plain launch", RefValue: bench.Ms(p50)})
+	v, sp = bench.MedianMs(first)
+	e.report.Add(bench.Figure{Name: "pool hand-out → first 1+1 result", Value: v, Spread: sp, Unit: "ms",
+		Reference: "Arbor plain launch", RefValue: p50})
 	return nil
 }
 
+// exec times n round trips of 1+1 in a fresh kernel per run, beside jupyter_client doing the
+// same; each run gives a p50 and a p99, and the figures are their medians over the runs.
 func (e *env) exec() error {
 	const n = 300
+	pcts := []float64{50, 99}
+	ours, refs := make([][]float64, len(pcts)), make([][]float64, len(pcts))
+	for range e.runs {
+		ds, err := e.execRun(n)
+		if err != nil {
+			return err
+		}
+		ref, err := e.jc("exec", n)
+		if err != nil {
+			return err
+		}
+		for i, p := range pcts {
+			ours[i] = append(ours[i], bench.Ms(bench.Percentile(ds, p)))
+			refs[i] = append(refs[i], bench.Ms(bench.Percentile(ref, p)))
+		}
+	}
+	for i, p := range pcts {
+		v, sp := bench.Median(ours[i])
+		ref, _ := bench.Median(refs[i])
+		e.report.Add(bench.Figure{Name: fmt.Sprintf("1+1 round trip p%.0f", p), Value: v, Spread: sp, Unit: "ms",
+			Reference: "jupyter_client", RefValue: ref, Goal: "ratio <= 0.7",
+			Note: fmt.Sprintf("%d round trips a run; reference kernel is stock ipykernel (history.sqlite on)", n)})
+	}
+	return nil
+}
+
+func (e *env) execRun(n int) ([]time.Duration, error) {
 	k, err := e.start(e.opts())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer closeK(k)
 	var ds []time.Duration
 	for i := 0; i < n+10; i++ {
 		t := time.Now()
 		if _, err := execOK(e.ctx, k, "1+1"); err != nil {
-			return err
+			return nil, err
 		}
 		if i >= 10 {
 			ds = append(ds, time.Since(t))
 		}
 	}
-	ref, err := e.jc("exec", n)
-	if err != nil {
-		return err
-	}
-	for _, p := range []float64{50, 99} {
-		e.report.Add(bench.Figure{Name: fmt.Sprintf("1+1 round trip p%.0f", p), Value: bench.Ms(bench.Percentile(ds, p)), Unit: "ms",
-			Reference: "jupyter_client", RefValue: bench.Ms(bench.Percentile(ref, p)), Goal: "ratio <= 0.7",
-			Note: "reference kernel is stock ipykernel (history.sqlite on)"})
-	}
-	return nil
+	return ds, nil
 }
 
 func (e *env) stdout() error {
@@ -123,7 +145,7 @@ func (e *env) stdout() error {
 		return err
 	}
 	var ds []time.Duration
-	for i := 0; i < 3; i++ {
+	for range e.runs {
 		t := time.Now()
 		res, err := execOK(e.ctx, k, "sys.stdout.write(s); sys.stdout.flush()")
 		if err != nil {
@@ -134,13 +156,21 @@ func (e *env) stdout() error {
 			return fmt.Errorf("got %d bytes of output, want %d", len(res.Text), mb<<20)
 		}
 	}
-	ref, err := e.jc("stdout", mb)
+	ref, err := e.jc("stdout", mb, e.runs)
 	if err != nil {
 		return err
 	}
-	rate := func(d time.Duration) float64 { return float64(mb) / d.Seconds() }
-	e.report.Add(bench.Figure{Name: "10 MB stdout burst", Value: rate(median(ds)), Unit: "MB/s",
-		Reference: "jupyter_client", RefValue: rate(median(ref)), Goal: "ratio >= 1.0"})
+	rates := func(ds []time.Duration) []float64 {
+		var xs []float64
+		for _, d := range ds {
+			xs = append(xs, float64(mb)/d.Seconds())
+		}
+		return xs
+	}
+	v, sp := bench.Median(rates(ds))
+	jc, _ := bench.Median(rates(ref))
+	e.report.Add(bench.Figure{Name: "10 MB stdout burst", Value: v, Spread: sp, Unit: "MB/s",
+		Reference: "jupyter_client", RefValue: jc, Goal: "ratio >= 1.0"})
 	return nil
 }
 
@@ -156,7 +186,37 @@ func (e *env) bridge() error {
 		return err
 	}
 	defer closeK(k)
-	res, err := execOK(e.ctx, k, `
+	// Per run: the cell's p50, p99 and host-call mean, then the reference's p50 and p99.
+	var figs [5][]float64
+	for range e.runs {
+		v, err := bridgeRun(e.ctx, k)
+		if err != nil {
+			return err
+		}
+		for i := range figs {
+			figs[i] = append(figs[i], v[i])
+		}
+	}
+	med := func(i int) (float64, *bench.Spread) { return bench.Median(figs[i]) }
+	v, sp := med(0)
+	ref, _ := med(3)
+	e.report.Add(bench.Figure{Name: "bridge round trip p50", Value: v, Spread: sp, Unit: "ms", Goal: "<= 0.2 ms",
+		Reference: "kernel_info on control", RefValue: ref})
+	v, sp = med(1)
+	ref, _ = med(4)
+	e.report.Add(bench.Figure{Name: "bridge round trip p99", Value: v, Spread: sp, Unit: "ms",
+		Reference: "kernel_info on control", RefValue: ref})
+	v, sp = med(2)
+	e.report.Add(bench.Figure{Name: "bridge call to the host handler, mean", Value: v, Spread: sp, Unit: "ms",
+		Note: "agent_message.inbox() through HostHandler"})
+	return nil
+}
+
+// bridgeRun returns, in ms, the bridge's p50 and p99, the host call's mean, and the reference's
+// p50 and p99.
+func bridgeRun(ctx context.Context, k *kernel.Kernel) ([5]float64, error) {
+	var out [5]float64
+	res, err := execOK(ctx, k, `
 import time, json
 ds = []
 for i in range(2200):
@@ -166,32 +226,27 @@ for i in range(2200):
 ds = sorted(ds[200:])
 t = time.perf_counter()
 for i in range(2000):
-    await goal.get()
+    await agent_message.inbox()
 host = (time.perf_counter() - t) / 2000
 print(json.dumps([ds[len(ds)//2], ds[int(len(ds)*0.99)], host]))`)
 	if err != nil {
-		return err
+		return out, err
 	}
 	var v []float64
 	if err := json.Unmarshal([]byte(strings.TrimSpace(res.Text)), &v); err != nil || len(v) != 3 {
-		return fmt.Errorf("bridge timings %q: %v", res.Text, err)
+		return out, fmt.Errorf("bridge timings %q: %v", res.Text, err)
 	}
 	// Reference: the floor of any Jupyter-channel host call, a kernel_info round trip on control.
 	var pings []time.Duration
 	for i := 0; i < 500; i++ {
 		t := time.Now()
-		if err := k.Ping(e.ctx); err != nil {
-			return err
+		if err := k.Ping(ctx); err != nil {
+			return out, err
 		}
 		pings = append(pings, time.Since(t))
 	}
-	e.report.Add(bench.Figure{Name: "bridge round trip p50", Value: v[0] * 1e3, Unit: "ms", Goal: "<= 0.2 ms",
-		Reference: "kernel_info on control", RefValue: bench.Ms(bench.Percentile(pings, 50))})
-	e.report.Add(bench.Figure{Name: "bridge round trip p99", Value: v[1] * 1e3, Unit: "ms",
-		Reference: "kernel_info on control", RefValue: bench.Ms(bench.Percentile(pings, 99))})
-	e.report.Add(bench.Figure{Name: "bridge call to the host handler, mean", Value: v[2] * 1e3, Unit: "ms",
-		Note: "goal.get through HostHandler"})
-	return nil
+	return [5]float64{v[0] * 1e3, v[1] * 1e3, v[2] * 1e3,
+		bench.Ms(bench.Percentile(pings, 50)), bench.Ms(bench.Percentile(pings, 99))}, nil
 }
 
 func (e *env) interrupt() error {
@@ -201,7 +256,7 @@ func (e *env) interrupt() error {
 	}
 	defer closeK(k)
 	var ds []time.Duration
-	for i := 0; i < 6; i++ {
+	for range e.runs + 1 { // the first, slower in a fresh kernel, is reported apart
 		started := make(chan struct{}, 1)
 		done := make(chan *kernel.Result, 1)
 		go func() {
@@ -234,7 +289,8 @@ func (e *env) interrupt() error {
 		ds = append(ds, time.Since(t0))
 	}
 	first := ds[0]
-	e.report.Add(bench.Figure{Name: "interrupt → KeyboardInterrupt reply", Value: bench.Ms(median(ds[1:])), Unit: "ms",
+	v, sp := bench.MedianMs(ds[1:])
+	e.report.Add(bench.Figure{Name: "interrupt → KeyboardInterrupt reply", Value: v, Spread: sp, Unit: "ms",
 		Goal: "<= 50 ms", Note: fmt.Sprintf("first in a kernel: %.0f ms", bench.Ms(first))})
 	return nil
 }
@@ -253,7 +309,7 @@ func (e *env) death() error {
 		return time.Since(t)
 	}
 	var plain, forked []time.Duration
-	for i := 0; i < 3; i++ {
+	for range e.runs {
 		k, err := e.start(e.opts())
 		if err != nil {
 			return err
@@ -267,8 +323,10 @@ func (e *env) death() error {
 		forked = append(forked, measure(fk))
 		closeK(fk)
 	}
-	e.report.Add(bench.Figure{Name: "kill -9 → death noticed (process wait)", Value: bench.Ms(median(plain)), Unit: "ms", Goal: "<= 50 ms"})
-	e.report.Add(bench.Figure{Name: "kill -9 → death noticed (pidfd, forked)", Value: bench.Ms(median(forked)), Unit: "ms", Goal: "<= 50 ms"})
+	v, sp := bench.MedianMs(plain)
+	e.report.Add(bench.Figure{Name: "kill -9 → death noticed (process wait)", Value: v, Spread: sp, Unit: "ms", Goal: "<= 50 ms"})
+	v, sp = bench.MedianMs(forked)
+	e.report.Add(bench.Figure{Name: "kill -9 → death noticed (pidfd, forked)", Value: v, Spread: sp, Unit: "ms", Goal: "<= 50 ms"})
 	return nil
 }
 
@@ -305,7 +363,7 @@ func (e *env) snapshot() error {
 	dir := e.tmp("snap")
 	var ds []time.Duration
 	var man *kernel.Manifest
-	for i := 0; i < 3; i++ {
+	for range e.runs {
 		t := time.Now()
 		if man, err = k.Snapshot(e.ctx, dir); err != nil {
 			return err
@@ -313,37 +371,49 @@ func (e *env) snapshot() error {
 		ds = append(ds, time.Since(t))
 	}
 	// Reference: dill.dump_session, which must first lose the unpicklable values.
-	res, err := execOK(e.ctx, k, "import dill, time, os\ndel sock, gen\nt = time.perf_counter()\n"+
-		"dill.dump_session(os.path.join("+fmt.Sprintf("%q", dir)+", 'session.pkl'))\nprint(time.perf_counter() - t)")
-	if err != nil {
+	if _, err := execOK(e.ctx, k, "import dill, time, os\ndel sock, gen"); err != nil {
 		return err
 	}
-	var ref float64
-	fmt.Sscan(strings.TrimSpace(res.Text), &ref)
-	e.report.Add(bench.Figure{Name: "snapshot of the reference namespace", Value: bench.Ms(median(ds)), Unit: "ms",
-		Reference: "dill.dump_session (after deleting the unpicklable)", RefValue: ref * 1e3, Goal: "<= 200 ms",
+	var dumps []float64
+	for range e.runs {
+		sec, err := cellSeconds(e.ctx, k, "dill.dump_session(os.path.join("+fmt.Sprintf("%q", dir)+", 'session.pkl'))")
+		if err != nil {
+			return err
+		}
+		dumps = append(dumps, sec*1e3)
+	}
+	v, sp := bench.MedianMs(ds)
+	ref, _ := bench.Median(dumps)
+	e.report.Add(bench.Figure{Name: "snapshot of the reference namespace", Value: v, Spread: sp, Unit: "ms",
+		Reference: "dill.dump_session (after deleting the unpicklable)", RefValue: ref, Goal: "<= 200 ms",
 		Note: fmt.Sprintf("%d vars saved, %d skipped, %.1f MB, %.0f ms inside the kernel", len(man.Vars), len(man.Skipped), float64(man.TotalBytes)/1e6, man.Seconds*1e3)})
 
-	ro := e.opts()
-	ro.Restore = dir
-	rk, err := e.start(ro)
-	if err != nil {
-		return err
+	var plain, loads []float64
+	var summary string
+	for range e.runs {
+		ro := e.opts()
+		ro.Restore = dir
+		rk, err := e.start(ro)
+		if err != nil {
+			return err
+		}
+		r := rk.Restored()
+		if r == nil || r.Error != "" {
+			closeK(rk)
+			return errors.New("restore failed: " + r.Summary())
+		}
+		plain, summary = append(plain, r.Seconds*1e3), r.Summary()
+		sec, err := cellSeconds(e.ctx, rk, "import dill\ndill.load_session("+fmt.Sprintf("%q", dir+"/session.pkl")+")")
+		closeK(rk)
+		if err != nil {
+			return err
+		}
+		loads = append(loads, sec*1e3)
 	}
-	defer closeK(rk)
-	r := rk.Restored()
-	if r == nil || r.Error != "" {
-		return errors.New("restore failed: " + r.Summary())
-	}
-	res, err = execOK(e.ctx, rk, "import dill, time\nt = time.perf_counter()\n"+
-		"dill.load_session("+fmt.Sprintf("%q", dir+"/session.pkl")+")\nprint(time.perf_counter() - t)")
-	if err != nil {
-		return err
-	}
-	var refLoad float64
-	fmt.Sscan(strings.TrimSpace(res.Text), &refLoad)
-	e.report.Add(bench.Figure{Name: "restore of the reference namespace, plain kernel", Value: r.Seconds * 1e3, Unit: "ms",
-		Reference: "dill.load_session", RefValue: refLoad * 1e3, Goal: "<= 200 ms", Note: r.Summary()})
+	v, sp = bench.Median(plain)
+	refLoad, _ := bench.Median(loads)
+	e.report.Add(bench.Figure{Name: "restore of the reference namespace, plain kernel", Value: v, Spread: sp, Unit: "ms",
+		Reference: "dill.load_session", RefValue: refLoad, Goal: "<= 200 ms", Note: summary})
 
 	// The daemon's path: a forked kernel, whose template has imported dill already.
 	m, err := kernel.NewManager(kernel.ManagerConfig{Python: e.py, StateDir: e.tmp("mgr"), Fork: true, Logger: e.log})
@@ -351,16 +421,36 @@ func (e *env) snapshot() error {
 		return err
 	}
 	defer m.Close()
-	fo := e.opts()
-	fo.Restore = dir
-	fk, err := m.Start(e.ctx, fo)
-	if err != nil {
-		return err
+	var forked []float64
+	for range e.runs {
+		fo := e.opts()
+		fo.Restore = dir
+		fk, err := m.Start(e.ctx, fo)
+		if err != nil {
+			return err
+		}
+		if fr := fk.Restored(); fr != nil && fr.Error == "" {
+			forked = append(forked, fr.Seconds*1e3)
+		}
+		closeK(fk)
 	}
-	defer closeK(fk)
-	if fr := fk.Restored(); fr != nil && fr.Error == "" {
-		e.report.Add(bench.Figure{Name: "restore of the reference namespace, forked kernel", Value: fr.Seconds * 1e3, Unit: "ms",
-			Reference: "dill.load_session", RefValue: refLoad * 1e3, Goal: "<= 200 ms"})
+	if len(forked) > 0 {
+		v, sp = bench.Median(forked)
+		e.report.Add(bench.Figure{Name: "restore of the reference namespace, forked kernel", Value: v, Spread: sp, Unit: "ms",
+			Reference: "dill.load_session", RefValue: refLoad, Goal: "<= 200 ms"})
 	}
 	return nil
+}
+
+// cellSeconds runs code in k and returns how long it took inside the kernel.
+func cellSeconds(ctx context.Context, k *kernel.Kernel, code string) (float64, error) {
+	res, err := execOK(ctx, k, "import time as _t\n_t0 = _t.perf_counter()\n"+code+"\nprint(_t.perf_counter() - _t0)")
+	if err != nil {
+		return 0, err
+	}
+	var sec float64
+	if _, err := fmt.Sscan(strings.TrimSpace(res.Text), &sec); err != nil {
+		return 0, fmt.Errorf("cell timing %q: %w", res.Text, err)
+	}
+	return sec, nil
 }

@@ -2,12 +2,14 @@
 // a reference measured in the same run — Python's jupyter_client against the same ipykernel
 // (scripts embedded under ref/), or Arbor's own plain launch.
 //
-// Call [Run] with the figure groups wanted (nil for all): launch, exec, stdout, bridge,
-// interrupt, death, snapshot, many. Without the arbor binary:
+// Call [Run] with [Options] naming the figure groups wanted (none for all): launch, exec,
+// stdout, bridge, interrupt, death, snapshot, many; and the runs, how many times each
+// measurement is repeated (its median is the figure). Without the arbor binary:
 //
-//	go test ./kernel/kernelbench -run TestRun -v -args -kernelbench [-kernelbench.groups=exec,stdout]
+//	go test ./kernel/kernelbench -run TestRun -v -args -kernelbench [-kernelbench.groups=exec,stdout] [-kernelbench.runs=5]
 //
-// The whole run takes about two minutes on two cores; "many" (100 kernels, ≈ 1.7 GB) dominates.
+// The whole run takes a few minutes on two cores at 5 runs; "many" (100 kernels, ≈ 1.7 GB,
+// started once per run) dominates.
 package kernelbench
 
 import (
@@ -36,23 +38,49 @@ var Groups = []string{"launch", "exec", "stdout", "bridge", "interrupt", "death"
 // ManyKernels is how many kernels the "many" group starts from the fork server.
 var ManyKernels = 100
 
+// Options choose what Run measures.
+type Options struct {
+	Groups []string     // figure groups to measure, from [Groups]; none: all
+	Runs   int          // times each measurement is repeated, the figure being the median (5)
+	Logger *slog.Logger // progress at Info; nil discards
+}
+
+// Validate reports unknown groups and negative runs.
+func (o Options) Validate() error {
+	for _, g := range o.Groups {
+		if !slices.Contains(Groups, g) {
+			return fmt.Errorf("kernel bench: unknown group %q; want one of %s", g, strings.Join(Groups, ", "))
+		}
+	}
+	if o.Runs < 0 {
+		return fmt.Errorf("kernel bench: %d runs", o.Runs)
+	}
+	return nil
+}
+
 type env struct {
 	ctx    context.Context
 	py     string
 	dir    string // scratch, removed at the end
+	runs   int
 	log    *slog.Logger
 	report *bench.Report
 }
 
-// Run measures the groups in which (nil or empty: all) and returns the report.
-func Run(ctx context.Context, which []string, logger *slog.Logger) (*bench.Report, error) {
+// Run measures the groups o names and returns the report.
+func Run(ctx context.Context, o Options) (*bench.Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	which, logger := o.Groups, o.Logger
 	if len(which) == 0 {
 		which = Groups
 	}
-	for _, w := range which {
-		if !slices.Contains(Groups, w) {
-			return nil, fmt.Errorf("kernel bench: unknown group %q; want one of %s", w, strings.Join(Groups, ", "))
-		}
+	if o.Runs == 0 {
+		o.Runs = 5
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
 	py, err := kernel.FindPython()
 	if err != nil {
@@ -63,7 +91,7 @@ func Run(ctx context.Context, which []string, logger *slog.Logger) (*bench.Repor
 		return nil, fmt.Errorf("kernel bench: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	e := &env{ctx: ctx, py: py, dir: dir, log: logger, report: &bench.Report{Suite: "kernel"}}
+	e := &env{ctx: ctx, py: py, dir: dir, runs: o.Runs, log: logger, report: &bench.Report{Suite: "kernel"}}
 	steps := map[string]func() error{
 		"launch": e.launch, "exec": e.exec, "stdout": e.stdout, "bridge": e.bridge,
 		"interrupt": e.interrupt, "death": e.death, "snapshot": e.snapshot, "many": e.many,
@@ -100,12 +128,16 @@ func (e *env) start(o kernel.Options) (*kernel.Kernel, error) {
 func closeK(k *kernel.Kernel) { k.Close(context.Background()) }
 
 // jc runs the embedded jupyter_client reference and returns its durations.
-func (e *env) jc(what string, n int) ([]time.Duration, error) {
+func (e *env) jc(what string, args ...int) ([]time.Duration, error) {
 	script := filepath.Join(e.dir, "jc_bench.py")
 	if err := os.WriteFile(script, jcBench, 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(e.ctx, e.py, script, what, fmt.Sprint(n))
+	argv := []string{script, what}
+	for _, a := range args {
+		argv = append(argv, fmt.Sprint(a))
+	}
+	cmd := exec.CommandContext(e.ctx, e.py, argv...)
 	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -127,8 +159,6 @@ func (e *env) jc(what string, n int) ([]time.Duration, error) {
 	}
 	return ds, nil
 }
-
-func median(ds []time.Duration) time.Duration { return bench.Percentile(ds, 50) }
 
 // execOK runs code and fails unless it succeeded.
 func execOK(ctx context.Context, k *kernel.Kernel, code string) (*kernel.Result, error) {

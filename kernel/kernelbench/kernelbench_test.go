@@ -1,6 +1,7 @@
 package kernelbench
 
 import (
+	"cmp"
 	"flag"
 	"log/slog"
 	"os"
@@ -13,22 +14,24 @@ import (
 var (
 	full   = flag.Bool("kernelbench", false, "run every kernel benchmark group (minutes)")
 	groups = flag.String("kernelbench.groups", "", "comma-separated groups to run with -kernelbench")
+	runs   = flag.Int("kernelbench.runs", 0, "runs of each measurement with -kernelbench (default 5)")
 )
 
-// TestRun runs the cheap groups so the harness stays working; -kernelbench runs them all and
-// prints the table.
+// TestRun runs the cheap groups twice each so the harness stays working and every figure is a
+// median of exactly the runs asked for; -kernelbench runs them all and prints the table.
 func TestRun(t *testing.T) {
 	if _, err := kernel.FindPython(); err != nil {
 		t.Skip(err)
 	}
-	which := []string{"bridge", "death"}
+	o := Options{Groups: []string{"bridge", "death", "interrupt"}, Runs: 2,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if *full {
-		which = nil
+		o.Groups, o.Runs = nil, *runs
 		if *groups != "" {
-			which = strings.Split(*groups, ",")
+			o.Groups = strings.Split(*groups, ",")
 		}
 	}
-	r, err := Run(t.Context(), which, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	r, err := Run(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +41,21 @@ func TestRun(t *testing.T) {
 	if len(r.Figures) == 0 {
 		t.Fatal("no figures")
 	}
-	if _, err := Run(t.Context(), []string{"nope"}, slog.Default()); err == nil {
-		t.Error("unknown group accepted")
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := cmp.Or(o.Runs, 5)
+	for _, f := range r.Figures {
+		if f.Spread == nil || f.Spread.Runs != want {
+			t.Errorf("%q: spread %+v, want %d runs", f.Name, f.Spread, want)
+		}
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, o := range []Options{{Groups: []string{"nope"}}, {Runs: -1}} {
+		if _, err := Run(t.Context(), o); err == nil {
+			t.Errorf("Run(%+v) accepted", o)
+		}
 	}
 }

@@ -1,5 +1,5 @@
 """Reference figures from Python's jupyter_client against the same ipykernel, for
-`arbor bench kernel`. Usage: jc_bench.py launch N | exec N | stdout MB
+`arbor bench kernel`. Usage: jc_bench.py launch N | exec N | stdout MB N
 Prints one JSON object: durations in seconds."""
 import json
 import sys
@@ -36,6 +36,7 @@ def run(kc, code):
 
 def main():
     what, n = sys.argv[1], int(sys.argv[2])
+    reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     out = {}
     if what == "launch":
         ds = []
@@ -60,7 +61,7 @@ def main():
         km, kc = start()
         run(kc, "import sys; s = 'x' * (%d << 20)" % n)
         ds = []
-        for _ in range(3):
+        for _ in range(reps):
             t = time.perf_counter()
             run(kc, "sys.stdout.write(s); sys.stdout.flush()")
             ds.append(time.perf_counter() - t)

@@ -94,19 +94,26 @@ func Run(ctx context.Context, exe string, runs int) (*bench.Report, error) {
 	rep.Add(bench.Figure{Name: "idle daemon + forwarder RSS", Value: v, Spread: sp, Unit: "MB",
 		Stated: seedIdleRSSMB, StatedBy: seedStated, Goal: "<= 25 MB"})
 
-	var first []time.Duration
+	// Each run times a cold `arbor run` (no daemon: it starts one) and then a warm one.
+	var cold, warm []time.Duration
 	for range runs {
+		stopDaemon(exe, env)
 		d, err := firstResult(ctx, exe, env, repo)
 		if err != nil {
 			return nil, err
 		}
-		first = append(first, d)
+		cold = append(cold, d)
+		if d, err = firstResult(ctx, exe, env, repo); err != nil {
+			return nil, err
+		}
+		warm = append(warm, d)
 	}
 	stopDaemon(exe, env)
-	v, sp = bench.MedianMs(first)
-	rep.Add(bench.Figure{Name: "arbor run → first 1+1 result", Value: v, Spread: sp, Unit: "ms",
-		Stated: seedFirstMs, StatedBy: seedStated, Goal: "<= 1000 ms",
-		Note: "the first run also starts the daemon"})
+	v, sp = bench.MedianMs(cold)
+	rep.Add(bench.Figure{Name: "arbor run → first 1+1 result, daemon started by it", Value: v, Spread: sp, Unit: "ms",
+		Stated: seedFirstMs, StatedBy: seedStated, Goal: "<= 1000 ms"})
+	v, sp = bench.MedianMs(warm)
+	rep.Add(bench.Figure{Name: "arbor run → first 1+1 result, daemon running", Value: v, Spread: sp, Unit: "ms"})
 	return rep, nil
 }
 
@@ -189,8 +196,7 @@ func rssMB(pid int) (float64, error) {
 	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
 
-// firstResult launches `arbor run` (daemon already warm after the first run) and times the
-// first kernel result line.
+// firstResult launches `arbor run` and times the first kernel result line.
 func firstResult(ctx context.Context, exe string, env []string, repo string) (time.Duration, error) {
 	cmd := exec.CommandContext(ctx, exe, "run", "bench one plus one")
 	cmd.Env, cmd.Dir = env, repo

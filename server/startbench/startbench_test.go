@@ -30,8 +30,8 @@ func TestRun(t *testing.T) {
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Figures) != 3 {
-		t.Fatalf("%d figures, want 3", len(r.Figures))
+	if len(r.Figures) != 4 {
+		t.Fatalf("%d figures, want 4", len(r.Figures))
 	}
 	for _, f := range r.Figures {
 		if f.Spread == nil || f.Spread.Runs != runs {

@@ -3,11 +3,13 @@
 //
 // Call [Load] with a directory inside a git repository and the daemon's [Overrides]; the
 // result merges, in order of precedence, flags and environment (the overrides), the repo's
-// arbor.json, the user config ($XDG_CONFIG_HOME/arbor/config.json) and built-in defaults.
+// arbor.json, the user config ($XDG_CONFIG_HOME/arbor/config.json) and built-in defaults. A
+// setting a file leaves out keeps the value below it; one it sets, even to false or 0, wins.
+// Every value is checked and parsed once, at load: a bad one is an error naming the file, the
+// setting and what was expected.
 package workspace
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +19,8 @@ import (
 	"time"
 )
 
-// Model configures one OpenAI-compatible endpoint.
+// Model configures one OpenAI-compatible endpoint. A file's entry replaces a lower layer's
+// entry of the same name as a whole.
 type Model struct {
 	BaseURL       string  `json:"baseURL,omitempty"`
 	Model         string  `json:"model,omitempty"`     // id sent to the endpoint; defaults to the entry's name
@@ -28,38 +31,45 @@ type Model struct {
 	OutputPrice   float64 `json:"outputPrice,omitempty"`
 }
 
-// Config is Arbor's configuration for one repository.
+// Config is Arbor's resolved configuration for one repository. The JSON names of its settings
+// are those of the files (see layer.go).
 type Config struct {
-	DefaultModel string           `json:"defaultModel,omitempty"`
-	Models       map[string]Model `json:"models,omitempty"`
-	KernelPython string           `json:"kernelPython,omitempty"`
+	DefaultModel string
+	Models       map[string]Model
+	KernelPython string
 	// MaxTurnSteps bounds model calls in one turn.
-	MaxTurnSteps int `json:"maxTurnSteps,omitempty"`
+	MaxTurnSteps int
 	// OutputBudget is how many bytes of one tool output reach the model (head + tail).
-	OutputBudget int `json:"outputBudget,omitempty"`
-	// CellTimeout bounds one kernel execution, e.g. "10m".
-	CellTimeout string `json:"cellTimeout,omitempty"`
-	// MaxDepth bounds the session tree: 2 lets the root and its children spawn.
-	MaxDepth int `json:"maxDepth,omitempty"`
+	OutputBudget int
+	// CellTimeout bounds one kernel execution ("cellTimeout": "10m").
+	CellTimeout time.Duration
+	// MaxDepth bounds the session tree: 2 lets the root and its children spawn, 0 none.
+	MaxDepth int
 	// MaxRunning caps sessions running at once; the rest wait as admitted.
-	MaxRunning int `json:"maxRunning,omitempty"`
-	// IdleTimeout moves an idle session to inactive (kernel snapshotted and stopped), e.g. "30m".
-	IdleTimeout string `json:"idleTimeout,omitempty"`
+	MaxRunning int
+	// IdleTimeout moves an idle session to inactive (kernel snapshotted and stopped),
+	// ("idleTimeout": "30m"); 0 never does.
+	IdleTimeout time.Duration
 	// Sandbox runs kernels under "bwrap" (bubblewrap): read-only system, writable worktree and
 	// session directory, private /tmp, no network unless AllowNetwork. "" runs them plainly.
-	Sandbox      string `json:"sandbox,omitempty"`
-	AllowNetwork bool   `json:"allowNetwork,omitempty"`
+	Sandbox      string
+	AllowNetwork bool
 	// Worktree prepares each new session worktree with what a checkout lacks.
-	Worktree WorktreeSetup `json:"worktree,omitempty"`
+	Worktree WorktreeSetup
 }
 
 // WorktreeSetup lists untracked paths of the main worktree (.env, node_modules, build caches)
-// to copy or symlink into each new session worktree, and a command to run there after.
+// to copy or symlink into each new session worktree, and a command to run there after. The
+// paths are relative to the repository and were checked at load to stay inside it.
 type WorktreeSetup struct {
-	Copy    []string `json:"copy,omitempty"`
-	Link    []string `json:"link,omitempty"`
-	Command string   `json:"command,omitempty"`
-	Timeout string   `json:"timeout,omitempty"` // for Command, e.g. "5m"; default 10m
+	Copy    []string
+	Link    []string
+	Command string
+	// CommandTimeout bounds Command ("timeout": "5m"); 0 means the default of 10 minutes.
+	CommandTimeout time.Duration
+	// Deprecated: Timeout is CommandTimeout as the file wrote it ("" when absent); read
+	// CommandTimeout, which is parsed once at load.
+	Timeout string
 }
 
 // Empty reports whether there is nothing to set up.
@@ -73,7 +83,8 @@ type Overrides struct {
 	KernelPython string // ARBOR_KERNEL_PYTHON
 }
 
-// OverridesFromEnv reads the ARBOR_* variables of DESIGN's configuration table.
+// OverridesFromEnv reads the ARBOR_* variables of DESIGN's configuration table. Flags, set on
+// the result, beat them.
 func OverridesFromEnv() Overrides {
 	return Overrides{
 		ModelBaseURL: os.Getenv("ARBOR_MODEL_BASE_URL"),
@@ -88,10 +99,10 @@ func Defaults() Config {
 	return Config{
 		MaxTurnSteps: 40,
 		OutputBudget: 8 << 10,
-		CellTimeout:  "10m",
+		CellTimeout:  10 * time.Minute,
 		MaxDepth:     2,
 		MaxRunning:   8,
-		IdleTimeout:  "30m",
+		IdleTimeout:  30 * time.Minute,
 	}
 }
 
@@ -104,13 +115,18 @@ var ErrNoModel = errors.New("no model configured: set ARBOR_MODEL_BASE_URL and A
 func Load(root string, ov Overrides) (Config, error) {
 	cfg := Defaults()
 	if p := UserConfigPath(); p != "" {
-		if err := mergeFile(&cfg, p); err != nil {
+		if err := applyFile(&cfg, p, root); err != nil {
 			return cfg, err
 		}
 	}
-	if err := mergeFile(&cfg, filepath.Join(root, "arbor.json")); err != nil {
+	if err := applyFile(&cfg, filepath.Join(root, "arbor.json"), root); err != nil {
 		return cfg, err
 	}
+	ov.apply(&cfg)
+	return cfg, cfg.Validate()
+}
+
+func (ov Overrides) apply(cfg *Config) {
 	if ov.ModelBaseURL != "" || ov.Model != "" {
 		name := ov.Model
 		if name == "" {
@@ -132,33 +148,40 @@ func Load(root string, ov Overrides) (Config, error) {
 	if ov.KernelPython != "" {
 		cfg.KernelPython = ov.KernelPython
 	}
-	return cfg, cfg.Validate()
 }
 
-// Validate checks durations and model entries.
+// Validate checks the invariants every layer's values were checked against at load, for a
+// Config built another way.
 func (c Config) Validate() error {
-	for _, d := range []struct{ name, v string }{{"cellTimeout", c.CellTimeout}, {"idleTimeout", c.IdleTimeout}} {
-		if _, err := time.ParseDuration(d.v); err != nil {
-			return fmt.Errorf("config: %s %q is not a duration like \"10m\"", d.name, d.v)
+	for _, n := range []struct {
+		name string
+		v    int
+		min  int
+	}{{"maxTurnSteps", c.MaxTurnSteps, 1}, {"outputBudget", c.OutputBudget, 1}, {"maxDepth", c.MaxDepth, 0}, {"maxRunning", c.MaxRunning, 1}} {
+		if n.v < n.min {
+			return fmt.Errorf("config: %s %d: want at least %d", n.name, n.v, n.min)
 		}
 	}
-	if t := c.Worktree.Timeout; t != "" {
-		if _, err := time.ParseDuration(t); err != nil {
-			return fmt.Errorf("config: worktree.timeout %q is not a duration like \"5m\"", t)
-		}
+	if c.CellTimeout <= 0 {
+		return fmt.Errorf("config: cellTimeout %v: want a positive duration", c.CellTimeout)
 	}
-	for _, p := range append(append([]string{}, c.Worktree.Copy...), c.Worktree.Link...) {
-		if filepath.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
-			return fmt.Errorf("config: worktree path %q must be relative to the repository and inside it", p)
-		}
+	if c.IdleTimeout < 0 || c.Worktree.CommandTimeout < 0 {
+		return errors.New("config: idleTimeout and worktree.timeout cannot be negative")
 	}
 	if c.Sandbox != "" && c.Sandbox != "bwrap" {
 		return fmt.Errorf("config: sandbox %q: want \"bwrap\" or nothing", c.Sandbox)
 	}
 	for name, m := range c.Models {
-		if m.ToolMode != "" && m.ToolMode != "tools" && m.ToolMode != "fenced" {
-			return fmt.Errorf("config: models.%s.toolMode %q: want \"tools\" or \"fenced\"", name, m.ToolMode)
+		if err := checkToolMode(m.ToolMode); err != nil {
+			return fmt.Errorf("config: models.%s.toolMode %w", name, err)
 		}
+	}
+	return nil
+}
+
+func checkToolMode(mode string) error {
+	if mode != "" && mode != "tools" && mode != "fenced" {
+		return fmt.Errorf("%q: want \"tools\" or \"fenced\"", mode)
 	}
 	return nil
 }
@@ -202,69 +225,5 @@ func (c Config) modelNames() string {
 	return strings.Join(names, ", ")
 }
 
-// Durations parses the duration fields; Validate has checked them.
-func (c Config) Durations() (cell, idle time.Duration) {
-	cell, _ = time.ParseDuration(c.CellTimeout)
-	idle, _ = time.ParseDuration(c.IdleTimeout)
-	return cell, idle
-}
-
-func mergeFile(cfg *Config, path string) error {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read config %s: %w", path, err)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	var layer Config
-	if err := dec.Decode(&layer); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	merge(cfg, layer)
-	return nil
-}
-
-func merge(dst *Config, src Config) {
-	if src.DefaultModel != "" {
-		dst.DefaultModel = src.DefaultModel
-	}
-	for n, m := range src.Models {
-		if dst.Models == nil {
-			dst.Models = map[string]Model{}
-		}
-		dst.Models[n] = m
-	}
-	if src.KernelPython != "" {
-		dst.KernelPython = src.KernelPython
-	}
-	if src.MaxTurnSteps != 0 {
-		dst.MaxTurnSteps = src.MaxTurnSteps
-	}
-	if src.OutputBudget != 0 {
-		dst.OutputBudget = src.OutputBudget
-	}
-	if src.CellTimeout != "" {
-		dst.CellTimeout = src.CellTimeout
-	}
-	if src.MaxDepth != 0 {
-		dst.MaxDepth = src.MaxDepth
-	}
-	if src.MaxRunning != 0 {
-		dst.MaxRunning = src.MaxRunning
-	}
-	if src.IdleTimeout != "" {
-		dst.IdleTimeout = src.IdleTimeout
-	}
-	if src.Sandbox != "" {
-		dst.Sandbox = src.Sandbox
-	}
-	if src.AllowNetwork {
-		dst.AllowNetwork = true
-	}
-	if !src.Worktree.Empty() {
-		dst.Worktree = src.Worktree
-	}
-}
+// Durations returns CellTimeout and IdleTimeout.
+func (c Config) Durations() (cell, idle time.Duration) { return c.CellTimeout, c.IdleTimeout }

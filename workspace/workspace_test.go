@@ -4,69 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
-
-func TestLoadPrecedence(t *testing.T) {
-	root := t.TempDir()
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	user := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
-	os.MkdirAll(user, 0o700)
-	os.WriteFile(filepath.Join(user, "config.json"), []byte(`{"maxRunning":3,"models":{"a":{"baseURL":"http://user"}},"defaultModel":"a"}`), 0o600)
-	os.WriteFile(filepath.Join(root, "arbor.json"), []byte(`{"maxRunning":5,"models":{"b":{"baseURL":"http://repo","toolMode":"fenced"}},"defaultModel":"b"}`), 0o600)
-
-	cfg, err := Load(root, Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.MaxRunning != 5 || cfg.DefaultModel != "b" || cfg.MaxDepth != 2 {
-		t.Errorf("repo should beat user and defaults fill the rest: %+v", cfg)
-	}
-	name, m, err := cfg.ResolveModel("")
-	if err != nil || name != "b" || m.Model != "b" || m.ToolMode != "fenced" {
-		t.Errorf("ResolveModel = %q %+v %v", name, m, err)
-	}
-
-	cfg, err = Load(root, Overrides{ModelBaseURL: "http://env", Model: "m1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if name, m, _ := cfg.ResolveModel(""); name != "m1" || m.BaseURL != "http://env" {
-		t.Errorf("env should win: %q %+v", name, m)
-	}
-	if _, _, err := cfg.ResolveModel("nope"); err == nil || !strings.Contains(err.Error(), "a, b, m1") {
-		t.Errorf("unknown model error should list the models: %v", err)
-	}
-}
-
-func TestLoadErrors(t *testing.T) {
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	for _, tc := range []struct{ file, want string }{
-		{`{"cellTimeout":"ten"}`, "cellTimeout"},
-		{`{"bogus":1}`, "bogus"},
-		{`{"models":{"x":{"toolMode":"smoke"}}}`, "toolMode"},
-		{`{"sandbox":"docker"}`, "sandbox"},
-		{`{`, "arbor.json"},
-	} {
-		root := t.TempDir()
-		os.WriteFile(filepath.Join(root, "arbor.json"), []byte(tc.file), 0o600)
-		if _, err := Load(root, Overrides{}); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: err = %v, want mention of %q", tc.file, err, tc.want)
-		}
-	}
-}
-
-func TestNoModel(t *testing.T) {
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	cfg, err := Load(t.TempDir(), Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := cfg.ResolveModel(""); !errors.Is(err, ErrNoModel) || !strings.Contains(err.Error(), "ARBOR_MODEL_BASE_URL") {
-		t.Errorf("err = %v", err)
-	}
-}
 
 func TestFindRootAndConfine(t *testing.T) {
 	root := t.TempDir()

@@ -1,0 +1,211 @@
+package workspace
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// fileConfig is one configuration file (arbor.json, the user config) as written. A nil field
+// is absent and keeps the value of the layer below; a plain field could not tell
+// `"allowNetwork": false` or `"maxDepth": 0` from a file that does not mention them.
+type fileConfig struct {
+	DefaultModel *string          `json:"defaultModel"`
+	Models       map[string]Model `json:"models"` // each entry replaces the lower one of its name
+	KernelPython *string          `json:"kernelPython"`
+	MaxTurnSteps *int             `json:"maxTurnSteps"`
+	OutputBudget *int             `json:"outputBudget"`
+	CellTimeout  *string          `json:"cellTimeout"`
+	MaxDepth     *int             `json:"maxDepth"`
+	MaxRunning   *int             `json:"maxRunning"`
+	IdleTimeout  *string          `json:"idleTimeout"`
+	Sandbox      *string          `json:"sandbox"`
+	AllowNetwork *bool            `json:"allowNetwork"`
+	Worktree     *fileWorktree    `json:"worktree"` // replaces the lower one as a whole
+}
+
+type fileWorktree struct {
+	Copy    []string `json:"copy"`
+	Link    []string `json:"link"`
+	Command string   `json:"command"`
+	Timeout *string  `json:"timeout"`
+}
+
+// applyFile lays the file at path, if there is one, over cfg. Its errors name the file.
+func applyFile(cfg *Config, path, root string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read config %s: %w", path, err)
+	}
+	f, err := decodeFile(data)
+	if err == nil {
+		err = f.apply(cfg, root)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// decodeFile parses one file strictly: unknown settings and trailing content are errors, and
+// a value of the wrong JSON type is named with the type expected.
+func decodeFile(data []byte) (fileConfig, error) {
+	var f fileConfig
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&f)
+	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
+		err = errors.New("unexpected content after the settings object")
+	}
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return f, fmt.Errorf("%s: got a JSON %s, want %s", typeErr.Field, typeErr.Value, kindOf(typeErr.Type))
+	case errors.As(err, &syntaxErr):
+		line := 1 + bytes.Count(data[:min(int(syntaxErr.Offset), len(data))], []byte("\n"))
+		return f, fmt.Errorf("line %d: %w", line, err)
+	case errors.Is(err, io.EOF):
+		return f, errors.New("empty file: want a JSON object of settings")
+	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field "):
+		return f, fmt.Errorf("unknown setting %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return f, err
+}
+
+func kindOf(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64:
+		return "a whole number"
+	case reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "a list"
+	default:
+		return "an object"
+	}
+}
+
+func (f fileConfig) apply(cfg *Config, root string) error {
+	set(&cfg.DefaultModel, f.DefaultModel)
+	set(&cfg.KernelPython, f.KernelPython)
+	set(&cfg.AllowNetwork, f.AllowNetwork)
+	for name, m := range f.Models {
+		if err := checkToolMode(m.ToolMode); err != nil {
+			return fmt.Errorf("models.%s.toolMode %w", name, err)
+		}
+		if cfg.Models == nil {
+			cfg.Models = map[string]Model{}
+		}
+		cfg.Models[name] = m
+	}
+	if f.Sandbox != nil && *f.Sandbox != "" && *f.Sandbox != "bwrap" {
+		return fmt.Errorf("sandbox %q: want \"bwrap\" or \"\"", *f.Sandbox)
+	}
+	set(&cfg.Sandbox, f.Sandbox)
+	for _, n := range []struct {
+		name     string
+		dst, src *int
+		min      int
+	}{
+		{"maxTurnSteps", &cfg.MaxTurnSteps, f.MaxTurnSteps, 1},
+		{"outputBudget", &cfg.OutputBudget, f.OutputBudget, 1},
+		{"maxDepth", &cfg.MaxDepth, f.MaxDepth, 0},
+		{"maxRunning", &cfg.MaxRunning, f.MaxRunning, 1},
+	} {
+		if n.src != nil && *n.src < n.min {
+			return fmt.Errorf("%s %d: want a whole number of at least %d", n.name, *n.src, n.min)
+		}
+		set(n.dst, n.src)
+	}
+	if err := setDuration(&cfg.CellTimeout, f.CellTimeout, "cellTimeout", "10m", false); err != nil {
+		return err
+	}
+	if err := setDuration(&cfg.IdleTimeout, f.IdleTimeout, "idleTimeout", "30m", true); err != nil {
+		return err
+	}
+	if f.Worktree != nil {
+		w, err := f.Worktree.resolve(root)
+		if err != nil {
+			return err
+		}
+		cfg.Worktree = w
+	}
+	return nil
+}
+
+func (fw fileWorktree) resolve(root string) (WorktreeSetup, error) {
+	w := WorktreeSetup{Command: fw.Command}
+	for _, list := range []struct {
+		name string
+		src  []string
+		dst  *[]string
+	}{{"copy", fw.Copy, &w.Copy}, {"link", fw.Link, &w.Link}} {
+		for _, p := range list.src {
+			rel, err := repoPath(root, p)
+			if err != nil {
+				return w, fmt.Errorf("worktree.%s %q: %w", list.name, p, err)
+			}
+			*list.dst = append(*list.dst, rel)
+		}
+	}
+	if err := setDuration(&w.CommandTimeout, fw.Timeout, "worktree.timeout", "5m", false); err != nil {
+		return w, err
+	}
+	set(&w.Timeout, fw.Timeout)
+	return w, nil
+}
+
+// repoPath checks a path arbor.json names in the repository: relative, not the repository
+// itself, and inside it even through symlinks (they would copy or link what lies outside into
+// every session worktree). It returns the path cleaned.
+func repoPath(root, p string) (string, error) {
+	if filepath.IsAbs(p) {
+		return "", errors.New("want a path relative to the repository")
+	}
+	rel := filepath.Clean(p)
+	if rel == "." {
+		return "", errors.New("want a path inside the repository, not the repository itself")
+	}
+	if _, err := Confine(root, rel); err != nil {
+		return "", err
+	}
+	return rel, nil
+}
+
+// setDuration parses a duration setting once, here, so a bad one fails the load naming it.
+func setDuration(dst *time.Duration, src *string, name, example string, zeroOK bool) error {
+	if src == nil {
+		return nil
+	}
+	d, err := time.ParseDuration(*src)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s %q: want a Go duration such as %q", name, *src, example)
+	case d < 0 || d == 0 && !zeroOK:
+		return fmt.Errorf("%s %q: want a positive Go duration such as %q", name, *src, example)
+	}
+	*dst = d
+	return nil
+}
+
+func set[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}

@@ -134,6 +134,7 @@ func TestLoadErrors(t *testing.T) {
 		{"copy escaping midway", "", `{"worktree":{"copy":["a/../../x"]}}`, `worktree.copy "a/../../x": path ../x is outside`},
 		{"absolute link", "", `{"worktree":{"link":["/etc"]}}`, `worktree.link "/etc": want a path relative to the repository`},
 		{"the repository itself", "", `{"worktree":{"link":["./"]}}`, `worktree.link "./": want a path inside the repository, not the repository itself`},
+		{"git dir", "", `{"worktree":{"copy":[".git/config"]}}`, `worktree.copy ".git/config": want a path outside .git`},
 		{"through a symlink", "", `{"worktree":{"copy":["out/secret"]}}`, `worktree.copy "out/secret": path out/secret resolves to`},
 	}
 	for _, tc := range tests {

@@ -172,8 +172,8 @@ func (fw fileWorktree) resolve(root string) (WorktreeSetup, error) {
 }
 
 // repoPath checks a path arbor.json names in the repository: relative, not the repository
-// itself, and inside it even through symlinks (they would copy or link what lies outside into
-// every session worktree). It returns the path cleaned.
+// itself nor its .git, and inside it even through symlinks (they would copy or link what lies
+// outside into every session worktree). It returns the path cleaned.
 func repoPath(root, p string) (string, error) {
 	if filepath.IsAbs(p) {
 		return "", errors.New("want a path relative to the repository")
@@ -181,6 +181,9 @@ func repoPath(root, p string) (string, error) {
 	rel := filepath.Clean(p)
 	if rel == "." {
 		return "", errors.New("want a path inside the repository, not the repository itself")
+	}
+	if first, _, _ := strings.Cut(filepath.ToSlash(rel), "/"); first == ".git" {
+		return "", errors.New("want a path outside .git")
 	}
 	if _, err := Confine(root, rel); err != nil {
 		return "", err

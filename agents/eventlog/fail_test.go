@@ -105,7 +105,13 @@ func TestOpenRemovesStaleTemps(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.jsonl")
 	keep := path + ".torn-20261129T170000.000000000Z"
-	for _, name := range []string{path + ".torn-20261129T170000.000000000Z.tmp", path + ".orig-x.tmp", keep} {
+	stale := []string{
+		filepath.Join(dir, ".events.jsonl.torn-20261129T170000.000000000Z.tmp-123"), // atomicfile's
+		filepath.Join(dir, ".events.jsonl.orig-x.tmp-456"),
+		path + ".torn-20261129T170000.000000000Z.tmp", // earlier versions'
+		path + ".orig-x.tmp",
+	}
+	for _, name := range append(stale, keep) {
 		if err := os.WriteFile(name, []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}

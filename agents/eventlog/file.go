@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/arborhq/arbor/atomicfile"
 )
 
 // createFile opens path for reading and writing. A new file and any new directories above it are
@@ -74,30 +76,16 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// copyAside writes the bytes [from, to) of f to a new file path.<tag>-<time> (temp, fsync,
-// rename, fsync dir) and returns its name.
+// copyAside writes the bytes [from, to) of f to a new file path.<tag>-<time> with
+// atomicfile (temp, fsync, rename, fsync dir), so the copy is durable before the caller cuts
+// or rewrites the log, and returns its name.
 func copyAside(f *os.File, path, tag string, from, to int64) (string, error) {
 	name := fmt.Sprintf("%s.%s-%s", path, tag, time.Now().UTC().Format("20060102T150405.000000000Z"))
-	tmp := name + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err := atomicfile.Write(name, 0o600, func(w io.Writer) error {
+		_, err := io.Copy(w, io.NewSectionReader(f, from, to-from))
+		return err
+	})
 	if err != nil {
-		return "", err
-	}
-	_, err = io.Copy(out, io.NewSectionReader(f, from, to-from))
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
-	}
-	if err != nil {
-		os.Remove(tmp)
 		return "", fmt.Errorf("copy %s aside: %w", path, err)
 	}
 	return name, nil
@@ -116,12 +104,15 @@ func cutTail(f *os.File, path string, validEnd, size int64) (string, error) {
 	return aside, f.Sync()
 }
 
-// removeStaleTemps deletes temporary copies that a crash in the middle of copyAside left behind.
-// The caller holds the log's lock, so no copy is in progress.
+// removeStaleTemps deletes temporary copies that a crash in the middle of copyAside left behind:
+// atomicfile's (.<name>.tmp-*) and those of earlier versions (<name>.tmp). The caller holds the
+// log's lock, so no copy is in progress.
 func removeStaleTemps(path string) {
+	dir, base := filepath.Split(path)
 	for _, tag := range []string{"torn", "orig"} {
-		stale, _ := filepath.Glob(path + "." + tag + "-*.tmp")
-		for _, name := range stale {
+		stale, _ := filepath.Glob(filepath.Join(dir, "."+base+"."+tag+"-*.tmp-*"))
+		old, _ := filepath.Glob(path + "." + tag + "-*.tmp")
+		for _, name := range append(stale, old...) {
 			os.Remove(name)
 		}
 	}

@@ -177,6 +177,14 @@ func TestOpenTruncated(t *testing.T) {
 			if b, _ := os.ReadFile(aside[0]); !bytes.Equal(b, tail) {
 				t.Fatalf("offset %d: torn copy holds %q, want %q", off, b, tail)
 			}
+			if fi, err := os.Stat(aside[0]); err != nil {
+				t.Fatal(err)
+			} else if fi.Mode().Perm() != 0o600 {
+				t.Fatalf("offset %d: torn copy has mode %v, want 0600", off, fi.Mode().Perm())
+			}
+		}
+		if temps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*tmp*")); len(temps) != 0 {
+			t.Fatalf("offset %d: temporary files left: %v", off, temps)
 		}
 	}
 }

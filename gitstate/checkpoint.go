@@ -81,56 +81,44 @@ func scopesOf(touched []string) ([]string, error) {
 }
 
 func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []string) (plumbing.Hash, bool, error) {
-	admin, err := r.worktreeAdmin(dir)
+	admin, branch, parent, err := r.checkpointTarget(dir)
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
-	if r.pending[filepath.Base(admin)] {
-		return plumbing.ZeroHash, false, fmt.Errorf("worktree %s is still being created", dir)
-	}
-	branch, head, err := r.headAt(filepath.Join(admin, "HEAD"))
-	if errors.Is(err, ErrNoCommits) {
-		return plumbing.ZeroHash, false, fmt.Errorf("branch %s of this worktree no longer exists (deleted outside Arbor?); recreate it with `git branch %s <commit>` or discard the session", branch.Short(), branch.Short())
-	}
-	if err != nil {
-		return plumbing.ZeroHash, false, err
-	}
-	if branch == "" {
-		return plumbing.ZeroHash, false, fmt.Errorf("HEAD is detached at %s; check out the session's branch first (git -C %s switch <branch>)", head, dir)
-	}
-	parent, err := r.git.CommitObject(head)
-	if err != nil {
-		return plumbing.ZeroHash, false, fmt.Errorf("commit %s: %w", head, err)
-	}
+	head := parent.Hash
 	if len(scopes) == 0 {
 		return head, false, nil
-	}
-	tree, err := parent.Tree()
-	if err != nil {
-		return plumbing.ZeroHash, false, fmt.Errorf("tree of %s: %w", head, err)
 	}
 	indexPath := filepath.Join(admin, "index")
 	x, err := loadIndex(indexPath)
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
-	s := r.newScan(dir, tree, x, scopes[0] == "")
-	if err := s.run(ctx, scopes); err != nil {
+	why, err := r.indexReason(ctx, x)
+	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
-	newTree := tree.Hash
-	if len(s.changes) > 0 {
-		if newTree, err = r.buildTree(tree.Hash, s.changes); err != nil {
+	var s *scan
+	if why == "" {
+		if s, err = r.scanned(ctx, dir, parent.TreeHash, x, scopes); err != nil {
 			return plumbing.ZeroHash, false, err
 		}
-		if newTree.IsZero() {
-			if newTree, err = r.writeTree(nil); err != nil {
-				return plumbing.ZeroHash, false, err
-			}
-		}
+		why = r.newAttrsReason(s)
+	}
+	var newTree plumbing.Hash
+	if why == "" {
+		newTree, err = r.scannedTree(parent.TreeHash, s)
+	} else {
+		// git transforms this worktree's content: it stages it, into the worktree's own index.
+		r.logger.Debug("checkpoint through git", "dir", dir, "because", why)
+		s = nil
+		newTree, err = r.stageWithGit(ctx, dir, r.setupExcludes(admin))
+	}
+	if err != nil {
+		return plumbing.ZeroHash, false, err
 	}
 	commit := head
-	if newTree != tree.Hash {
+	if newTree != parent.TreeHash {
 		if commit, err = r.commit(newTree, message, head); err != nil {
 			return plumbing.ZeroHash, false, err
 		}
@@ -138,16 +126,67 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 			return plumbing.ZeroHash, false, fmt.Errorf("move %s from %s to %s (did someone commit in the worktree meanwhile?): %w", branch.Short(), head, commit, err)
 		}
 	}
-
-	if s.dirty() {
+	if s != nil && s.dirty() {
 		if err := writeIndexBytes(indexPath, x.with(s.entries)); err != nil {
 			return commit, commit != head, err
 		}
 	}
 	if commit != head {
-		r.logger.Debug("checkpoint", "dir", dir, "branch", branch.Short(), "commit", commit, "paths", len(s.changes))
+		r.logger.Debug("checkpoint", "dir", dir, "branch", branch.Short(), "commit", commit)
 	}
 	return commit, commit != head, nil
+}
+
+// checkpointTarget finds the worktree's admin dir, its branch and the commit at its tip,
+// refusing what a checkpoint cannot commit onto. Callers hold the lock.
+func (r *Repo) checkpointTarget(dir string) (string, plumbing.ReferenceName, *object.Commit, error) {
+	admin, err := r.worktreeAdmin(dir)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if r.pending[filepath.Base(admin)] {
+		return "", "", nil, fmt.Errorf("worktree %s is still being created", dir)
+	}
+	branch, head, err := r.headAt(filepath.Join(admin, "HEAD"))
+	if errors.Is(err, ErrNoCommits) {
+		return "", "", nil, fmt.Errorf("branch %s of this worktree no longer exists (deleted outside Arbor?); recreate it with `git branch %s <commit>` or discard the session", branch.Short(), branch.Short())
+	}
+	if err != nil {
+		return "", "", nil, err
+	}
+	if branch == "" {
+		return "", "", nil, fmt.Errorf("HEAD is detached at %s; check out the session's branch first (git -C %s switch <branch>)", head, dir)
+	}
+	parent, err := r.git.CommitObject(head)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("commit %s: %w", head, err)
+	}
+	return admin, branch, parent, nil
+}
+
+// scanned runs gitstate's own scan of scopes of the worktree at dir. Callers hold the lock.
+func (r *Repo) scanned(ctx context.Context, dir string, tree plumbing.Hash, x *rawIndex, scopes []string) (*scan, error) {
+	t, err := object.GetTree(r.git.Storer, tree)
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", tree, err)
+	}
+	s := r.newScan(dir, t, x, scopes[0] == "")
+	if err := s.run(ctx, scopes); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// scannedTree applies a scan's changes to tree. Callers hold the lock.
+func (r *Repo) scannedTree(tree plumbing.Hash, s *scan) (plumbing.Hash, error) {
+	if len(s.changes) == 0 {
+		return tree, nil
+	}
+	h, err := r.buildTree(tree, s.changes)
+	if err == nil && h.IsZero() {
+		h, err = r.writeTree(nil)
+	}
+	return h, err
 }
 
 // commit stores a commit object. Callers hold the lock.

@@ -133,6 +133,13 @@ func (r *Repo) diffCommits(ctx context.Context, from, to plumbing.Hash) (*Diff, 
 		d.Files = append(d.Files, fds...)
 	}
 	sort.SliceStable(d.Files, func(i, j int) bool { return d.Files[i].Path < d.Files[j].Path })
+	if why, err := r.diffReason(ctx); err != nil {
+		return nil, err
+	} else if why != "" && len(d.Files) > 0 {
+		if err := r.binaryFromGit(ctx, d); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
 }
 

@@ -20,13 +20,34 @@ func git(t testing.TB, dir string, args ...string) string {
 	return out
 }
 
-func gitErr(dir string, args ...string) (string, error) {
+func gitErr(dir string, args ...string) (string, error) { return gitEnvErr(dir, nil, args...) }
+
+// gitEnv is git with extra environment variables.
+func gitEnv(t testing.TB, dir string, env []string, args ...string) string {
+	t.Helper()
+	out, err := gitEnvErr(dir, env, args...)
+	if err != nil {
+		t.Fatalf("git %s (in %s, %v): %v\n%s", strings.Join(args, " "), dir, env, err, out)
+	}
+	return out
+}
+
+func gitEnvErr(dir string, env []string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=t@example.com",
 		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+os.TempDir())
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
+}
+
+// setIdentity gives the repository at dir an identity of its own, so that what gitstate runs
+// there (accept's commit-tree) never depends on the developer's git config.
+func setIdentity(t testing.TB, dir string) {
+	t.Helper()
+	git(t, dir, "config", "user.name", "Test")
+	git(t, dir, "config", "user.email", "t@example.com")
 }
 
 func writeFiles(t testing.TB, dir string, files map[string]string) {
@@ -48,6 +69,7 @@ func newTestRepo(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	git(t, dir, "init", "-q", "-b", "main")
+	setIdentity(t, dir)
 	writeFiles(t, dir, map[string]string{
 		"a.go":            "package a\n\nfunc Foo() int { return 1 }\n",
 		"b.go":            "package a\n\nfunc Bar() int { return Foo() + 1 }\n",

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 )
@@ -193,6 +194,13 @@ func (x *rawIndex) namesSkipped(scope string) []string {
 // hasUnder reports whether any entry lies below directory dir.
 func (x *rawIndex) hasUnder(dir string) bool {
 	return x.search(dir+"/") < x.search(dir+"0")
+}
+
+// hash is entry i's object id.
+func (x *rawIndex) hash(i int) plumbing.Hash {
+	var h plumbing.Hash
+	copy(h[:], x.data[x.offs[i]+40:])
+	return h
 }
 
 func (x *rawIndex) entry(i int) *index.Entry {

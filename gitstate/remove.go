@@ -103,6 +103,11 @@ func (r *Repo) uncommitted(ctx context.Context, dir, admin string) ([]string, er
 	if err != nil {
 		return nil, err
 	}
+	if why, err := r.indexReason(ctx, x); err != nil {
+		return nil, err
+	} else if why != "" {
+		return uncommittedWithGit(ctx, dir, r.setupExcludes(admin))
+	}
 	s := r.newScan(dir, tree, x, true)
 	if err := s.run(ctx, []string{""}); err != nil {
 		return nil, err

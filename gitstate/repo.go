@@ -35,6 +35,7 @@ type Repo struct {
 	packStamp time.Time
 	// pending names worktrees whose files are being written without the lock.
 	pending map[string]bool
+	pol     policy // guarded by sem
 	logger  *slog.Logger
 }
 
@@ -72,7 +73,15 @@ func Open(dir string, logger *slog.Logger) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", root, err)
 	}
-	return &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger, pending: map[string]bool{}}, nil
+	r := &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger, pending: map[string]bool{}}
+	if err := r.refreshPolicy(context.Background()); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open repository %s: %w", root, err)
+	}
+	if why := or(r.pol.config, r.pol.attrs); why != "" {
+		logger.Info("repository content goes through the git CLI", "root", root, "because", why)
+	}
+	return r, nil
 }
 
 // findCommonDir walks up from dir to the first .git entry and returns the absolute common git

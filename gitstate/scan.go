@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -40,6 +39,9 @@ type scan struct {
 	changes map[string]*treeFile    // path → content on disk; nil means deleted (vs HEAD)
 	entries map[string]*index.Entry // index entries to replace (nil value: remove)
 	nested  []string                // directories holding a repository of their own (not committed)
+	// attrFiles are the .gitattributes files met on disk, which may send the worktree
+	// through the git CLI (see [Repo.newAttrsReason]).
+	attrFiles []string
 }
 
 func (r *Repo) newScan(dir string, tree *object.Tree, x *rawIndex, full bool) *scan {
@@ -124,10 +126,6 @@ func (s *scan) run(ctx context.Context, scopes []string) error {
 	return nil
 }
 
-func under(p, scope string) bool {
-	return scope == "" || p == scope || strings.HasPrefix(p, scope+"/")
-}
-
 // headUnder collects the HEAD tree's files at or below scope.
 func (s *scan) headUnder(scope string, out map[string]treeFile) error {
 	if scope == "" {
@@ -177,6 +175,9 @@ func (s *scan) visit(ctx context.Context, p, abs string, fi os.FileInfo, seen ma
 			return nil
 		}
 		seen[p] = true
+		if isAttrFile(p) {
+			s.attrFiles = append(s.attrFiles, p)
+		}
 		return s.file(p, abs, fi)
 	}
 	if err := ctx.Err(); err != nil {

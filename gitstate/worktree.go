@@ -98,7 +98,7 @@ func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 	if err != nil {
 		return err
 	}
-	p, base, err := r.beginBranchWorktree(spec)
+	p, base, err := r.beginBranchWorktree(ctx, spec)
 	if err == nil {
 		r.pending[spec.Name] = true
 	}
@@ -107,9 +107,7 @@ func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 		return err
 	}
 	registered := time.Now()
-	read, closeReader := r.privateReader()
-	entries, err := checkout(ctx, read, r.common, p.dir, p.files)
-	closeReader()
+	entries, err := p.fill(ctx, r)
 	r.logger.Debug("worktree files written", "name", spec.Name, "files", len(p.files), "took", time.Since(registered))
 	unlock, lerr := r.lock(context.WithoutCancel(ctx)) // finishing or rolling back must happen
 	if lerr != nil {
@@ -134,7 +132,7 @@ func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 
 // beginBranchWorktree writes the record, creates the branch and registers the worktree.
 // Callers hold the lock.
-func (r *Repo) beginBranchWorktree(spec WorktreeSpec) (*pendingWorktree, plumbing.Hash, error) {
+func (r *Repo) beginBranchWorktree(ctx context.Context, spec WorktreeSpec) (*pendingWorktree, plumbing.Hash, error) {
 	base, err := r.resolve(spec.Base)
 	if err != nil {
 		return nil, base, err
@@ -156,7 +154,7 @@ func (r *Repo) beginBranchWorktree(spec WorktreeSpec) (*pendingWorktree, plumbin
 		r.removeRecord(spec.Name)
 		return nil, base, fmt.Errorf("create branch %s: %w", spec.Branch, err)
 	}
-	p, err := r.prepareWorktree(spec.Name, branch, base, spec.Dir)
+	p, err := r.prepareWorktree(ctx, spec.Name, branch, base, spec.Dir)
 	if err != nil {
 		r.git.Storer.RemoveReference(branch)
 		r.removeRecord(spec.Name)
@@ -173,6 +171,18 @@ func (r *Repo) adminDir(name string) string { return filepath.Join(r.common, "wo
 type pendingWorktree struct {
 	admin, dir string
 	files      []treeFile
+	withGit    string // why git itself checks the files out (see doc.go), or ""
+}
+
+// fill writes the worktree's files, without the lock: from an object store of its own, or by
+// git. It returns the index entries to write, or nil when git wrote the index.
+func (p *pendingWorktree) fill(ctx context.Context, r *Repo) ([]*index.Entry, error) {
+	if p.withGit != "" {
+		return nil, checkoutWithGit(ctx, p.dir)
+	}
+	read, closeReader := r.privateReader()
+	defer closeReader()
+	return checkout(ctx, read, r.common, p.dir, p.files)
 }
 
 // abort removes what was made.
@@ -184,11 +194,16 @@ func (p *pendingWorktree) abort() {
 // linkWorktree checks out an existing branch (at commit) into a new linked worktree, all under
 // the lock. Callers hold the lock.
 func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string) error {
-	p, err := r.prepareWorktree(name, branch, commit, dir)
+	p, err := r.prepareWorktree(ctx, name, branch, commit, dir)
 	if err != nil {
 		return err
 	}
-	entries, err := checkout(ctx, r.readBlob, r.common, p.dir, p.files)
+	var entries []*index.Entry
+	if p.withGit != "" {
+		err = checkoutWithGit(ctx, p.dir)
+	} else {
+		entries, err = checkout(ctx, r.readBlob, r.common, p.dir, p.files)
+	}
 	if err == nil {
 		err = r.finishWorktree(p, entries)
 	}
@@ -202,7 +217,7 @@ func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.Re
 // "locked: initializing" marker until finishWorktree, so neither `git worktree prune` nor
 // Reconcile mistakes a half-made worktree for a dead one; it lists the files to check out.
 // Callers hold the lock.
-func (r *Repo) prepareWorktree(name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string) (_ *pendingWorktree, err error) {
+func (r *Repo) prepareWorktree(ctx context.Context, name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string) (_ *pendingWorktree, err error) {
 	dir = filepath.Clean(dir)
 	admin := r.adminDir(name)
 	if _, err := os.Lstat(admin); err == nil {
@@ -246,13 +261,19 @@ func (r *Repo) prepareWorktree(name string, branch plumbing.ReferenceName, commi
 	if p.files, err = r.listTree(c.TreeHash, "", nil); err != nil {
 		return nil, err
 	}
+	if p.withGit, err = r.treeReason(ctx, p.files); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
-// finishWorktree writes the index and lifts the "initializing" marker. Callers hold the lock.
+// finishWorktree writes the index (unless git did) and lifts the "initializing" marker.
+// Callers hold the lock.
 func (r *Repo) finishWorktree(p *pendingWorktree, entries []*index.Entry) error {
-	if err := writeIndexBytes(filepath.Join(p.admin, "index"), encodeIndex(entries).data); err != nil {
-		return err
+	if p.withGit == "" {
+		if err := writeIndexBytes(filepath.Join(p.admin, "index"), encodeIndex(entries).data); err != nil {
+			return err
+		}
 	}
 	return os.Remove(filepath.Join(p.admin, "locked"))
 }

@@ -70,6 +70,7 @@ func (e *ConflictError) Error() string {
 // that landed there meanwhile is kept. It refuses with a [DirtyError] when the target has
 // uncommitted changes in the files involved, and with a [ConflictError] listing files when the
 // merge conflicts; in both cases the target's files, index and branch are left as they were.
+// With no git identity to sign the commit it fails first, with [ErrNoIdentity].
 func (r *Repo) Accept(ctx context.Context, o AcceptOptions) (*AcceptResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -104,6 +105,9 @@ func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 			return nil, err
 		}
 		dir, headFile = filepath.Clean(o.Into), filepath.Join(admin, "HEAD")
+	}
+	if err := checkIdentity(ctx, dir); err != nil {
+		return nil, err
 	}
 	if err := r.checkNoOperation(dir, filepath.Dir(headFile)); err != nil {
 		return nil, err

@@ -55,8 +55,27 @@ func TestAcceptWhole(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "user.txt")); string(b) != "user\n" {
 		t.Errorf("user's own work lost: %q", b)
 	}
-	if _, err := r.Accept(t.Context(), AcceptOptions{Head: "arbor/s", Merge: true}); err != nil {
-		t.Logf("second accept (merge, contents already in): %v", err)
+	// Merging the squashed session records that it is merged and changes no content.
+	session := git(t, root, "rev-parse", "arbor/s")
+	merged, err := r.Accept(t.Context(), AcceptOptions{Head: "arbor/s", Merge: true})
+	if err != nil {
+		t.Fatalf("merge after the squash: %v", err)
+	}
+	if parents := git(t, root, "log", "-1", "--format=%P"); parents != res.Commit+" "+session {
+		t.Errorf("merge parents = %q, want %s %s", parents, res.Commit, session)
+	}
+	if got, want := git(t, root, "rev-parse", merged.Commit+"^{tree}"), git(t, root, "rev-parse", res.Commit+"^{tree}"); got != want {
+		t.Errorf("merge changed the tree: %s, was %s", got, want)
+	}
+	if st := git(t, root, "status", "--porcelain"); st != "" {
+		t.Errorf("user tree not clean after the merge:\n%s", st)
+	}
+	// Now the session is contained in main: a third accept has nothing to bring.
+	if _, err := r.Accept(t.Context(), AcceptOptions{Head: "arbor/s", Message: "again"}); err == nil || !strings.Contains(err.Error(), "nothing to accept") {
+		t.Errorf("third accept = %v, want nothing to accept", err)
+	}
+	if got := git(t, root, "rev-parse", "HEAD"); got != merged.Commit {
+		t.Errorf("HEAD moved to %s after the refused accept", got)
 	}
 	assertFsck(t, root)
 }

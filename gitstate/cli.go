@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// runGit runs the git CLI in dir, for the few jobs go-git cannot do (three-way merges, updating
-// a checked-out worktree the way git's own checkout does). Variables that would redirect git to
+// runGit runs the git CLI in dir: for merges and accepts, and for whatever the policy in doc.go
+// sends through git. Variables that would redirect git to
 // another repository or index are removed from its environment. Callers hold the lock.
 func runGit(ctx context.Context, dir string, stdin []byte, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)

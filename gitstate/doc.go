@@ -21,9 +21,52 @@
 //
 // A [Repo] serialises every access to its repository: go-git is not safe for concurrent use of
 // one repository, so every method takes the Repo's lock and a Repo may be shared by many
-// goroutines. go-git does the reading and writing of objects, trees, commits and worktrees;
-// the git CLI is used only for three-way merges and for updating a checked-out worktree on
-// accept. Linked worktrees, indexes and refs are written in git's own formats and with its lock
-// files, so the git CLI sees and uses them (`git worktree list`, `git -C <wt> status`) and the
-// user may commit, switch or delete by hand; gitstate notices and copes, or says why not.
+// goroutines. Linked worktrees, indexes and refs are written in git's own formats and with its
+// lock files, so the git CLI sees and uses them (`git worktree list`, `git -C <wt> status`) and
+// the user may commit, switch or delete by hand; gitstate notices and copes, or says why not.
+//
+// # Which repositories take which path
+//
+// The git CLI does three-way merges, accept's commit and the update of a checked-out worktree
+// on accept, always. For the rest there are two paths, and the answer must be git's either way.
+//
+// The fast path is gitstate's own code on go-git's object store: a stat-trusting scan and
+// partial tree rebuild for checkpoints (scan.go, treebuild.go, rawindex.go), a parallel
+// checkout for new worktrees (checkout.go) and tree diffs (treediff.go). It copies bytes: a
+// checkpoint of one touched file costs a fraction of `git add -A && git commit`, and a fork is
+// about as fast as `git worktree add`, which is why it exists (`arbor bench git`).
+//
+// Copying bytes is what git does only when nothing transforms content. So a repository takes
+// the CLI path, for each operation, when git would transform it:
+//
+//   - its config sets core.autocrlf (true or input), core.fileMode=false, core.symlinks=false or
+//     core.ignoreCase=true, from any config file git reads;
+//   - an attributes file sets, unsets or defines a macro over text, eol, crlf, filter, ident,
+//     working-tree-encoding, diff or binary: $GIT_DIR/info/attributes, the global attributes
+//     file (core.attributesFile), or a .gitattributes in any directory — tracked in the
+//     worktree's index, met on disk by the checkpoint's scan, or in the tree being checked out.
+//
+// Other attributes (linguist-*, export-ignore, merge, whitespace) change no bytes and keep the
+// fast path. core.eol and filter.* settings need such an attribute to have any effect, so the
+// attribute is what is looked for; a filter named by an attribute is routed to git whether or
+// not it is configured, since git, not gitstate, knows what a missing or `required` filter means.
+// The config is reread when one of its files changes (their stat data is checked at each
+// operation) and attributes are looked for at each operation, so a session that adds a
+// .gitattributes is handled from that checkpoint on.
+//
+// On the CLI path a checkpoint is `git add -A` in the worktree (its own index; Setup's copies
+// and nested repositories excluded by pathspec, as the scan leaves them out) and
+// `git write-tree`, committed by gitstate as any checkpoint is; a new worktree is registered as
+// on the fast path and filled by `git read-tree --reset -u HEAD`, the checkout `git worktree
+// add` runs; the uncommitted-work check is `git status`. Diffs between commits compare stored
+// blobs, which filters and eol conversion do not touch, so they stay on the fast path except
+// for their binary verdicts, which come from `git diff --numstat` when the main worktree's
+// attributes could change them. Checkpoints there cost what `git add -A` costs, not what changed.
+//
+// Differential tests (attrs_test.go) hold both paths to the git CLI on generated repositories:
+// checkpoint trees against `git add -A && git write-tree`, worktrees against `git worktree add`
+// byte for byte and mode for mode, diffs against `git diff`.
+//
+// Checkpoints are signed "Arbor <arbor@localhost>": they are the agent's work. Accept and Merge
+// commit as the user and fail up front with [ErrNoIdentity] when git has no identity for them.
 package gitstate

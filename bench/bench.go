@@ -104,6 +104,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // goals read "<= 50 ms", not "\u003c= 50 ms"
 	return enc.Encode(out)
 }
 

@@ -65,7 +65,7 @@ func TestReportTable(t *testing.T) {
 	if err := r.WriteJSON(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"ratio": 0.5`, `"runs": 5`} {
+	for _, want := range []string{`"ratio": 0.5`, `"runs": 5`, `"goal": "ratio <= 0.7"`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("json lacks %s:\n%s", want, b.String())
 		}

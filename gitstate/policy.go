@@ -60,14 +60,11 @@ type policy struct {
 	mainAttrs []treeFile
 }
 
-// configFiles lists the files git reads configuration and repository-wide attributes from.
+// configFiles lists the files git reads configuration and repository-wide attributes from:
+// the config files, then attrFiles.
 func (r *Repo) configFiles() []string {
-	files := []string{filepath.Join(r.common, "config"), filepath.Join(r.common, "info", "attributes")}
-	home, _ := os.UserHomeDir()
-	xdg := os.Getenv("XDG_CONFIG_HOME")
-	if xdg == "" && home != "" {
-		xdg = filepath.Join(home, ".config")
-	}
+	home, xdg := userDirs()
+	files := []string{filepath.Join(r.common, "config")}
 	if g, ok := os.LookupEnv("GIT_CONFIG_GLOBAL"); ok {
 		files = append(files, g)
 	} else {
@@ -76,7 +73,24 @@ func (r *Repo) configFiles() []string {
 	if os.Getenv("GIT_CONFIG_NOSYSTEM") == "" {
 		files = append(files, or(os.Getenv("GIT_CONFIG_SYSTEM"), "/etc/gitconfig"))
 	}
-	return append(files, filepath.Join(xdg, "git", "attributes"), expandHome(r.pol.attrFile, home))
+	return append(files, r.attrFiles()...)
+}
+
+// attrFiles lists the attributes files that apply to every worktree: info/attributes, the
+// default global one and core.attributesFile.
+func (r *Repo) attrFiles() []string {
+	home, xdg := userDirs()
+	return []string{filepath.Join(r.common, "info", "attributes"), filepath.Join(xdg, "git", "attributes"),
+		expandHome(r.pol.attrFile, home)}
+}
+
+func userDirs() (home, xdg string) {
+	home, _ = os.UserHomeDir()
+	xdg = os.Getenv("XDG_CONFIG_HOME")
+	if xdg == "" && home != "" {
+		xdg = filepath.Join(home, ".config")
+	}
+	return home, xdg
 }
 
 func expandHome(p, home string) string {
@@ -125,9 +139,10 @@ func (r *Repo) refreshPolicy(ctx context.Context) error {
 	p.config = configReason(settings)
 	p.attrFile = settings["core.attributesfile"]
 	r.pol = p
-	home, _ := os.UserHomeDir()
-	files := r.configFiles()
-	for _, f := range []string{filepath.Join(r.common, "info", "attributes"), files[len(files)-2], expandHome(p.attrFile, home)} {
+	for _, f := range r.attrFiles() {
+		if f == "" {
+			continue
+		}
 		if b, err := os.ReadFile(f); err == nil && attrsChangeContent(b) {
 			r.pol.attrs = f
 			break

@@ -292,3 +292,84 @@ func TestAttrsChangeContent(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyFollowsConfig: settings and attributes files changed after Open are noticed at
+// the next operation, both ways.
+func TestPolicyFollowsConfig(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	reason := func() string {
+		t.Helper()
+		unlock, err := r.lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unlock()
+		why, err := r.repoReason(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return why
+	}
+	if why := reason(); why != "" {
+		t.Fatalf("plain repository takes the CLI path: %s", why)
+	}
+	git(t, root, "config", "core.autocrlf", "input")
+	if why := reason(); why != "core.autocrlf=input" {
+		t.Errorf("after core.autocrlf=input: %q", why)
+	}
+	git(t, root, "config", "core.autocrlf", "false")
+	if why := reason(); why != "" {
+		t.Errorf("after core.autocrlf=false: %q", why)
+	}
+	info := filepath.Join(root, ".git", "info", "attributes")
+	writeFiles(t, filepath.Dir(info), map[string]string{"attributes": "*.txt eol=crlf\n"})
+	if why := reason(); why != info {
+		t.Errorf("after info/attributes: %q", why)
+	}
+	// The worktree made now is checked out as git would: CRLF.
+	wt := addSession(t, r, "s")
+	if b, _ := os.ReadFile(filepath.Join(wt, "dir/sub/c.txt")); !bytes.HasPrefix(b, []byte("one\r\n")) {
+		t.Errorf("c.txt checked out as %q", b)
+	}
+	os.Remove(info)
+	if why := reason(); why != "" {
+		t.Errorf("after removing info/attributes: %q", why)
+	}
+}
+
+// TestCheckpointWithGitLeavesOut: on the CLI path, a checkpoint leaves out what the scan leaves
+// out: Setup's copies and repositories nested in the worktree.
+func TestCheckpointWithGitLeavesOut(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	writeFiles(t, root, map[string]string{".gitattributes": "* text=auto\n", ".env": "SECRET=1\n"})
+	git(t, root, "add", ".gitattributes")
+	git(t, root, "commit", "-q", "-m", "attributes")
+	r := openTest(t, root)
+	wt := addSession(t, r, "s")
+	if err := r.SetupWorktree(t.Context(), wt, Setup{Copy: []string{".env"}}); err != nil {
+		t.Fatal(err)
+	}
+	nested := filepath.Join(wt, "lib")
+	if err := os.MkdirAll(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, nested, "init", "-q")
+	writeFiles(t, wt, map[string]string{"lib/x.go": "package lib\n", "new.txt": "a\r\nb\r\n"})
+	commit, _, err := r.Checkpoint(t.Context(), wt, "turn", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, root, "diff", "--name-only", "main", commit); got != "new.txt" {
+		t.Errorf("checkpoint committed %q, want only new.txt", got)
+	}
+	if got := git(t, root, "cat-file", "blob", commit+":new.txt"); got != "a\nb" {
+		t.Errorf("new.txt stored as %q, want LF line ends", got)
+	}
+	files, err := r.uncommitted(t.Context(), wt, r.adminDir("s"))
+	if err != nil || strings.Join(files, ",") != "lib/ (a git repository of its own)" {
+		t.Errorf("uncommitted = %v (%v), want only the nested repository", files, err)
+	}
+}

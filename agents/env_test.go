@@ -67,7 +67,7 @@ func gitInit(t *testing.T, dir string, files map[string]string) {
 	for name, body := range files {
 		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
 	}
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"}} {
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"config", "user.name", "t"}, {"config", "user.email", "t@t"}, {"add", "."}, {"commit", "-qm", "init"}} {
 		git(t, dir, args...)
 	}
 }

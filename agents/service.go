@@ -36,6 +36,8 @@ type Options struct {
 	// Overrides are the daemon's flags and environment; they beat every config file.
 	Overrides workspace.Overrides
 	Logger    *slog.Logger
+
+	turnHook func(s *Session, turn int) // tests: runs at the start of every turn
 }
 
 // Validate checks required fields.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -90,7 +91,7 @@ func (s *Session) runTurns() {
 			cancel()
 			continue // stopped meanwhile: the loop head sees it
 		}
-		err := s.runTurn(ctx)
+		err := s.runTurnIsolated(ctx, turn)
 		s.ws.release()
 		cancel()
 		s.checkpoint(ctx, turn)
@@ -149,14 +150,29 @@ func (s *Session) settle(ctx context.Context, st State, reason string) bool {
 	return false
 }
 
+// runTurnIsolated runs one turn as an isolation boundary: a panic in it is logged with its
+// stack and fails the turn (a turn_failed event says so), and the daemon goes on.
+func (s *Session) runTurnIsolated(ctx context.Context, turn int) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.svc.log.Error("panic in turn", "session", s.meta.ID, "turn", turn, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("internal error in the arbor daemon (%v); it was logged — please report it, then send a message to retry", p)
+		}
+	}()
+	return s.runTurn(ctx, turn)
+}
+
 // runTurn calls the model and runs its tool calls until it answers without one.
-func (s *Session) runTurn(ctx context.Context) error {
+func (s *Session) runTurn(ctx context.Context, turn int) error {
 	steps := s.cfg.MaxTurnSteps
 	for step := 0; step < steps; step++ {
 		// Messages are taken first, even when the turn then fails: a failed turn retries only
 		// for a message that arrives after it, never in a loop on the same one.
 		if err := s.deliver(ctx, step == 0); err != nil {
 			return err
+		}
+		if hook := s.svc.opts.turnHook; hook != nil && step == 0 {
+			hook(s, turn)
 		}
 		if s.client == nil {
 			// Recovered without a usable model (its key variable unset, or the model removed

@@ -12,7 +12,6 @@ type Usage struct {
 	Messages           int64   `json:"messages"`
 	HumanInterventions int64   `json:"humanInterventions"`
 	Retries            int64   `json:"retries"`
-	HarnessEdits       int64   `json:"harnessEdits"`
 }
 
 // addTokens counts one model call's tokens and cost.
@@ -32,6 +31,5 @@ func (u Usage) Add(v Usage) Usage {
 	u.Messages += v.Messages
 	u.HumanInterventions += v.HumanInterventions
 	u.Retries += v.Retries
-	u.HarnessEdits += v.HarnessEdits
 	return u
 }

@@ -2,17 +2,12 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 )
 
 // sessionAttach replays events since SinceSeq and then streams live ones. Live events that
 // arrive while the replay is read are held back and queued after it, skipping any the replay
 // already carried, so the client sees every event once, in seq order.
-func (c *conn) sessionAttach(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[AttachParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionAttach(ctx context.Context, p AttachParams) (*AttachResult, error) {
 	sess, err := c.srv.agents.Get(p.ID)
 	if err != nil {
 		return nil, err
@@ -58,11 +53,7 @@ func (c *conn) sessionAttach(ctx context.Context, raw json.RawMessage) (any, err
 	return &AttachResult{Session: info}, nil
 }
 
-func (c *conn) sessionDetach(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[SessionRef](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionDetach(ctx context.Context, p SessionRef) (*Empty, error) {
 	sess, err := c.srv.agents.Get(p.ID)
 	if err != nil {
 		return nil, err
@@ -73,11 +64,7 @@ func (c *conn) sessionDetach(ctx context.Context, raw json.RawMessage) (any, err
 	return nil, nil
 }
 
-func (c *conn) sessionLog(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[LogParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionLog(ctx context.Context, p LogParams) (*LogResult, error) {
 	sess, err := c.srv.agents.Get(p.ID)
 	if err != nil {
 		return nil, err

@@ -83,3 +83,10 @@ func (c *Client) Done() <-chan struct{} { return c.rpc.Done() }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.rpc.Close() }
+
+// Call sends the request m with params p on c and decodes its result.
+func (m Method[P, R]) Call(ctx context.Context, c *Client, p P) (R, error) {
+	var r R
+	err := c.Call(ctx, string(m), p, &r)
+	return r, err
+}

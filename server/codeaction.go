@@ -11,11 +11,7 @@ import (
 
 // codeAction offers "Refactor with agent…" and "Spawn subagent on selection" on any range.
 // The task text is asked for by the editor (the command carries the selection).
-func (c *conn) codeAction(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[protocol.CodeActionParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) codeAction(ctx context.Context, p protocol.CodeActionParams) ([]protocol.CodeAction, error) {
 	if len(p.Context.Only) > 0 && !kindWanted(p.Context.Only) {
 		return []protocol.CodeAction{}, nil
 	}
@@ -44,30 +40,21 @@ func kindWanted(only []protocol.CodeActionKind) bool {
 	return false
 }
 
+// commandMethods maps each command to the arbor/* request it runs.
+var commandMethods = map[string]string{
+	CmdNewTask: MethodSessionCreate, CmdSpawnSubagent: MethodSessionCreate, CmdStop: MethodSessionStop,
+	CmdSend: MethodSessionSend, CmdFork: MethodSessionFork, CmdAccept: MethodSessionAccept, CmdDiscard: MethodSessionDiscard,
+}
+
 // executeCommand runs the same actions as the arbor/* requests; each argument object is that
 // request's params.
-func (c *conn) executeCommand(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[protocol.ExecuteCommandParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) executeCommand(ctx context.Context, p protocol.ExecuteCommandParams) (any, error) {
 	var arg json.RawMessage = []byte("{}")
 	if len(p.Arguments) > 0 {
 		arg, _ = json.Marshal(p.Arguments[0])
 	}
-	switch p.Command {
-	case CmdNewTask, CmdSpawnSubagent:
-		return c.sessionCreate(ctx, arg)
-	case CmdStop:
-		return c.sessionStop(ctx, arg)
-	case CmdSend:
-		return c.sessionSend(ctx, arg)
-	case CmdFork:
-		return c.sessionFork(ctx, arg)
-	case CmdAccept:
-		return c.sessionAccept(ctx, arg)
-	case CmdDiscard:
-		return c.sessionDiscard(ctx, arg)
+	if m, ok := commandMethods[p.Command]; ok {
+		return routes[m].serve(c, ctx, arg)
 	}
 	return nil, errInvalidParams{fmt.Sprintf("unknown command %q: Arbor's commands are %s", p.Command,
 		strings.Join([]string{CmdNewTask, CmdSpawnSubagent, CmdStop, CmdSend, CmdFork, CmdAccept, CmdDiscard}, ", "))}

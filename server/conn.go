@@ -40,18 +40,18 @@ type conn struct {
 	rootDir       string
 	caps          clientCaps
 	attached      map[string]bool
-	replaying     map[string][]eventlog.Record // live events held back while a replay is queued
-	behind        map[string]uint64            // session → last seq queued before events were dropped
-	late          []outMsg                     // tree and progress messages held while the queue was full
-	progress      map[string]string            // session → progress token
-	progressBegun map[string]chan struct{}     // token → closed once its begin was sent (or failed)
-	progressOpen  map[string]bool              // tokens whose begin was queued: only they get an end
+	replaying     map[string][]eventlog.Record       // live events held back while a replay is queued
+	behind        map[string]uint64                  // session → last seq queued before events were dropped
+	late          []outMsg                           // tree and progress messages held while the queue was full
+	progress      map[string]string                  // session → progress token
+	progressBegun map[string]chan struct{}           // token → closed once its begin was sent (or failed)
+	progressOpen  map[string]bool                    // tokens whose begin was queued: only they get an end
+	inflight      map[jsonrpc2.ID]context.CancelFunc // cancellable requests being served
 	unsubscribe   func()
 	requests      sync.WaitGroup // handlers in flight
 }
 
 type clientCaps struct {
-	ShowDocument     bool
 	WorkDoneProgress bool
 }
 
@@ -59,6 +59,7 @@ func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{
 		srv: srv, log: srv.log, out: make(chan outMsg, queueLen),
 		attached: map[string]bool{}, replaying: map[string][]eventlog.Record{}, behind: map[string]uint64{}, progress: map[string]string{}, progressBegun: map[string]chan struct{}{}, progressOpen: map[string]bool{},
+		inflight: map[jsonrpc2.ID]context.CancelFunc{},
 	}
 	c.rpc = jsonrpc2.NewConn(newStream(nc))
 	ctx, cancel := context.WithCancel(ctx)
@@ -214,7 +215,7 @@ func (c *conn) SessionChanged(info agents.Info) {
 	c.progressFor(info)
 }
 
-// call sends a server→client request; used for window/showDocument and progress creation.
+// call sends a server→client request; used for progress creation.
 func (c *conn) call(ctx context.Context, method string, params, result any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

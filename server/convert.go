@@ -2,9 +2,15 @@ package server
 
 import "github.com/arborhq/arbor/agents"
 
+// sessionResult is a session as a request's result.
+func sessionResult(in agents.Info) *Session {
+	s := toSession(in)
+	return &s
+}
+
 func toSession(in agents.Info) Session {
 	return Session{
-		ID: in.ID, Parent: in.Parent, Name: in.Name, Task: in.Task, State: in.State.String(),
+		ID: in.ID, Parent: in.Parent, Name: in.Name, Task: in.Task, State: in.State,
 		Error: in.Error, Model: in.Model, Branch: in.Branch, Worktree: in.Worktree,
 		BaseCommit: in.BaseCommit, ForkOf: in.ForkOf, ForkSeq: in.ForkSeq, Workspace: in.Workspace, Created: in.Created, LastSeq: in.LastSeq,
 		Usage: toUsage(in.Usage), Total: toUsage(in.Total), Children: in.Children,
@@ -15,6 +21,6 @@ func toUsage(u agents.Usage) Usage {
 	return Usage{
 		ModelCalls: u.ModelCalls, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CostUSD: u.CostUSD, KernelExecs: u.KernelExecs, Messages: u.Messages,
-		HumanInterventions: u.HumanInterventions, Retries: u.Retries, HarnessEdits: u.HarnessEdits,
+		HumanInterventions: u.HumanInterventions, Retries: u.Retries,
 	}
 }

@@ -44,6 +44,8 @@ func toRPCError(err error) error {
 		code = CodeModelUnavailable
 	case errors.Is(err, agents.ErrInvalidState):
 		code = CodeInvalidState
+	case errors.Is(err, gitstate.ErrNoIdentity):
+		code = CodeNoGitIdentity
 	case errors.Is(err, errShuttingDown):
 		code = CodeShuttingDown
 	}

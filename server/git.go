@@ -2,19 +2,15 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 
 	"github.com/arborhq/arbor/gitstate"
 )
 
-func (c *conn) sessionDiff(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[DiffParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionDiff(ctx context.Context, p DiffParams) (*DiffResult, error) {
 	var d *gitstate.Diff
+	var err error
 	if p.Turn != 0 {
 		d, err = c.srv.agents.DiffTurn(ctx, p.ID, p.Turn)
 	} else {
@@ -38,11 +34,7 @@ func toDiffResult(d *gitstate.Diff) *DiffResult {
 	return res
 }
 
-func (c *conn) sessionFileAt(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[FileAtParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionFileAt(ctx context.Context, p FileAtParams) (*FileAtResult, error) {
 	if p.Side != "base" && p.Side != "head" {
 		return nil, errInvalidParams{`fileAt: side must be "base" or "head", got "` + p.Side + `"`}
 	}

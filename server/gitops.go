@@ -2,37 +2,22 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 )
 
 // The git operations on sessions: fork, accept, child merge, discard.
-func init() {
-	methods[MethodSessionFork] = (*conn).sessionFork
-	methods[MethodSessionAccept] = (*conn).sessionAccept
-	methods[MethodSessionMerge] = (*conn).sessionMerge
-	methods[MethodSessionDiscard] = (*conn).sessionDiscard
-}
 
-func (c *conn) sessionFork(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[ForkParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionFork(ctx context.Context, p ForkParams) (*Session, error) {
 	sess, err := c.srv.agents.Fork(ctx, p.ID, p.AtSeq, p.Name)
 	if err != nil {
 		return nil, err
 	}
-	return toSession(c.srv.agents.Info(sess)), nil
+	return sessionResult(c.srv.agents.Info(sess)), nil
 }
 
-func (c *conn) sessionAccept(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[AcceptParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionAccept(ctx context.Context, p AcceptParams) (*AcceptResult, error) {
 	merge := false
 	switch p.Mode {
 	case "", "squash":
@@ -69,11 +54,7 @@ func parseHunks(sel []string) (map[string][]int, error) {
 	return out, nil
 }
 
-func (c *conn) sessionMerge(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[SessionRef](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionMerge(ctx context.Context, p SessionRef) (*AcceptResult, error) {
 	res, err := c.srv.agents.Merge(ctx, p.ID)
 	if err != nil {
 		return nil, err
@@ -81,11 +62,7 @@ func (c *conn) sessionMerge(ctx context.Context, raw json.RawMessage) (any, erro
 	return &AcceptResult{Commit: res.Commit, Files: res.Files}, nil
 }
 
-func (c *conn) sessionDiscard(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[DiscardParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionDiscard(ctx context.Context, p DiscardParams) (*DiscardResult, error) {
 	res, err := c.srv.agents.Discard(ctx, p.ID, p.Force)
 	if err != nil {
 		return nil, err

@@ -68,7 +68,7 @@ func TestGitOpsOverProtocol(t *testing.T) {
 	if err := c.Call(ctx, MethodSessionCreate, &SessionCreateParams{Task: "edit things", Dir: repo}, &s); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(90 * time.Second); s.State != StateIdle; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); s.State.String() != StateIdle; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("session never went idle: %+v", s)
 		}
@@ -92,7 +92,7 @@ func TestGitOpsOverProtocol(t *testing.T) {
 	if err := c.Call(ctx, MethodSessionFork, &ForkParams{ID: s.ID, Name: "alt"}, &f); err != nil {
 		t.Fatal(err)
 	}
-	if f.State != StateIdle || !strings.HasPrefix(f.Branch, "arbor/alt-") || f.Parent != "" || f.ForkOf != s.ID || f.ForkSeq < s.LastSeq {
+	if f.State.String() != StateIdle || !strings.HasPrefix(f.Branch, "arbor/alt-") || f.Parent != "" || f.ForkOf != s.ID || f.ForkSeq < s.LastSeq {
 		t.Errorf("fork: %+v", f)
 	}
 
@@ -123,7 +123,7 @@ func TestGitOpsOverProtocol(t *testing.T) {
 	}
 	// Only the fork's branch holds the rest of the session's commits, and a session branch is
 	// discarded the same way: the work is archived.
-	if dr.Session.State != StateStopped || !dr.WorktreeRemoved || !dr.BranchDeleted || dr.Archived == "" {
+	if dr.Session.State.String() != StateStopped || !dr.WorktreeRemoved || !dr.BranchDeleted || dr.Archived == "" {
 		t.Errorf("discard: %+v", dr)
 	}
 	if err := c.Call(ctx, MethodSessionDiscard, &DiscardParams{ID: f.ID}, &dr); err != nil {

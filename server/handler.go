@@ -4,35 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"go.lsp.dev/jsonrpc2"
 )
 
-type handlerFunc func(c *conn, ctx context.Context, params json.RawMessage) (any, error)
-
-// methods is the one table of everything the daemon answers. Method families in other files
-// add their entries from init functions.
-var methods = map[string]handlerFunc{
-	"initialize":               (*conn).initialize,
-	"shutdown":                 (*conn).shutdownReq,
-	"textDocument/codeAction":  (*conn).codeAction,
-	"workspace/executeCommand": (*conn).executeCommand,
-	MethodSessionCreate:        (*conn).sessionCreate,
-	MethodSessions:             (*conn).sessions,
-	MethodSessionGet:           (*conn).sessionGet,
-	MethodSessionAttach:        (*conn).sessionAttach,
-	MethodSessionDetach:        (*conn).sessionDetach,
-	MethodSessionLog:           (*conn).sessionLog,
-	MethodSessionSend:          (*conn).sessionSend,
-	MethodSessionStop:          (*conn).sessionStop,
-	MethodSessionDiff:          (*conn).sessionDiff,
-	MethodSessionFileAt:        (*conn).sessionFileAt,
-	MethodDaemonStatus:         (*conn).daemonStatus,
-	MethodDaemonStop:           (*conn).daemonStop,
-}
-
-// notifications the daemon accepts and acts on; others are ignored as LSP requires.
+// notification handles the notifications the daemon acts on; others are ignored as LSP
+// requires.
 func (c *conn) notification(ctx context.Context, method string, params json.RawMessage) {
 	switch method {
 	case "initialized":
@@ -42,33 +21,67 @@ func (c *conn) notification(ctx context.Context, method string, params json.RawM
 		c.sendFullTree(ctx)
 	case "exit":
 		c.rpc.Close()
+	case "$/cancelRequest":
+		var p struct {
+			ID jsonrpc2.ID `json:"id"`
+		}
+		if json.Unmarshal(params, &p) == nil {
+			c.mu.Lock()
+			cancel := c.inflight[p.ID]
+			c.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		}
 	}
 }
 
 // handle runs each request in its own goroutine: sessions take time to create and a slow
 // request must not hold up the next one. Notifications run in order.
 func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
-	if _, isCall := req.(*jsonrpc2.Call); !isCall {
+	call, isCall := req.(*jsonrpc2.Call)
+	if !isCall {
 		c.notification(ctx, req.Method(), req.Params())
 		return nil
 	}
-	h, ok := methods[req.Method()]
+	r, ok := routes[req.Method()]
 	if !ok {
 		if strings.HasPrefix(req.Method(), "$/") {
 			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, "method not supported: "+req.Method()))
 		}
 		return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, fmt.Sprintf("method %q is not part of the arbor protocol", req.Method())))
 	}
+	done, reqCtx := func() {}, ctx
+	if r.cancellable {
+		// Registered before the handler starts, so a $/cancelRequest read right after the
+		// request always finds it. The reply is written under ctx, not the cancelled one.
+		var cancel context.CancelFunc
+		reqCtx, cancel = context.WithCancel(ctx)
+		id := call.ID()
+		c.mu.Lock()
+		c.inflight[id] = cancel
+		c.mu.Unlock()
+		done = func() {
+			c.mu.Lock()
+			delete(c.inflight, id)
+			c.mu.Unlock()
+			cancel()
+		}
+	}
 	c.requests.Add(1)
 	go func() {
 		defer c.requests.Done()
+		defer done()
 		if err := c.srv.waitReady(ctx, req.Method()); err != nil {
 			reply(ctx, nil, toRPCError(err))
 			return
 		}
-		res, err := h(c, ctx, req.Params())
+		res, err := c.serve(reqCtx, r, req.Params())
 		if err != nil {
 			c.log.Debug("request failed", "method", req.Method(), "err", err)
+			if reqCtx.Err() != nil && ctx.Err() == nil {
+				err = jsonrpc2.NewError(CodeRequestCancelled, req.Method()+": cancelled by the client")
+			}
 		}
 		reply(ctx, res, toRPCError(err))
 		if req.Method() == MethodDaemonStop && err == nil {
@@ -76,4 +89,17 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 		}
 	}()
 	return nil
+}
+
+// serve runs one handler. A request is an isolation boundary: a panic in it is logged with
+// its stack and answered as an internal error, and the daemon keeps serving everyone else.
+func (c *conn) serve(ctx context.Context, r route, params json.RawMessage) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("panic in request handler", "method", r.name, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, jsonrpc2.NewError(jsonrpc2.InternalError,
+				fmt.Sprintf("%s: internal error in the arbor daemon (%v); the daemon logged it and goes on serving — please report it", r.name, p))
+		}
+	}()
+	return r.serve(c, ctx, params)
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 
 	"go.lsp.dev/protocol"
 	"go.lsp.dev/uri"
@@ -22,16 +21,11 @@ const (
 // CodeActionKind is the kind of Arbor's code actions.
 const CodeActionKind protocol.CodeActionKind = "refactor.rewrite.arbor"
 
-func (c *conn) initialize(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[protocol.InitializeParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) initialize(ctx context.Context, p protocol.InitializeParams) (*protocol.InitializeResult, error) {
 	c.mu.Lock()
 	c.rootDir = rootOf(&p)
 	if w := p.Capabilities.Window; w != nil {
 		c.caps.WorkDoneProgress = w.WorkDoneProgress
-		c.caps.ShowDocument = w.ShowDocument != nil && w.ShowDocument.Support
 	}
 	c.mu.Unlock()
 	return &protocol.InitializeResult{
@@ -45,7 +39,7 @@ func (c *conn) initialize(ctx context.Context, raw json.RawMessage) (any, error)
 	}, nil
 }
 
-func (c *conn) shutdownReq(ctx context.Context, _ json.RawMessage) (any, error) {
+func (c *conn) shutdownReq(ctx context.Context, _ Empty) (*Empty, error) {
 	c.mu.Lock()
 	c.shutdown = true
 	c.mu.Unlock()

@@ -3,12 +3,17 @@ package server
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/arborhq/arbor/agents/event"
 )
 
-// This file is the single source of the arbor/* protocol: method names, params and results.
-// extensions/vscode/src/protocol.ts and extensions/nvim/lua/arbor/protocol.lua mirror it, and
-// extensions/test/protocol-mirror.test.js (run by `make test-vscode`) checks that every
-// Method, Notify, State and Code constant agrees.
+//go:generate go run ./gen
+
+// This file and methods.go are the single source of the arbor/* protocol: method names,
+// params and results, notifications, states and error codes; agents/event holds the event
+// payloads. `go generate ./server` writes the editors' mirrors from them
+// (extensions/vscode/src/protocol.gen.ts, extensions/nvim/lua/arbor/protocol_gen.lua), and
+// server/gen's tests fail when those are stale.
 
 // Requests, client → daemon.
 const (
@@ -32,10 +37,9 @@ const (
 
 // Notifications, daemon → client.
 const (
-	NotifyEvent        = "arbor/event"
-	NotifySessionTree  = "arbor/sessionTree"
-	NotifyFellBehind   = "arbor/fellBehind"
-	NotifyShowDocument = "arbor/showDocument"
+	NotifyEvent       = "arbor/event"
+	NotifySessionTree = "arbor/sessionTree"
+	NotifyFellBehind  = "arbor/fellBehind"
 )
 
 // Session states as they appear on the wire.
@@ -58,29 +62,28 @@ type Usage struct {
 	Messages           int64   `json:"messages"`
 	HumanInterventions int64   `json:"humanInterventions"`
 	Retries            int64   `json:"retries"`
-	HarnessEdits       int64   `json:"harnessEdits"`
 }
 
 // Session describes one session. Usage is the session's own; Total adds every descendant.
 type Session struct {
-	ID         string    `json:"id"`
-	Parent     string    `json:"parent,omitempty"`
-	Name       string    `json:"name,omitempty"`
-	Task       string    `json:"task"`
-	State      string    `json:"state"`
-	Error      string    `json:"error,omitempty"`
-	Model      string    `json:"model"`
-	Branch     string    `json:"branch"`
-	Worktree   string    `json:"worktree"`
-	BaseCommit string    `json:"baseCommit"`
-	ForkOf     string    `json:"forkOf,omitempty"`  // the session this one was forked from
-	ForkSeq    uint64    `json:"forkSeq,omitempty"` // the event of ForkOf's log it was forked at
-	Workspace  string    `json:"workspace"`
-	Created    time.Time `json:"created"`
-	LastSeq    uint64    `json:"lastSeq"`
-	Usage      Usage     `json:"usage"`
-	Total      Usage     `json:"total"`
-	Children   []string  `json:"children,omitempty"`
+	ID         string      `json:"id"`
+	Parent     string      `json:"parent,omitempty"`
+	Name       string      `json:"name,omitempty"`
+	Task       string      `json:"task"`
+	State      event.State `json:"state"`
+	Error      string      `json:"error,omitempty"` // why it failed
+	Model      string      `json:"model"`
+	Branch     string      `json:"branch"`
+	Worktree   string      `json:"worktree"`
+	BaseCommit string      `json:"baseCommit"`
+	ForkOf     string      `json:"forkOf,omitempty"`  // the session this one was forked from
+	ForkSeq    uint64      `json:"forkSeq,omitempty"` // the event of ForkOf's log it was forked at
+	Workspace  string      `json:"workspace"`
+	Created    time.Time   `json:"created"`
+	LastSeq    uint64      `json:"lastSeq"`
+	Usage      Usage       `json:"usage"`
+	Total      Usage       `json:"total"`
+	Children   []string    `json:"children,omitempty"`
 }
 
 // Selection is editor context attached to a task: the text a user selected.
@@ -250,8 +253,8 @@ type DiscardResult struct {
 	Archived        string  `json:"archived,omitempty"`
 }
 
-// DaemonStatus describes the running daemon.
-type DaemonStatus struct {
+// DaemonStatusResult describes the running daemon.
+type DaemonStatusResult struct {
 	PID        int       `json:"pid"`
 	Version    string    `json:"version"`
 	Socket     string    `json:"socket"`
@@ -280,12 +283,6 @@ type FellBehindParams struct {
 	LastSeq uint64 `json:"lastSeq"`
 }
 
-// ShowDocumentParams asks a client without window/showDocument to open a file.
-type ShowDocumentParams struct {
-	URI       string `json:"uri"`
-	StartLine int    `json:"startLine,omitempty"`
-}
-
 // JSON-RPC error codes of arbor/* methods (besides the standard -32700…-32603). Every error
 // also carries a message a user can act on; errors.go maps Go errors to these in one place.
 const (
@@ -295,4 +292,6 @@ const (
 	CodeConflict         = -32004 // dirty files or merge conflicts block the operation
 	CodeShuttingDown     = -32005 // the daemon is stopping
 	CodeInvalidState     = -32006 // the session cannot do that in its current state
+	CodeNoGitIdentity    = -32007 // git has no user.name/user.email to commit with; the message says how to set them
+	CodeRequestCancelled = -32800 // the client cancelled the request with $/cancelRequest (LSP's code)
 )

@@ -186,7 +186,7 @@ func (r *rawConn) expectStatus(id int) {
 	r.t.Helper()
 	r.call(id, MethodDaemonStatus, nil)
 	m := r.reply()
-	var st DaemonStatus
+	var st DaemonStatusResult
 	if m.Error != nil || json.Unmarshal(m.Result, &st) != nil || st.PID != os.Getpid() || string(m.ID) != fmt.Sprint(id) {
 		r.t.Errorf("daemon.status reply = %+v, want pid %d and id %d", m, os.Getpid(), id)
 	}
@@ -459,7 +459,7 @@ func TestDaemonStopReplyArrives(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := NewClient(t.Context(), nc, nil)
-		var st DaemonStatus
+		var st DaemonStatusResult
 		if err := c.Call(t.Context(), MethodDaemonStop, nil, &st); err != nil || st.PID != os.Getpid() {
 			failures++
 			t.Logf("round %d: daemon.stop = %+v, %v", i, st, err)
@@ -617,13 +617,13 @@ func TestAttachWhileAppending(t *testing.T) {
 		if err := c.Call(t.Context(), MethodSessionGet, &SessionRef{ID: s.ID}, &s); err != nil {
 			t.Fatal(err)
 		}
-		if s.State == StateIdle || s.State == StateFailed || time.Now().After(deadline) {
+		if s.State.String() == StateIdle || s.State.String() == StateFailed || time.Now().After(deadline) {
 			break
 		}
 	}
 	close(settled)
 	wg.Wait()
-	if s.State != StateIdle {
+	if s.State.String() != StateIdle {
 		t.Fatalf("the burst session ended %s: %s", s.State, s.Error)
 	}
 	t.Logf("%d attaches during the burst", attaches)

@@ -2,17 +2,12 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/arborhq/arbor/agents"
 )
 
-func (c *conn) sessionCreate(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[SessionCreateParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionCreate(ctx context.Context, p SessionCreateParams) (*Session, error) {
 	if p.Dir == "" && p.Parent == "" {
 		c.mu.Lock()
 		p.Dir = c.rootDir
@@ -26,14 +21,10 @@ func (c *conn) sessionCreate(ctx context.Context, raw json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	return toSession(c.srv.agents.Info(sess)), nil
+	return sessionResult(c.srv.agents.Info(sess)), nil
 }
 
-func (c *conn) sessions(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[SessionsParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessions(ctx context.Context, p SessionsParams) (*SessionsResult, error) {
 	infos, err := c.srv.agents.List(p.Dir)
 	if err != nil {
 		return nil, err
@@ -45,23 +36,15 @@ func (c *conn) sessions(ctx context.Context, raw json.RawMessage) (any, error) {
 	return res, nil
 }
 
-func (c *conn) sessionGet(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[SessionRef](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionGet(ctx context.Context, p SessionRef) (*Session, error) {
 	sess, err := c.srv.agents.Get(p.ID)
 	if err != nil {
 		return nil, err
 	}
-	return toSession(c.srv.agents.Info(sess)), nil
+	return sessionResult(c.srv.agents.Info(sess)), nil
 }
 
-func (c *conn) sessionSend(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[SendParams](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionSend(ctx context.Context, p SendParams) (*SendResult, error) {
 	status, err := c.srv.agents.Send(ctx, p.ID, p.Text, p.Mode)
 	if err != nil {
 		return nil, err
@@ -69,13 +52,9 @@ func (c *conn) sessionSend(ctx context.Context, raw json.RawMessage) (any, error
 	return &SendResult{Status: status}, nil
 }
 
-func (c *conn) sessionStop(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, err := decode[SessionRef](raw)
-	if err != nil {
-		return nil, err
-	}
+func (c *conn) sessionStop(ctx context.Context, p SessionRef) (*Session, error) {
 	if err := c.srv.agents.Stop(ctx, p.ID); err != nil {
 		return nil, err
 	}
-	return c.sessionGet(ctx, raw)
+	return c.sessionGet(ctx, p)
 }

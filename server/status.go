@@ -2,14 +2,13 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 )
 
-func (c *conn) daemonStatus(ctx context.Context, _ json.RawMessage) (any, error) {
+func (c *conn) daemonStatus(ctx context.Context, _ Empty) (*DaemonStatusResult, error) {
 	s := c.srv
 	ov := s.agents.Overrides()
-	return &DaemonStatus{
+	return &DaemonStatusResult{
 		PID: os.Getpid(), Version: s.opts.Version, Socket: s.opts.Socket, Started: s.started,
 		Sessions: s.agents.Count(), Live: s.agents.Live(), Clients: int(s.clients.Load()),
 		Workspaces:   s.agents.Workspaces(),
@@ -18,6 +17,6 @@ func (c *conn) daemonStatus(ctx context.Context, _ json.RawMessage) (any, error)
 }
 
 // daemonStop answers; handle stops the daemon once the reply is written.
-func (c *conn) daemonStop(ctx context.Context, _ json.RawMessage) (any, error) {
-	return &DaemonStatus{PID: os.Getpid(), Socket: c.srv.opts.Socket}, nil
+func (c *conn) daemonStop(ctx context.Context, _ Empty) (*DaemonStatusResult, error) {
+	return &DaemonStatusResult{PID: os.Getpid(), Socket: c.srv.opts.Socket}, nil
 }

@@ -60,8 +60,8 @@ func daemonStop(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	var st server.DaemonStatus
-	if err := c.Call(ctx, server.MethodDaemonStop, nil, &st); err != nil {
+	st, err := server.DaemonStop.Call(ctx, c, server.Empty{})
+	if err != nil {
 		return err
 	}
 	// The connection closes as the daemon starts shutting down; it then still closes its
@@ -106,8 +106,8 @@ func daemonStatus(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	var st server.DaemonStatus
-	if err := c.Call(ctx, server.MethodDaemonStatus, nil, &st); err != nil {
+	st, err := server.DaemonStatus.Call(ctx, c, server.Empty{})
+	if err != nil {
 		return err
 	}
 	return printJSON(st)

@@ -27,8 +27,8 @@ func cmdDiff(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	var d server.DiffResult
-	if err := c.Call(ctx, server.MethodSessionDiff, &server.DiffParams{ID: pos[0], Turn: *turn}, &d); err != nil {
+	d, err := server.SessionDiff.Call(ctx, c, server.DiffParams{ID: pos[0], Turn: *turn})
+	if err != nil {
 		return err
 	}
 	switch {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/server"
 )
 
@@ -16,70 +17,109 @@ func printEvent(w io.Writer, e server.Event, asJSON bool) {
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
-	var d map[string]any
-	json.Unmarshal(e.Data, &d)
-	str := func(k string) string { s, _ := d[k].(string); return s }
 	ts := e.TS.Local().Format("15:04:05")
-	switch e.Type {
-	case "state_changed":
-		line := "● " + str("state")
-		if r := str("reason"); r != "" {
-			line += ": " + r
-		}
+	p, err := event.Decode(event.Type(e.Type), e.Data)
+	if err != nil {
+		fmt.Fprintf(w, "%s %s %s\n", ts, e.Type, string(e.Data))
+		return
+	}
+	if line := eventLine(p); line != "" {
 		fmt.Fprintf(w, "%s %s\n", ts, line)
-	case "user_message":
-		fmt.Fprintf(w, "%s %s: %s\n", ts, orDefault(str("from"), "user"), indent(str("text")))
-	case "assistant_message":
-		if t := strings.TrimSpace(str("text")); t != "" {
-			fmt.Fprintf(w, "%s assistant: %s\n", ts, indent(t))
+	}
+}
+
+// eventLine is the human form of one event; "" for events shown by the ones that follow.
+func eventLine(p event.Payload) string {
+	switch d := p.(type) {
+	case event.SessionCreated:
+		line := fmt.Sprintf("session %s created on %s: %s", d.ID, d.Branch, firstLine(d.Task))
+		if d.ForkOf != "" {
+			line += fmt.Sprintf(" (fork of %s at event %d)", abbrev(d.ForkOf, 8), d.ForkSeq)
 		}
-		calls, _ := d["toolCalls"].([]any)
-		for _, c := range calls {
-			m, _ := c.(map[string]any)
-			code, _ := m["Code"].(string)
-			if code == "" {
-				code, _ = m["code"].(string)
+		return line
+	case event.StateChanged:
+		line := "● " + d.State.String()
+		if d.Reason != "" {
+			line += ": " + d.Reason
+		}
+		return line
+	case event.UserMessage:
+		return fmt.Sprintf("%s: %s", orDefault(d.From, "user"), indent(d.Text))
+	case event.AssistantMessage:
+		var b strings.Builder
+		if t := strings.TrimSpace(d.Text); t != "" {
+			fmt.Fprintf(&b, "assistant: %s", indent(t))
+		}
+		for _, c := range d.ToolCalls {
+			if b.Len() > 0 {
+				b.WriteString("\n")
 			}
-			fmt.Fprintf(w, "%s python:\n%s\n", ts, block(code, "    "))
+			fmt.Fprintf(&b, "python:\n%s", block(c.Code, "    "))
 		}
-	case "tool_finished":
-		fmt.Fprintf(w, "%s result (%s):\n%s\n", ts, str("status"), block(strings.TrimRight(str("output"), "\n"), "    │ "))
-	case "checkpoint":
-		commit := str("commit")
-		if len(commit) > 10 {
-			commit = commit[:10]
+		return b.String()
+	case event.ToolFinished:
+		return fmt.Sprintf("result (%s):\n%s", d.Status, block(strings.TrimRight(d.Output, "\n"), "    │ "))
+	case event.Checkpoint:
+		line := fmt.Sprintf("checkpoint %s (turn %d)", abbrev(d.Commit, 10), d.Turn)
+		if d.Merged != "" {
+			line += ", merging subagent " + abbrev(d.Merged, 8)
 		}
-		fmt.Fprintf(w, "%s checkpoint %s (turn %v)\n", ts, commit, d["turn"])
-	case "turn_failed":
-		fmt.Fprintf(w, "%s turn failed: %s\n", ts, str("error"))
-	case "session_created":
-		fmt.Fprintf(w, "%s session %s created on %s: %s\n", ts, str("id"), str("branch"), firstLine(str("task")))
-	case "kernel":
-		line := "kernel " + str("event")
-		if pid, ok := d["pid"]; ok {
-			line += fmt.Sprintf(" (pid %v)", pid)
+		return line
+	case event.TurnFailed:
+		return "turn failed: " + d.Error
+	case event.Interrupted:
+		return fmt.Sprintf("turn %d interrupted: %s", d.Turn, d.Reason)
+	case event.Recovered:
+		if d.Worktree != "" {
+			return "recovered: worktree " + d.Worktree
 		}
-		for _, k := range []string{"restored", "summary", "error"} {
-			if v := str(k); v != "" {
+		return "recovered after a daemon restart (was " + d.PreviousState.String() + ")"
+	case event.Kernel:
+		line := "kernel " + d.Event
+		if d.PID != 0 {
+			line += fmt.Sprintf(" (pid %d)", d.PID)
+		}
+		for _, v := range []string{d.Restored, d.Summary, d.Error} {
+			if v != "" {
 				line += ": " + v
 			}
 		}
-		fmt.Fprintf(w, "%s %s\n", ts, line)
-	case "model_retry":
-		fmt.Fprintf(w, "%s model retry %v: %s\n", ts, d["retry"], str("error"))
-	case "subagent_spawned":
-		fmt.Fprintf(w, "%s spawned subagent %s on %s: %s\n", ts, str("name"), str("branch"), firstLine(str("task")))
-	case "message_sent":
-		if t := str("text"); t != "" {
-			fmt.Fprintf(w, "%s sent: %s\n", ts, indent(t))
+		return line
+	case event.ModelRetry:
+		return fmt.Sprintf("model retry %d: %s", d.Retry, d.Error)
+	case event.SubagentSpawned:
+		return fmt.Sprintf("spawned subagent %s on %s: %s", orDefault(d.Name, abbrev(d.ID, 8)), d.Branch, firstLine(d.Task))
+	case event.MessageSent:
+		var to []string
+		for _, r := range d.Receipts {
+			to = append(to, fmt.Sprintf("%s %s (%s)", r.Role, orDefault(r.Name, abbrev(r.To, 8)), r.Status))
 		}
-	case "compaction":
-		fmt.Fprintf(w, "%s context compacted (%v messages summarised, %v kept)\n", ts, d["compacted"], d["kept"])
-	case "message_queued", "tool_started", "turn_started":
-		// shown by the events that follow them
-	default:
-		fmt.Fprintf(w, "%s %s %s\n", ts, e.Type, string(e.Data))
+		return fmt.Sprintf("sent to %s: %s", strings.Join(to, ", "), indent(d.Text))
+	case event.Compaction:
+		return fmt.Sprintf("context compacted (%d messages summarised, %d kept)", d.Compacted, d.Kept)
+	case event.WorktreeSetup:
+		if !d.OK {
+			return "worktree setup failed: " + d.Error
+		}
+		return "worktree prepared"
+	case event.Forked:
+		return fmt.Sprintf("forked from %s at event %d (checkpoint %s)", abbrev(d.Source, 8), d.Seq, abbrev(d.Commit, 10))
+	case event.Accepted:
+		return fmt.Sprintf("accepted onto %s as %s (%s): %s", d.Branch, abbrev(d.Commit, 10), d.Mode, strings.Join(d.Files, ", "))
+	case event.Merged:
+		return fmt.Sprintf("merged subagent %s (%s) as %s: %s", abbrev(d.Child, 8), d.Branch, abbrev(d.Commit, 10), strings.Join(d.Files, ", "))
+	case event.Discarded:
+		switch {
+		case d.Archived != "":
+			return "discarded; unmerged work kept at " + d.Archived
+		case d.BranchDeleted:
+			return "discarded; branch " + d.Branch + " deleted"
+		}
+		return "discarded"
+	case event.MessageQueued, event.ToolStarted, event.TurnStarted:
+		return "" // shown by the events that follow them
 	}
+	return fmt.Sprintf("%s %+v", p.EventType(), p)
 }
 
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n    ") }

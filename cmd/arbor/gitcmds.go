@@ -16,13 +16,14 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // call connects, makes one request, and closes.
-func call(ctx context.Context, method string, params, result any) error {
+func call[P, R any](ctx context.Context, m server.Method[P, R], p P) (R, error) {
 	c, err := connect(ctx, true, nil)
 	if err != nil {
-		return err
+		var zero R
+		return zero, err
 	}
 	defer c.Close()
-	return c.Call(ctx, method, params, result)
+	return m.Call(ctx, c, p)
 }
 
 func cmdFork(ctx context.Context, args []string) error {
@@ -36,8 +37,8 @@ func cmdFork(ctx context.Context, args []string) error {
 	if err := needArgs(pos, 1, "fork ID [--at SEQ] [--name N]"); err != nil {
 		return err
 	}
-	var s server.Session
-	if err := call(ctx, server.MethodSessionFork, &server.ForkParams{ID: pos[0], AtSeq: *at, Name: *name}, &s); err != nil {
+	s, err := call(ctx, server.SessionFork, server.ForkParams{ID: pos[0], AtSeq: *at, Name: *name})
+	if err != nil {
 		return err
 	}
 	fmt.Printf("session %s on branch %s\nworktree %s\nit is idle: arbor send %s \"…\" starts it\n", s.ID, s.Branch, s.Worktree, abbrev(s.ID, 8))
@@ -64,8 +65,8 @@ func cmdAccept(ctx context.Context, args []string) error {
 	if *merge {
 		p.Mode = "merge"
 	}
-	var res server.AcceptResult
-	if err := call(ctx, server.MethodSessionAccept, p, &res); err != nil {
+	res, err := call(ctx, server.SessionAccept, *p)
+	if err != nil {
 		return err
 	}
 	fmt.Printf("committed %s on your branch: %s\n", abbrev(res.Commit, 12), strings.Join(res.Files, ", "))
@@ -81,8 +82,8 @@ func cmdMerge(ctx context.Context, args []string) error {
 	if err := needArgs(pos, 1, "merge ID"); err != nil {
 		return err
 	}
-	var res server.AcceptResult
-	if err := call(ctx, server.MethodSessionMerge, &server.SessionRef{ID: pos[0]}, &res); err != nil {
+	res, err := call(ctx, server.SessionMerge, server.SessionRef{ID: pos[0]})
+	if err != nil {
 		return err
 	}
 	fmt.Printf("merged into the parent's branch as %s: %s\n", abbrev(res.Commit, 12), strings.Join(res.Files, ", "))
@@ -99,8 +100,8 @@ func cmdDiscard(ctx context.Context, args []string) error {
 	if err := needArgs(pos, 1, "discard ID [--force]"); err != nil {
 		return err
 	}
-	var res server.DiscardResult
-	if err := call(ctx, server.MethodSessionDiscard, &server.DiscardParams{ID: pos[0], Force: *force}, &res); err != nil {
+	res, err := call(ctx, server.SessionDiscard, server.DiscardParams{ID: pos[0], Force: *force})
+	if err != nil {
 		return err
 	}
 	switch {

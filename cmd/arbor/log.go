@@ -29,8 +29,8 @@ func cmdLog(ctx context.Context, args []string) error {
 	if *follow {
 		return f.follow(ctx, c, pos[0])
 	}
-	var lr server.LogResult
-	if err := c.Call(ctx, server.MethodSessionLog, &server.LogParams{ID: pos[0]}, &lr); err != nil {
+	lr, err := server.SessionLog.Call(ctx, c, server.LogParams{ID: pos[0]})
+	if err != nil {
 		return err
 	}
 	for _, e := range lr.Events {
@@ -54,8 +54,8 @@ func cmdSend(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	var res server.SendResult
-	if err := c.Call(ctx, server.MethodSessionSend, &server.SendParams{ID: pos[0], Text: pos[1], Mode: *mode}, &res); err != nil {
+	res, err := server.SessionSend.Call(ctx, c, server.SendParams{ID: pos[0], Text: pos[1], Mode: *mode})
+	if err != nil {
 		return err
 	}
 	fmt.Println(res.Status)
@@ -75,8 +75,8 @@ func cmdStop(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	var s server.Session
-	if err := c.Call(ctx, server.MethodSessionStop, &server.SessionRef{ID: pos[0]}, &s); err != nil {
+	s, err := server.SessionStop.Call(ctx, c, server.SessionRef{ID: pos[0]})
+	if err != nil {
 		return err
 	}
 	fmt.Println("stopped", s.ID)

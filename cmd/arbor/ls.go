@@ -39,8 +39,8 @@ func listSessions(ctx context.Context, all bool) ([]server.Session, error) {
 	if !all {
 		p.Dir, _ = os.Getwd()
 	}
-	var res server.SessionsResult
-	if err := c.Call(ctx, server.MethodSessions, p, &res); err != nil {
+	res, err := server.Sessions.Call(ctx, c, *p)
+	if err != nil {
 		return nil, err
 	}
 	return res.Sessions, nil
@@ -53,7 +53,7 @@ func toEntries(ss []server.Session) []lsEntry {
 		if ch == nil {
 			ch = []string{}
 		}
-		out = append(out, lsEntry{ID: s.ID, Parent: s.Parent, Name: s.Name, Task: s.Task, State: s.State, Error: s.Error,
+		out = append(out, lsEntry{ID: s.ID, Parent: s.Parent, Name: s.Name, Task: s.Task, State: s.State.String(), Error: s.Error,
 			Branch: s.Branch, ForkOf: s.ForkOf, ForkSeq: s.ForkSeq, Worktree: s.Worktree, Model: s.Model, Usage: s.Usage, Own: s.Usage, Total: s.Total, Children: ch})
 	}
 	return out

@@ -42,8 +42,8 @@ func cmdRun(ctx context.Context, args []string) error {
 	if note := staleModelNote(ctx, c, workspace.OverridesFromEnv()); note != "" {
 		fmt.Fprintln(os.Stderr, note)
 	}
-	var s server.Session
-	if err := c.Call(ctx, server.MethodSessionCreate, &server.SessionCreateParams{Task: task, Dir: abs, Model: *model}, &s); err != nil {
+	s, err := server.SessionCreate.Call(ctx, c, server.SessionCreateParams{Task: task, Dir: abs, Model: *model})
+	if err != nil {
 		return err
 	}
 	fmt.Printf("session %s on branch %s\n", s.ID, s.Branch)
@@ -58,8 +58,8 @@ func cmdRun(ctx context.Context, args []string) error {
 // daemon started with: the daemon keeps its own until it stops, which surprises whoever just
 // exported new ones.
 func staleModelNote(ctx context.Context, c *server.Client, mine workspace.Overrides) string {
-	var st server.DaemonStatus
-	if err := c.Call(ctx, server.MethodDaemonStatus, nil, &st); err != nil {
+	st, err := server.DaemonStatus.Call(ctx, c, server.Empty{})
+	if err != nil {
 		return ""
 	}
 	var theirs, ours []string
@@ -136,8 +136,7 @@ func (f *follower) fellBehind() {
 // follow attaches and prints until the session is idle, failed, stopped or inactive. Exit
 // status 1 when it failed.
 func (f *follower) follow(ctx context.Context, c *server.Client, id string) error {
-	var ar server.AttachResult
-	if err := c.Call(ctx, server.MethodSessionAttach, &server.AttachParams{ID: id}, &ar); err != nil {
+	if _, err := server.SessionAttach.Call(ctx, c, server.AttachParams{ID: id}); err != nil {
 		return err
 	}
 	for {
@@ -150,7 +149,7 @@ func (f *follower) follow(ctx context.Context, c *server.Client, id string) erro
 			f.mu.Lock()
 			since := f.next
 			f.mu.Unlock()
-			if err := c.Call(ctx, server.MethodSessionAttach, &server.AttachParams{ID: id, SinceSeq: since}, &ar); err != nil {
+			if _, err := server.SessionAttach.Call(ctx, c, server.AttachParams{ID: id, SinceSeq: since}); err != nil {
 				return err
 			}
 		case e := <-f.events:
@@ -177,8 +176,8 @@ func (f *follower) settledAfter(ctx context.Context, c *server.Client, id string
 	if !settled(st.State) {
 		return false, nil
 	}
-	var lr server.LogResult
-	if err := c.Call(ctx, server.MethodSessionLog, &server.LogParams{ID: id, SinceSeq: e.Seq + 1}, &lr); err != nil {
+	lr, err := server.SessionLog.Call(ctx, c, server.LogParams{ID: id, SinceSeq: e.Seq + 1})
+	if err != nil {
 		return false, err
 	}
 	for _, later := range lr.Events {

@@ -2,7 +2,7 @@
 GO ?= go
 ARBOR := $(CURDIR)/bin/arbor
 
-.PHONY: all deps build demo test test-go test-e2e test-nvim test-vscode test-vscode-e2e bench soak lint clean
+.PHONY: all deps build generate demo test test-go test-e2e test-nvim test-vscode test-vscode-e2e bench soak lint clean
 
 all: build
 
@@ -17,25 +17,29 @@ demo: deps build
 
 test: deps build test-go test-e2e
 
+# The tests require what they test (a kernel, bubblewrap), and run without the developer's own
+# git configuration, so a missing identity or setting cannot hide behind it.
+TEST_ENV := ARBOR_REQUIRE_KERNEL=1 GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+
 test-go:
 	$(GO) vet ./...
-	$(GO) test -race -timeout 15m ./...
+	$(TEST_ENV) $(GO) test -race -timeout 15m ./...
 	# The every-byte-offset truncation of a 1,000-record log, without -race (which makes it slow).
-	ARBOR_SOAK=1 $(GO) test -count=1 -run TestTruncateEveryOffset ./agents/eventlog/
+	$(TEST_ENV) ARBOR_SOAK=1 $(GO) test -count=1 -run TestTruncateEveryOffset ./agents/eventlog/
 
 test-e2e: test-nvim test-vscode test-vscode-e2e
 
 test-nvim: build
 	@bash scripts/deps.sh --editors
-	ARBOR_BIN=$(ARBOR) bash extensions/nvim/test/run.sh
+	$(TEST_ENV) ARBOR_BIN=$(ARBOR) bash extensions/nvim/test/run.sh
 
 test-vscode: build
 	@bash scripts/deps.sh --editors
-	ARBOR_BIN=$(ARBOR) bash extensions/vscode/scripts/test.sh
+	$(TEST_ENV) ARBOR_BIN=$(ARBOR) bash extensions/vscode/scripts/test.sh
 
 test-vscode-e2e: build
 	@bash scripts/deps.sh --editors
-	ARBOR_BIN=$(ARBOR) bash extensions/vscode/scripts/e2e.sh
+	$(TEST_ENV) ARBOR_BIN=$(ARBOR) bash extensions/vscode/scripts/e2e.sh
 
 bench: build
 	$(ARBOR) bench startup
@@ -54,6 +58,10 @@ soak: build
 lint:
 	gofmt -l . | tee /dev/stderr | (! read)
 	$(GO) vet ./...
+
+# Regenerate the editors' protocol mirrors from the Go types (the tests fail when they are stale).
+generate:
+	$(GO) generate ./server
 
 clean:
 	rm -rf bin

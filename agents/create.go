@@ -188,9 +188,8 @@ func (s *Session) setupWorktree(ctx context.Context) error {
 	if w.Empty() {
 		return nil
 	}
-	timeout, _ := time.ParseDuration(w.Timeout)
 	err := s.ws.Repo.SetupWorktree(ctx, s.meta.Worktree, gitstate.Setup{
-		Copy: w.Copy, Link: w.Link, Command: w.Command, Timeout: timeout,
+		Copy: w.Copy, Link: w.Link, Command: w.Command, Timeout: w.CommandTimeout,
 		Env: []string{"ARBOR_SESSION=" + s.meta.ID},
 	})
 	if err != nil {

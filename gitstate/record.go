@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/arborhq/arbor/atomicfile"
 )
 
 // record is what gitstate remembers about a worktree it made, in
@@ -40,19 +42,8 @@ func (r *Repo) writeRecord(rec record) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(r.recordDir(), ".tmp-"+rec.Name+"-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(append(b, '\n'))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), r.recordPath(rec.Name))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	// Not synced: a record lost in a crash is rebuilt by Reconcile from the worktree itself.
+	if err := atomicfile.WriteFileNoSync(r.recordPath(rec.Name), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write worktree record %s: %w", rec.Name, err)
 	}
 	return nil

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/arborhq/arbor/workspace"
 )
 
 // Setup prepares a fresh worktree with what a checkout lacks: untracked files the project needs
@@ -53,6 +55,20 @@ func (e *SetupError) Error() string {
 
 func (e *SetupError) Unwrap() error { return e.Err }
 
+// setupPaths confines one copy or link path at the time of use: its source must resolve inside
+// the main worktree and its destination inside the session worktree, so a committed symlink
+// (vendor -> ~) can neither bring the user's files in nor make the setup write outside.
+func (r *Repo) setupPaths(dir, p string) (src, dst string, err error) {
+	rel := filepath.FromSlash(p)
+	if src, err = workspace.Confine(r.root, rel); err != nil {
+		return "", "", err
+	}
+	if dst, err = workspace.Confine(dir, rel); err != nil {
+		return "", "", err
+	}
+	return src, dst, nil
+}
+
 // SetupWorktree runs s in the linked worktree at dir. Copied and linked paths are recorded as
 // excluded for that worktree, so checkpoints never commit them (a copied .env must not end up
 // on a branch) even when the project's .gitignore does not list them. It does not hold the
@@ -65,13 +81,19 @@ func (r *Repo) SetupWorktree(ctx context.Context, dir string, s Setup) error {
 		return fmt.Errorf("worktree setup %s: %w", dir, err)
 	}
 	for _, p := range s.Copy {
-		src, dst := filepath.Join(r.root, filepath.FromSlash(p)), filepath.Join(dir, filepath.FromSlash(p))
+		src, dst, err := r.setupPaths(dir, p)
+		if err != nil {
+			return &SetupError{Step: "copy", Path: p, Err: err}
+		}
 		if err := copyTree(src, dst); err != nil {
 			return &SetupError{Step: "copy", Path: p, Err: err}
 		}
 	}
 	for _, p := range s.Link {
-		src, dst := filepath.Join(r.root, filepath.FromSlash(p)), filepath.Join(dir, filepath.FromSlash(p))
+		src, dst, err := r.setupPaths(dir, p)
+		if err != nil {
+			return &SetupError{Step: "link", Path: p, Err: err}
+		}
 		if _, err := os.Lstat(src); err != nil {
 			return &SetupError{Step: "link", Path: p, Err: err}
 		}

@@ -58,3 +58,39 @@ func TestSetupWorktree(t *testing.T) {
 		t.Error("setup path outside the worktree accepted")
 	}
 }
+
+// TestSetupRefusesSymlinkEscapes: a symlink in the main tree or on the session branch cannot
+// make setup copy the user's files in or write outside the session worktree.
+func TestSetupRefusesSymlinkEscapes(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	secret := t.TempDir()
+	writeFiles(t, secret, map[string]string{"id_rsa": "PRIVATE\n"})
+	if err := os.Symlink(secret, filepath.Join(root, "vendor")); err != nil {
+		t.Fatal(err)
+	}
+	r := openTest(t, root)
+	wt := addSession(t, r, "s")
+	var se *SetupError
+	for _, s := range []Setup{{Copy: []string{"vendor"}}, {Copy: []string{"vendor/id_rsa"}}, {Link: []string{"vendor"}}} {
+		err := r.SetupWorktree(t.Context(), wt, s)
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), "outside") {
+			t.Errorf("setup %+v through a symlink out of the repository: %v", s, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(wt, "vendor")); err == nil {
+		t.Error("something named vendor appeared in the session worktree")
+	}
+	// The session branch has a symlink where the copy would land.
+	outside := t.TempDir()
+	writeFiles(t, root, map[string]string{"conf/app.env": "A=1\n"})
+	if err := os.Symlink(outside, filepath.Join(wt, "conf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetupWorktree(t.Context(), wt, Setup{Copy: []string{"conf/app.env"}}); err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Errorf("copy through a symlink in the session worktree: %v", err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("setup wrote outside the worktree: %v", entries)
+	}
+}

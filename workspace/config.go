@@ -67,9 +67,6 @@ type WorktreeSetup struct {
 	Command string
 	// CommandTimeout bounds Command ("timeout": "5m"); 0 means the default of 10 minutes.
 	CommandTimeout time.Duration
-	// Deprecated: Timeout is CommandTimeout as the file wrote it ("" when absent); read
-	// CommandTimeout, which is parsed once at load.
-	Timeout string
 }
 
 // Empty reports whether there is nothing to set up.

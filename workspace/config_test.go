@@ -60,7 +60,7 @@ func TestLoadLayers(t *testing.T) {
 		{name: "repo worktree replaces user's", user: `{"worktree":{"copy":[".env"],"command":"make"}}`,
 			repo: `{"worktree":{"link":["a/../node_modules"],"timeout":"2m"}}`,
 			want: func(c *Config) {
-				c.Worktree = WorktreeSetup{Link: []string{"node_modules"}, CommandTimeout: 2 * time.Minute, Timeout: "2m"}
+				c.Worktree = WorktreeSetup{Link: []string{"node_modules"}, CommandTimeout: 2 * time.Minute}
 			}},
 		{name: "empty repo worktree clears user's", user: `{"worktree":{"copy":[".env"]}}`, repo: `{"worktree":{}}`,
 			want: func(c *Config) {}},

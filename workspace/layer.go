@@ -167,7 +167,6 @@ func (fw fileWorktree) resolve(root string) (WorktreeSetup, error) {
 	if err := setDuration(&w.CommandTimeout, fw.Timeout, "worktree.timeout", "5m", false); err != nil {
 		return w, err
 	}
-	set(&w.Timeout, fw.Timeout)
 	return w, nil
 }
 

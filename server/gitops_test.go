@@ -42,11 +42,7 @@ func TestGitOpsOverProtocol(t *testing.T) {
 		wait()
 	}()
 	repo := filepath.Join(t.TempDir(), "repo")
-	os.MkdirAll(repo, 0o755)
-	os.WriteFile(filepath.Join(repo, "main.py"), []byte("print('hi')\n"), 0o644)
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"}} {
-		gitRun(t, repo, args...)
-	}
+	gitInit(t, repo, map[string]string{"main.py": "print('hi')\n"})
 	svc, err := agents.New(agents.Options{StateDir: t.TempDir(), PlainKernels: true,
 		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})
 	if err != nil {
@@ -148,6 +144,24 @@ func dialClient(t *testing.T, sock string) *Client {
 		if time.Now().After(deadline) {
 			t.Fatal(err)
 		}
+	}
+}
+
+// gitInit makes dir a repository with files in one commit on main. The repository names its own
+// user, as a user's would: tests run with GIT_CONFIG_GLOBAL=/dev/null, and Accept and Merge
+// refuse without an identity.
+func gitInit(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"config", "user.name", "t"}, {"config", "user.email", "t@t"}, {"add", "."}, {"commit", "-qm", "init"}} {
+		gitRun(t, dir, args...)
 	}
 }
 

@@ -548,15 +548,7 @@ func TestAttachWhileAppending(t *testing.T) {
 	t.Setenv("ARBOR_MODEL", "scripted")
 	t.Setenv("ARBOR_KERNEL_PYTHON", "/usr/bin/python3")
 	repo := filepath.Join(t.TempDir(), "repo")
-	os.MkdirAll(repo, 0o755)
-	os.WriteFile(filepath.Join(repo, "a.txt"), []byte("a\n"), 0o644)
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	gitInit(t, repo, map[string]string{"a.txt": "a\n"})
 	d := startTestDaemonWith(t, agents.Options{StateDir: t.TempDir(), PlainKernels: true,
 		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})
 

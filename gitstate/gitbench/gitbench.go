@@ -21,7 +21,7 @@ import (
 // Options sizes a run. Zero fields take the defaults of [Run].
 type Options struct {
 	Files      int    // files in the generated repository (20,000)
-	Rounds     int    // timed repetitions per figure; medians are reported (5)
+	Rounds     int    // timed repetitions per figure, concurrent forks too; medians are reported (5)
 	Concurrent int    // forks created at once (50)
 	DiffFiles  int    // files changed in the diffed session (50)
 	Dir        string // where to generate the repository (a temporary directory, removed after)
@@ -217,10 +217,11 @@ func (b *run) cleanup(specs ...gitstate.WorktreeSpec) {
 }
 
 func (b *run) add(name string, ours []time.Duration, refName string, ref []time.Duration, goal string) {
-	f := bench.Figure{Name: name, Value: bench.Ms(bench.Percentile(ours, 50)), Unit: "ms", Goal: goal,
-		Note: fmt.Sprintf("median of %d", len(ours))}
+	f := bench.Figure{Name: name, Unit: "ms", Goal: goal}
+	f.Value, f.Spread = bench.MedianMs(ours)
 	if refName != "" {
-		f.Reference, f.RefValue = refName, bench.Ms(bench.Percentile(ref, 50))
+		f.Reference = refName
+		f.RefValue, _ = bench.MedianMs(ref)
 	}
 	b.logger.Info("bench figure", "name", f.Name, "ms", f.Value, "ref", f.RefValue)
 	b.report.Add(f)

@@ -26,9 +26,13 @@ func TestRunSmall(t *testing.T) {
 		if f.Value <= 0 || math.IsNaN(f.Ratio()) {
 			t.Errorf("figure %+v has no value or reference", f)
 		}
+		// Every figure, the concurrent forks too, is the median of Rounds runs.
+		if s := f.Spread; s == nil || s.Runs != 2 || s.Min > f.Value || f.Value > s.Max {
+			t.Errorf("figure %q: spread %+v, want 2 runs around %v", f.Name, s, f.Value)
+		}
 	}
-	if n := rep.Figures[4].Note; !strings.HasPrefix(n, "6/6 succeeded") {
-		t.Errorf("concurrent note = %q", n)
+	if n := rep.Figures[4].Note; !strings.HasPrefix(n, "12/12 succeeded over 2 rounds (git: 12/12)") {
+		t.Errorf("concurrent note = %q, want 12/12 succeeded over 2 rounds", n)
 	}
 	var b strings.Builder
 	rep.WriteTable(&b)

@@ -41,7 +41,6 @@ export interface Handlers {
   sessionTree(p: P.SessionTreeParams): void;
   event(e: P.Event): void;
   fellBehind(p: P.FellBehindParams): void;
-  showDocument(p: P.ShowDocumentParams): void;
   /** After the languageclient restarted `arbor lsp` (a new connection has no subscriptions). */
   restarted(): void;
 }
@@ -62,10 +61,10 @@ export class ArborClient implements vscode.Disposable {
       initializationOptions: { client: 'vscode' },
     };
     const client = new ArborLanguageClient('Arbor', server, options, this.owned);
-    client.onNotification(P.NotifySessionTree, (p: P.SessionTreeParams) => h.sessionTree(p));
-    client.onNotification(P.NotifyEvent, (e: P.Event) => h.event(e));
-    client.onNotification(P.NotifyFellBehind, (p: P.FellBehindParams) => h.fellBehind(p));
-    client.onNotification(P.NotifyShowDocument, (p: P.ShowDocumentParams) => h.showDocument(p));
+    const on = <N extends keyof P.Notifications>(method: N, fn: (p: P.Notifications[N]) => void) => client.onNotification(method, fn);
+    on(P.NotifySessionTree, p => h.sessionTree(p));
+    on(P.NotifyEvent, e => h.event(e));
+    on(P.NotifyFellBehind, p => h.fellBehind(p));
     this.client = client;
     let started = false;
     client.onDidChangeState(e => {
@@ -90,23 +89,24 @@ export class ArborClient implements vscode.Disposable {
     return this.client?.isRunning() ?? false;
   }
 
-  private request<R>(method: string, params: unknown): Promise<R> {
+  /** Sends an arbor/* request; its params and result are the generated types of that method. */
+  private request<M extends keyof P.Requests>(method: M, params: P.Requests[M]['params']): Promise<P.Requests[M]['result']> {
     if (!this.client) return Promise.reject(new Error('the Arbor language client is not running (see the "Arbor" output)'));
-    return this.client.sendRequest<R>(method, params);
+    return this.client.sendRequest<P.Requests[M]['result']>(method, params);
   }
 
-  create(p: P.SessionCreateParams) { return this.request<P.Session>(P.MethodSessionCreate, p); }
-  sessions(p: P.SessionsParams) { return this.request<P.SessionsResult>(P.MethodSessions, p); }
-  get(id: string) { return this.request<P.Session>(P.MethodSessionGet, { id } satisfies P.SessionRef); }
-  attach(p: P.AttachParams) { return this.request<P.AttachResult>(P.MethodSessionAttach, p); }
-  detach(id: string) { return this.request<unknown>(P.MethodSessionDetach, { id } satisfies P.SessionRef); }
-  log(p: P.LogParams) { return this.request<P.LogResult>(P.MethodSessionLog, p); }
-  send(p: P.SendParams) { return this.request<P.SendResult>(P.MethodSessionSend, p); }
-  stopSession(id: string) { return this.request<unknown>(P.MethodSessionStop, { id } satisfies P.SessionRef); }
-  fork(p: P.ForkParams) { return this.request<P.Session>(P.MethodSessionFork, p); }
-  diff(p: P.DiffParams) { return this.request<P.DiffResult>(P.MethodSessionDiff, p); }
-  fileAt(p: P.FileAtParams) { return this.request<P.FileAtResult>(P.MethodSessionFileAt, p); }
-  accept(p: P.AcceptParams) { return this.request<P.AcceptResult>(P.MethodSessionAccept, p); }
-  discard(p: P.DiscardParams) { return this.request<P.DiscardResult>(P.MethodSessionDiscard, p); }
-  status() { return this.request<P.DaemonStatus>(P.MethodDaemonStatus, {}); }
+  create(p: P.SessionCreateParams) { return this.request(P.MethodSessionCreate, p); }
+  sessions(p: P.SessionsParams) { return this.request(P.MethodSessions, p); }
+  get(id: string) { return this.request(P.MethodSessionGet, { id }); }
+  attach(p: P.AttachParams) { return this.request(P.MethodSessionAttach, p); }
+  detach(id: string) { return this.request(P.MethodSessionDetach, { id }); }
+  log(p: P.LogParams) { return this.request(P.MethodSessionLog, p); }
+  send(p: P.SendParams) { return this.request(P.MethodSessionSend, p); }
+  stopSession(id: string) { return this.request(P.MethodSessionStop, { id }); }
+  fork(p: P.ForkParams) { return this.request(P.MethodSessionFork, p); }
+  diff(p: P.DiffParams) { return this.request(P.MethodSessionDiff, p); }
+  fileAt(p: P.FileAtParams) { return this.request(P.MethodSessionFileAt, p); }
+  accept(p: P.AcceptParams) { return this.request(P.MethodSessionAccept, p); }
+  discard(p: P.DiscardParams) { return this.request(P.MethodSessionDiscard, p); }
+  status() { return this.request(P.MethodDaemonStatus, {}); }
 }

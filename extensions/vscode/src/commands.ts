@@ -16,21 +16,21 @@ export class Commands {
   ) {}
 
   /** Registers every command; the ids are also the ones the languageclient must not register. */
-  static readonly ids = ['arbor.newTask', 'arbor.spawnSubagent', 'arbor.stop', 'arbor.send', 'arbor.fork',
-    'arbor.openTranscript', 'arbor.reviewDiff', 'arbor.discard', 'arbor.refresh', 'arbor.daemonStatus'];
+  static readonly ids = [P.CmdNewTask, P.CmdSpawnSubagent, P.CmdStop, P.CmdSend, P.CmdFork,
+    'arbor.openTranscript', 'arbor.reviewDiff', P.CmdDiscard, 'arbor.refresh', 'arbor.daemonStatus'];
 
   register(): vscode.Disposable[] {
     const r = (id: string, fn: (arg: Arg) => Promise<unknown>) =>
       vscode.commands.registerCommand(id, (arg: Arg) => fn.call(this, arg).catch(showError));
     return [
-      r('arbor.newTask', this.newTask),
-      r('arbor.spawnSubagent', this.spawnSubagent),
-      r('arbor.stop', this.stop),
-      r('arbor.send', this.send),
-      r('arbor.fork', this.fork),
+      r(P.CmdNewTask, this.newTask),
+      r(P.CmdSpawnSubagent, this.spawnSubagent),
+      r(P.CmdStop, this.stop),
+      r(P.CmdSend, this.send),
+      r(P.CmdFork, this.fork),
       r('arbor.openTranscript', this.openTranscript),
       r('arbor.reviewDiff', this.reviewDiff),
-      r('arbor.discard', this.discardCommand),
+      r(P.CmdDiscard, this.discardCommand),
       r('arbor.refresh', this.refresh),
       r('arbor.daemonStatus', this.daemonStatus),
     ];

@@ -4,10 +4,13 @@ import * as vscode from 'vscode';
 import * as P from './protocol';
 import { ArborClient } from './client';
 import { EventBuffer, renderTranscript } from './transcript';
-import { SessionStore, sessionTitle } from './sessions';
+import { SessionStore, sessionOrigin, sessionTitle } from './sessions';
 
 export const transcriptScheme = 'arbor-transcript';
 export const fileScheme = 'arbor-file';
+
+/** The side of a session's diff that arbor/session.fileAt reads. */
+export type Side = 'base' | 'head';
 
 export function transcriptUri(s: P.Session): vscode.Uri {
   const name = sessionTitle(s, 40).replace(/[\/\\?#%]/g, ' ');
@@ -15,7 +18,7 @@ export function transcriptUri(s: P.Session): vscode.Uri {
 }
 
 /** One side of a file in a session's diff; absent (an added file's base) gives an empty document. */
-export function fileUri(id: string, path: string, side: P.Side, absent = false): vscode.Uri {
+export function fileUri(id: string, path: string, side: Side, absent = false): vscode.Uri {
   const q: Record<string, string> = { id, side };
   if (absent) q.absent = '1';
   return vscode.Uri.from({ scheme: fileScheme, path: '/' + path, query: new URLSearchParams(q).toString() });
@@ -38,7 +41,10 @@ export class TranscriptProvider implements vscode.TextDocumentContentProvider {
     this.uris.set(id, uri);
     if (!this.buffers.has(id)) await this.attach(id, 0);
     const s = this.store.get(id);
-    return renderTranscript(s ? `${sessionTitle(s, 200)} (${s.state}${s.branch ? ', ' + s.branch : ''})` : id, this.buffers.get(id)?.list() ?? []);
+    const events = this.buffers.get(id)?.list() ?? [];
+    if (!s) return renderTranscript(id, events);
+    const about = [s.error ? `${s.state}: ${s.error}` : s.state, s.branch && `branch \`${s.branch}\``, sessionOrigin(s)];
+    return renderTranscript(sessionTitle(s, 200), events, [about.filter(Boolean).join(' · ')]);
   }
 
   /**
@@ -105,7 +111,7 @@ export class FileAtProvider implements vscode.TextDocumentContentProvider {
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
     const q = new URLSearchParams(uri.query);
     if (q.get('absent')) return '';
-    const res = await this.client.fileAt({ id: q.get('id') ?? '', path: uri.path.replace(/^\//, ''), side: (q.get('side') ?? 'head') as P.Side });
+    const res = await this.client.fileAt({ id: q.get('id') ?? '', path: uri.path.replace(/^\//, ''), side: (q.get('side') ?? 'head') as Side });
     return res.missing ? '' : res.content;
   }
 }

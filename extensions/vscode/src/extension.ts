@@ -66,7 +66,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     },
     event: (e: P.Event) => transcripts.onEvent(e),
     fellBehind: (p: P.FellBehindParams) => transcripts.onFellBehind(p),
-    showDocument: (p: P.ShowDocumentParams) => void showDocument(p),
     restarted: () => void transcripts.reattachAll(),
   };
 
@@ -117,12 +116,6 @@ function real(p: string): string {
 function within(child: string, parent: string): boolean {
   const rel = path.relative(parent, child);
   return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
-}
-
-async function showDocument(p: P.ShowDocumentParams): Promise<void> {
-  const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(p.uri));
-  const line = Math.max(0, p.startLine ?? 0);
-  await vscode.window.showTextDocument(doc, { selection: new vscode.Range(line, 0, line, 0) });
 }
 
 export async function deactivate(): Promise<void> {

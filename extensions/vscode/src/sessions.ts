@@ -79,11 +79,16 @@ export function sessionTitle(s: Session, max = 60): string {
 
 /** The description column of a tree row: state, model, total tokens, branch. */
 export function sessionDescription(s: Session): string {
-  const parts = [s.state];
+  const parts: string[] = [s.state];
   if (s.model) parts.push(s.model);
   parts.push(`${formatTokens(s.total ?? s.usage)} tok`);
   if (s.branch) parts.push(s.branch);
   return parts.join(' · ');
+}
+
+/** Where a session came from when it is a fork: "fork of 8e6a9ede at event 20". */
+export function sessionOrigin(s: Session): string | undefined {
+  return s.forkOf ? `fork of ${s.forkOf.slice(0, 8)} at event ${s.forkSeq ?? 0}` : undefined;
 }
 
 export function isBusy(s: Session): boolean {

@@ -1,7 +1,7 @@
 // The Sessions view: the daemon's session tree by parent, with state, model, tokens and branch.
 import * as vscode from 'vscode';
 import * as P from './protocol';
-import { SessionStore, sessionTitle, sessionDescription } from './sessions';
+import { SessionStore, sessionOrigin, sessionTitle, sessionDescription } from './sessions';
 
 const stateIcons: Record<string, [string, string | undefined]> = {
   [P.StateAdmitted]: ['clock', 'charts.yellow'],
@@ -55,6 +55,8 @@ function tooltip(s: P.Session): vscode.MarkdownString {
   if (s.model) md.appendMarkdown(`- model: \`${s.model}\`\n`);
   if (s.branch) md.appendMarkdown(`- branch: \`${s.branch}\`\n`);
   if (s.worktree) md.appendMarkdown(`- worktree: \`${s.worktree}\`\n`);
+  const origin = sessionOrigin(s);
+  if (origin) md.appendMarkdown(`- ${origin}\n`);
   if (t) md.appendMarkdown(`- tokens (with descendants): ${t.inputTokens} in / ${t.outputTokens} out, ${t.modelCalls} model calls${t.costUSD ? `, $${t.costUSD.toFixed(4)}` : ''}\n`);
   return md;
 }

@@ -1,5 +1,7 @@
 -- Unit checks of the plugin's pure parts (store, tree rendering, transcript rendering), run
--- before e2e.lua in the same headless Neovim. Fails with :cquit 1 and a reason in $ARBOR_TEST_OUT.
+-- before e2e.lua in the same headless Neovim. The transcript renderer renders every golden event
+-- log of extensions/test/golden, reading the payloads through proxies that allow only the fields
+-- protocol_gen.lua declares. Fails with :cquit 1 and a reason in $ARBOR_TEST_OUT.
 local out = os.getenv('ARBOR_TEST_OUT') or '/dev/stderr'
 
 local function fail(msg)
@@ -56,4 +58,178 @@ local unknown = require('arbor.log').render_event({ seq = 4, type = 'something_n
 check(table.concat(unknown, '\n'):find('- k: 1', 1, true), 'unknown event shows its data: ' .. vim.inspect(unknown))
 local nested = require('arbor.log').render_event({ seq = 5, type = 'something_new', data = { k = { x = 1 } } })
 check(table.concat(nested, '\n'):find('"x"', 1, true), 'nested data shows as JSON: ' .. vim.inspect(nested))
+
+-- The golden event logs, recorded from real sessions.
+local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h')
+local plugin = vim.fn.fnamemodify(here, ':h')
+local golden = {}
+for _, f in ipairs(vim.fn.glob(plugin .. '/../test/golden/*.jsonl', false, true)) do
+  local events = {}
+  for _, l in ipairs(vim.fn.readfile(f)) do
+    if l ~= '' then
+      table.insert(events, vim.fn.json_decode(l))
+    end
+  end
+  golden[vim.fn.fnamemodify(f, ':t:r')] = events
+end
+for _, name in ipairs({ 'root', 'child', 'fork', 'compaction', 'failure' }) do
+  check(golden[name] and #golden[name] > 0, 'no golden log ' .. name .. '.jsonl under ' .. plugin .. '/../test/golden')
+end
+
+-- Field types from protocol_gen.lua's annotations: class -> field -> type (e.g. 'arbor.ToolCall[]').
+local field_types = {}
+do
+  local class
+  for _, l in ipairs(vim.fn.readfile(plugin .. '/lua/arbor/protocol_gen.lua')) do
+    local c = l:match('^%-%-%-@class arbor%.(%w+)$')
+    local f, t = l:match('^%-%-%-@field (%w+)%??%s+(%S+)$')
+    if c then
+      class = c
+      field_types[class] = {}
+    elseif f and class then
+      field_types[class][f] = t
+    else
+      class = nil
+    end
+  end
+end
+check(field_types.StateChanged and field_types.StateChanged.reason == 'string', 'protocol_gen.lua annotations: ' .. vim.inspect(field_types.StateChanged))
+
+-- wrap(v, 'arbor.X') is v read through a proxy that records every field X does not have.
+local unknown_fields = {}
+local wrap
+wrap = function(v, typ)
+  if type(v) ~= 'table' or type(typ) ~= 'string' then
+    return v
+  end
+  local elem = typ:match('^arbor%.(%w+)%[%]$')
+  if elem then
+    local out = {}
+    for i, x in ipairs(v) do
+      out[i] = wrap(x, 'arbor.' .. elem)
+    end
+    return out
+  end
+  local class = typ:match('^arbor%.(%w+)$')
+  if not class or not P.fields[class] then
+    return v
+  end
+  local allowed = {}
+  for _, f in ipairs(P.fields[class]) do
+    allowed[f] = true
+  end
+  return setmetatable({}, {
+    __index = function(_, k)
+      if not allowed[k] then
+        unknown_fields[class .. '.' .. tostring(k)] = true
+      end
+      return wrap(v[k], field_types[class][k])
+    end,
+    __newindex = function()
+      error('the renderer writes into event data')
+    end,
+  })
+end
+
+local log = require('arbor.log')
+for t, payload in pairs(P.event_payloads) do
+  check(log.renderers[t], 'log.lua renders no ' .. t .. ' (' .. payload .. ') events: they would show as raw data')
+end
+for t in pairs(log.renderers) do
+  check(P.event_payloads[t], 'log.lua renders ' .. t .. ', which is no event type of protocol_gen.lua')
+end
+
+--- The transcript of a golden log as one string, each event's data behind a strict proxy.
+local function transcript(name)
+  local out = {}
+  for _, ev in ipairs(golden[name]) do
+    local payload = P.event_payloads[ev.type]
+    check(payload, name .. '.jsonl: event type ' .. tostring(ev.type) .. ' is not in protocol_gen.lua')
+    local lines = log.render_event(vim.tbl_extend('force', ev, { data = wrap(ev.data, 'arbor.' .. payload) }))
+    local text = table.concat(lines, '\n')
+    check(not text:find('```json', 1, true), name .. '.jsonl #' .. ev.seq .. ' falls through to raw JSON:\n' .. text)
+    check(#lines > 3, name .. '.jsonl #' .. ev.seq .. ' (' .. ev.type .. ') renders nothing:\n' .. text)
+    vim.list_extend(out, lines)
+  end
+  local bad = vim.tbl_keys(unknown_fields)
+  table.sort(bad)
+  check(#bad == 0, name .. '.jsonl: the renderer reads fields the protocol does not have: ' .. table.concat(bad, ', '))
+  return table.concat(out, '\n')
+end
+
+local function has(text, want, what)
+  check(text:find(want, 1, true), what .. ': no ' .. vim.inspect(want) .. ' in\n' .. text)
+end
+
+local failure = transcript('failure')
+local reason = golden.failure[#golden.failure].data.reason
+check(type(reason) == 'string' and reason:find('refused', 1, true), 'failure.jsonl ends without a reason: ' .. vim.inspect(golden.failure[#golden.failure]))
+has(failure, '→ failed: ' .. reason, 'failure.jsonl: the failed state with its reason')
+has(failure, 'turn 1 failed: ' .. reason, 'failure.jsonl: the turn_failed error')
+
+local root = transcript('root')
+has(root, 'spawned subagent helper on arbor/write-the-helper-8bfcf583: write the helper', 'root.jsonl: subagent_spawned')
+has(root, '```python\nprint(1/0)\n```', 'root.jsonl: the cell that divides by zero')
+has(root, 'result (error) [2], 688 ms\n```\n----', 'root.jsonl: the failed cell\'s output, fenced')
+has(root, '\nZeroDivisionError: division by zero\n```', 'root.jsonl: the ZeroDivisionError at the end of the output')
+has(root, 'error: ZeroDivisionError: division by zero', 'root.jsonl: the cell\'s error')
+has(root, 'child helper:\n[message from child helper]\nhelper written', 'root.jsonl: the message from the child')
+has(root, '→ idle', 'root.jsonl: the final state')
+
+local child = transcript('child')
+has(child, '- subagent of 8e6a9ede', 'child.jsonl: its parent')
+has(child, 'sent to parent 8e6a9ede (delivered):\nhelper written', 'child.jsonl: message_sent')
+has(child, "```python\nopen('helper.py','w')", 'child.jsonl: the cell that writes the file')
+has(child, 'checkpoint 13e347442b52 after turn 1', 'child.jsonl: the checkpoint')
+
+local fork = transcript('fork')
+has(fork, '- fork of 8e6a9ede at event 20', 'fork.jsonl: session_created forkOf/forkSeq')
+has(fork, 'forked from 8e6a9ede at event 20 (checkpoint 6f3f75592f, 2 turns)', 'fork.jsonl: forked')
+
+local compaction = transcript('compaction')
+local _, compactions = compaction:gsub('context compacted: 3 messages summarised, 6 kept', '')
+check(compactions == 3, 'compaction.jsonl: want 3 compactions (3 summarised, 6 kept), got ' .. compactions .. ' in\n' .. compaction)
+has(compaction, '> SUMMARY: the agent printed numbered blocks.', 'compaction.jsonl: the summary')
+has(compaction, 'live variables: ArborError, agent_message, arbor_ping, n, rlm', 'compaction.jsonl: the live variables')
+
+-- The store and the tree, fed Sessions built from the golden logs as the daemon builds them.
+local function session(events)
+  local c = events[1].data
+  local s = { id = c.id, parent = c.parent, name = c.name, task = c.task, model = c.model, branch = c.branch,
+    worktree = c.worktree, baseCommit = c.baseCommit, forkOf = c.forkOf, forkSeq = c.forkSeq, workspace = c.workspace,
+    created = c.created, lastSeq = events[#events].seq, state = 'unknown',
+    usage = { modelCalls = 0, inputTokens = 0, outputTokens = 0, costUSD = 0, kernelExecs = 0, messages = 0,
+      humanInterventions = 0, retries = 0 } }
+  for _, ev in ipairs(events) do
+    if ev.type == P.EventStateChanged then
+      s.state, s.error = ev.data.state, ev.data.reason
+    elseif ev.type == P.EventAssistantMessage then
+      s.usage.modelCalls = s.usage.modelCalls + 1
+      s.usage.inputTokens = s.usage.inputTokens + ev.data.usage.inputTokens
+      s.usage.outputTokens = s.usage.outputTokens + ev.data.usage.outputTokens
+    end
+  end
+  s.total = s.usage
+  for k in pairs(s) do
+    check(vim.tbl_contains(P.fields.Session, k), 'the test\'s Session has a field arbor.Session lacks: ' .. k)
+  end
+  return s
+end
+local list = {}
+for _, name in ipairs({ 'root', 'child', 'fork', 'compaction', 'failure' }) do
+  table.insert(list, session(golden[name]))
+end
+store.replace(list)
+lines, ids = store.render()
+local tree = table.concat(lines, '\n')
+check(#lines == 5 and ids[1] == golden.root[1].session and ids[2] == golden.child[1].session, 'golden tree order:\n' .. tree)
+check(lines[2]:find('└─', 1, true) and lines[2]:find('helper', 1, true) and lines[2]:find('arbor/write-the-helper-8bfcf583', 1, true),
+  'the child sits under the root:\n' .. tree)
+check(lines[1]:find('1.6k tok', 1, true), 'the root row shows its tokens:\n' .. tree)
+has(tree, 'second try  [scripted · 0 tok · arbor/second-try-cce86fd4] cce86fd4  (fork of 8e6a9ede at event 20)', 'the fork row')
+has(lines[5], '✗ failed   broken model', 'the failed row')
+has(lines[5], '! ' .. reason, 'the failed row\'s reason')
+local header = table.concat(log.header(store.get(golden.fork[1].session), golden.fork[1].session), '\n')
+has(header, '# second try\n\nidle · branch arbor/second-try-cce86fd4 · fork of 8e6a9ede at event 20', 'the fork\'s transcript header')
+store.replace({})
 io.stdout:write('unit: ok\n')

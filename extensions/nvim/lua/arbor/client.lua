@@ -68,9 +68,11 @@ local handlers = {
     end
     -- A state change of an attached session can beat its arbor/sessionTree delta: show it now.
     local s = store.get(ev.session)
-    if s and ev.type == 'state_changed' and type(ev.data) == 'table' and type(ev.data.state) == 'string'
+    if s and ev.type == P.EventStateChanged and type(ev.data) == 'table' and type(ev.data.state) == 'string'
       and (s.lastSeq or 0) < (ev.seq or 0) then
-      store.upsert(vim.tbl_extend('force', s, { state = ev.data.state, lastSeq = ev.seq }))
+      local next_s = vim.tbl_extend('force', s, { state = ev.data.state, lastSeq = ev.seq })
+      next_s.error = type(ev.data.reason) == 'string' and ev.data.reason ~= '' and ev.data.reason or nil
+      store.upsert(next_s)
     end
     for _, fn in ipairs(event_listeners[ev.session] or {}) do
       fn(ev)
@@ -81,13 +83,6 @@ local handlers = {
     for _, fn in ipairs(event_listeners[params.session] or {}) do
       fn({ session = params.session, type = '_fell_behind', seq = params.lastSeq })
     end
-  end,
-  [P.NotifyShowDocument] = function(_, params)
-    local bufnr = vim.uri_to_bufnr(params.uri)
-    vim.fn.bufload(bufnr)
-    vim.api.nvim_win_set_buf(0, bufnr)
-    local line = math.min((params.startLine or 0) + 1, vim.api.nvim_buf_line_count(bufnr))
-    vim.api.nvim_win_set_cursor(0, { line, 0 })
   end,
 }
 

@@ -100,7 +100,9 @@ function M.sessions()
   return bufnr
 end
 
-local function resolve(id, what, cb)
+--- Calls cb with id, else the session under the cursor in the tree, else one the user picks (of
+--- those keep(s) accepts, when given).
+local function resolve(id, what, cb, keep)
   if id and id ~= '' then
     cb(id)
     return
@@ -112,9 +114,11 @@ local function resolve(id, what, cb)
       return
     end
   end
-  local list = store.all()
+  local list = vim.tbl_filter(keep or function()
+    return true
+  end, store.all())
   if #list == 0 then
-    warn('no sessions; give an id')
+    warn('no sessions to choose from; give an id')
     return
   end
   vim.ui.select(list, {
@@ -150,6 +154,8 @@ function M.stop(id)
         client.notify('stopped ' .. x:sub(1, 8))
       end
     end)
+  end, function(s)
+    return P.live_states[s.state] == true
   end)
 end
 
@@ -236,8 +242,8 @@ local function code_action(parent_needed)
     M.run(a.task, opts)
   end
 end
-vim.lsp.commands['arbor.newTask'] = code_action(false)
-vim.lsp.commands['arbor.spawnSubagent'] = code_action(true)
+vim.lsp.commands[P.CmdNewTask] = code_action(false)
+vim.lsp.commands[P.CmdSpawnSubagent] = code_action(true)
 
 --- Stops the language client (running sessions continue in the daemon).
 function M.disconnect()

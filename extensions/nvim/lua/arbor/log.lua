@@ -19,6 +19,18 @@ local function s(v)
   return v ~= '' and v or nil
 end
 
+local function num(v)
+  return type(v) == 'number' and v or 0
+end
+
+local function list(v)
+  return type(v) == 'table' and v or {}
+end
+
+local function short(id, n)
+  return (s(id) or ''):sub(1, n or 8)
+end
+
 local function split(text)
   return vim.split(text:gsub('\n$', ''), '\n', { plain = true })
 end
@@ -29,7 +41,247 @@ local function fenced(lines, text, lang)
   table.insert(lines, '```')
 end
 
---- Lines (markdown) for one event. Unknown types show their data as JSON.
+local function tokens(u)
+  if type(u) ~= 'table' then
+    return nil
+  end
+  return string.format('_%d in / %d out tokens%s_', num(u.inputTokens), num(u.outputTokens),
+    u.estimated == true and ' (estimated)' or '')
+end
+
+local function files(l)
+  local out = {}
+  for _, f in ipairs(list(l)) do
+    table.insert(out, f)
+  end
+  return #out > 0 and table.concat(out, ', ') or 'no files'
+end
+
+-- How each event type reads: render[type](data, lines) appends the lines of its payload. One
+-- entry per type of protocol_gen.lua's event_payloads (test/unit.lua checks both ways).
+local render = {}
+M.renderers = render
+
+render[P.EventSessionCreated] = function(d, lines)
+  table.insert(lines, 'Task: ' .. (s(d.task) or ''):gsub('\n', ' '))
+  if s(d.name) then
+    table.insert(lines, '- name: ' .. s(d.name))
+  end
+  for _, kv in ipairs({ { 'model', d.model }, { 'branch', d.branch } }) do
+    if s(kv[2]) then
+      table.insert(lines, '- ' .. kv[1] .. ': ' .. s(kv[2]))
+    end
+  end
+  if s(d.baseCommit) then
+    table.insert(lines, '- base commit: ' .. short(d.baseCommit, 12))
+  end
+  if s(d.parent) then
+    table.insert(lines, '- subagent of ' .. short(d.parent))
+  end
+  if s(d.forkOf) then
+    table.insert(lines, string.format('- fork of %s at event %d', short(d.forkOf), num(d.forkSeq)))
+  end
+  if s(d.selection) then
+    table.insert(lines, 'with the selection:')
+    fenced(lines, s(d.selection))
+  end
+end
+
+render[P.EventStateChanged] = function(d, lines)
+  table.insert(lines, '→ ' .. (s(d.state) or '?') .. (s(d.reason) and (': ' .. s(d.reason)) or ''))
+end
+
+render[P.EventTurnStarted] = function(d, lines)
+  table.insert(lines, '— turn ' .. num(d.turn) .. ' —')
+end
+
+render[P.EventMessageQueued] = function(d, lines)
+  table.insert(lines, string.format('queued from %s (%s): %s', s(d.from) or 'user', s(d.mode) or '?',
+    (s(d.text) or ''):match('^[^\n]*')))
+end
+
+render[P.EventUserMessage] = function(d, lines)
+  table.insert(lines, (s(d.from) or 'user') .. (s(d.via) and (' (read from the ' .. s(d.via) .. ')') or '') .. ':')
+  vim.list_extend(lines, split(s(d.text) or ''))
+end
+
+render[P.EventAssistantMessage] = function(d, lines)
+  local n = #lines
+  if s(d.text) then
+    vim.list_extend(lines, split(s(d.text)))
+  end
+  for _, c in ipairs(list(d.toolCalls)) do
+    fenced(lines, s(c.code) or '', 'python')
+  end
+  if #lines == n then
+    table.insert(lines, '_(no text)_')
+  end
+  local u = tokens(d.usage)
+  if u then
+    table.insert(lines, u .. (num(d.retries) > 0 and string.format(' _after %d retries_', d.retries) or ''))
+  end
+end
+
+render[P.EventModelRetry] = function(d, lines)
+  table.insert(lines, string.format('model call failed, retry %d: %s', num(d.retry), s(d.error) or ''))
+end
+
+render[P.EventToolStarted] = function(d, lines)
+  -- The code is in the assistant_message just before; say only that it runs.
+  table.insert(lines, 'running cell' .. (s(d.callId) and (' ' .. s(d.callId)) or '') .. '…')
+end
+
+render[P.EventToolFinished] = function(d, lines)
+  local meta = {}
+  if num(d.executionCount) > 0 then
+    table.insert(meta, '[' .. d.executionCount .. ']')
+  end
+  if type(d.durationMs) == 'number' then
+    table.insert(meta, d.durationMs .. ' ms')
+  end
+  table.insert(lines, 'result (' .. (s(d.status) or '?') .. ')' .. (#meta > 0 and (' ' .. table.concat(meta, ', ')) or ''))
+  if s(d.output) then
+    fenced(lines, s(d.output))
+  end
+  if s(d.error) then
+    table.insert(lines, 'error: ' .. s(d.error))
+  end
+  if s(d.artifact) then
+    table.insert(lines, 'full output' .. (num(d.bytes) > 0 and (' (' .. d.bytes .. ' bytes)') or '') .. ': ' .. s(d.artifact))
+  end
+  for _, r in ipairs(list(d.rich)) do
+    table.insert(lines, 'rich output: ' .. r)
+  end
+end
+
+render[P.EventCheckpoint] = function(d, lines)
+  table.insert(lines, string.format('checkpoint %s after turn %d%s', short(d.commit, 12), num(d.turn),
+    s(d.merged) and (', merging subagent ' .. short(d.merged)) or ''))
+end
+
+render[P.EventTurnFailed] = function(d, lines)
+  table.insert(lines, string.format('turn %d failed: %s%s', num(d.turn), s(d.error) or '',
+    d.checkpoint == true and " (only its checkpoint: the turn's work is recorded)" or ''))
+end
+
+render[P.EventInterrupted] = function(d, lines)
+  table.insert(lines, string.format('turn %d interrupted: %s', num(d.turn), s(d.reason) or ''))
+end
+
+render[P.EventRecovered] = function(d, lines)
+  if s(d.worktree) then
+    table.insert(lines, 'recovered: worktree ' .. s(d.worktree))
+  else
+    table.insert(lines, 'recovered after a daemon restart (was ' .. (s(d.previousState) or 'unknown') .. ')')
+  end
+end
+
+render[P.EventKernel] = function(d, lines)
+  table.insert(lines, 'kernel ' .. (s(d.event) or '?') .. (num(d.pid) > 0 and (' (pid ' .. d.pid .. ')') or ''))
+  if s(d.restored) then
+    table.insert(lines, 'restored: ' .. s(d.restored))
+  end
+  if s(d.summary) then
+    table.insert(lines, 'snapshot: ' .. s(d.summary))
+  end
+  if s(d.error) then
+    table.insert(lines, 'error: ' .. s(d.error))
+  end
+end
+
+render[P.EventSubagentSpawned] = function(d, lines)
+  table.insert(lines, string.format('spawned subagent %s on %s: %s', s(d.name) or short(d.id), s(d.branch) or '?',
+    (s(d.task) or ''):gsub('\n', ' ')))
+  table.insert(lines, '- id: ' .. (s(d.id) or '?'))
+end
+
+render[P.EventMessageSent] = function(d, lines)
+  local to = {}
+  for _, r in ipairs(list(d.receipts)) do
+    table.insert(to, string.format('%s %s (%s)', s(r.role) or '?', s(r.name) or short(r.to), s(r.status) or '?'))
+  end
+  table.insert(lines, 'sent to ' .. (#to > 0 and table.concat(to, ', ') or 'nobody') .. ':')
+  vim.list_extend(lines, split(s(d.text) or ''))
+end
+
+render[P.EventCompaction] = function(d, lines)
+  table.insert(lines, string.format('context compacted: %d messages summarised, %d kept%s', num(d.compacted), num(d.kept),
+    d.forced == true and ' (forced: the model refused the context)' or ''))
+  for _, l in ipairs(split(s(d.summary) or '')) do
+    table.insert(lines, '> ' .. l)
+  end
+  if s(d.liveVariables) then
+    table.insert(lines, 'live variables: ' .. s(d.liveVariables))
+  end
+  local u = tokens(d.usage)
+  if u then
+    table.insert(lines, u)
+  end
+end
+
+render[P.EventWorktreeSetup] = function(d, lines)
+  if d.ok ~= true then
+    table.insert(lines, 'worktree setup failed: ' .. (s(d.error) or ''))
+    return
+  end
+  table.insert(lines, 'worktree prepared')
+  if #list(d.copied) > 0 then
+    table.insert(lines, '- copied: ' .. files(d.copied))
+  end
+  if #list(d.linked) > 0 then
+    table.insert(lines, '- linked: ' .. files(d.linked))
+  end
+  if s(d.command) then
+    table.insert(lines, '- ran ' .. s(d.command))
+  end
+end
+
+render[P.EventForked] = function(d, lines)
+  table.insert(lines, string.format('forked from %s at event %d (checkpoint %s, %d turns)', short(d.source), num(d.seq),
+    short(d.commit, 10), num(d.turns)))
+end
+
+render[P.EventAccepted] = function(d, lines)
+  table.insert(lines, string.format('accepted onto %s as %s (%s): %s', s(d.branch) or '?', short(d.commit, 10),
+    s(d.mode) or '?', files(d.files)))
+end
+
+render[P.EventMerged] = function(d, lines)
+  table.insert(lines, string.format('merged subagent %s (%s) as %s: %s', short(d.child), s(d.branch) or '?',
+    short(d.commit, 10), files(d.files)))
+end
+
+render[P.EventDiscarded] = function(d, lines)
+  local where = s(d.archived) and ('unmerged work kept at ' .. s(d.archived))
+    or (d.branchDeleted == true and ('branch ' .. (s(d.branch) or '?') .. ' deleted'))
+    or ('branch ' .. (s(d.branch) or '?') .. ' kept')
+  table.insert(lines, 'discarded' .. (d.force == true and ' (forced)' or '') .. '; ' .. where
+    .. (d.worktreeRemoved == true and '' or '; the worktree was not removed'))
+end
+
+--- Lines for the data of an event type this plugin does not know (from a newer daemon).
+local function raw(d, lines)
+  if next(d) == nil then
+    return
+  end
+  local flat = true
+  for _, v in pairs(d) do
+    if type(v) == 'table' then
+      flat = false
+    end
+  end
+  if flat then
+    local keys = vim.tbl_keys(d)
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      table.insert(lines, '- ' .. k .. ': ' .. (s(d[k]) or ''))
+    end
+  else
+    fenced(lines, vim.fn.json_encode(d), 'json')
+  end
+end
+
+--- Lines (markdown) for one event: a heading with its type, seq and time, then what it says.
 function M.render_event(ev)
   local d = ev.data
   if type(d) ~= 'table' then
@@ -37,65 +289,32 @@ function M.render_event(ev)
   end
   local time = (s(ev.ts) or ''):match('T(%d+:%d+:%d+)') or ''
   local lines = { string.format('### %s · #%s %s', ev.type or '?', tostring(ev.seq or '?'), time), '' }
-  local t = ev.type
-  local n = #lines
-  if t == 'session_created' then
-    table.insert(lines, 'Task: ' .. (s(d.task) or ''):gsub('\n', ' '))
-    for _, k in ipairs({ 'model', 'branch', 'baseCommit', 'parent' }) do
-      if s(d[k]) then
-        table.insert(lines, '- ' .. k .. ': ' .. s(d[k]))
-      end
-    end
-  elseif t == 'state_changed' then
-    table.insert(lines, '→ ' .. (s(d.state) or s(d.to) or '?') .. (s(d.error) and (': ' .. s(d.error)) or ''))
-  elseif t == 'user_message' or t == 'assistant_message' or t:match('^message_') then
-    if s(d.text) then
-      vim.list_extend(lines, split(s(d.text)))
-    end
-    for _, c in ipairs(type(d.toolCalls) == 'table' and d.toolCalls or type(d.tool_calls) == 'table' and d.tool_calls or {}) do
-      local code = type(c) == 'table' and (s(c.code) or s(c.Code) or (type(c.arguments) == 'table' and s(c.arguments.code)) or s(c.arguments))
-      if code then
-        fenced(lines, code, 'python')
-      end
-    end
-  elseif t == 'tool_started' then
-    -- The code is in the assistant_message just before; say only that it runs.
-    table.insert(lines, 'running cell' .. (s(d.callId) and (' ' .. s(d.callId)) or '') .. '…')
-  elseif t == 'tool_finished' then
-    if s(d.output) then
-      fenced(lines, s(d.output))
-    end
-    if s(d.error) then
-      table.insert(lines, 'error: ' .. s(d.error))
-    end
-  elseif t == 'turn_failed' then
-    table.insert(lines, 'failed: ' .. (s(d.error) or vim.fn.json_encode(d)))
-  elseif t == 'turn_started' then
-    table.insert(lines, '— turn ' .. tostring(d.turn or '?') .. ' —')
-  elseif t == 'checkpoint' then
-    table.insert(lines, 'checkpoint ' .. (s(d.commit) or ''):sub(1, 12) .. (d.turn and (' after turn ' .. tostring(d.turn)) or ''))
-  elseif t == 'interrupted' then
-    table.insert(lines, 'interrupted' .. (s(d.reason) and (': ' .. s(d.reason)) or ''))
-  end
-  if #lines == n and next(d) ~= nil then
-    local flat = true
-    for _, v in pairs(d) do
-      if type(v) == 'table' then
-        flat = false
-      end
-    end
-    if flat then
-      local keys = vim.tbl_keys(d)
-      table.sort(keys)
-      for _, k in ipairs(keys) do
-        table.insert(lines, '- ' .. k .. ': ' .. (s(d[k]) or ''))
-      end
-    else
-      fenced(lines, vim.fn.json_encode(d), 'json')
-    end
+  local fn = render[ev.type]
+  if fn then
+    fn(d, lines)
+  else
+    raw(d, lines)
   end
   table.insert(lines, '')
   return lines
+end
+
+--- The first lines of a transcript: the session's title, then its state, branch and origin.
+function M.header(sess, id)
+  if not sess then
+    return { '# ' .. id, '' }
+  end
+  local about = { s(sess.state) or '?' }
+  if s(sess.error) then
+    about[1] = about[1] .. ': ' .. s(sess.error):gsub('\n', ' ')
+  end
+  if s(sess.branch) then
+    table.insert(about, 'branch ' .. s(sess.branch))
+  end
+  if store.origin(sess) then
+    table.insert(about, store.origin(sess))
+  end
+  return { '# ' .. store.title(sess, 200), '', table.concat(about, ' · '), '' }
 end
 
 local function attach(id, since)
@@ -144,8 +363,7 @@ function M.open(id)
   local bufnr = buffers.scratch('arbor://log/' .. id, 'markdown')
   entry = { bufnr = bufnr, last_seq = -1 }
   open[id] = entry
-  local title = sess and store.title(sess, 200) or id
-  buffers.set_lines(bufnr, { '# ' .. title, '' })
+  buffers.set_lines(bufnr, M.header(sess, id))
   client.off_event(id)
   client.on_event(id, function(ev)
     if ev.type == '_fell_behind' then

@@ -115,6 +115,14 @@ function M.title(s, max)
   return t
 end
 
+--- Where a session came from when it is a fork ("fork of 8e6a9ede at event 20"), else nil.
+function M.origin(s)
+  if type(s.forkOf) ~= 'string' or s.forkOf == '' then
+    return nil
+  end
+  return string.format('fork of %s at event %d', s.forkOf:sub(1, 8), type(s.forkSeq) == 'number' and s.forkSeq or 0)
+end
+
 local icons = {
   [P.StateAdmitted] = '◌',
   [P.StateRunning] = '▶',
@@ -158,6 +166,10 @@ function M.render()
       str(s.branch) ~= '' and str(s.branch) or '-',
       s.id:sub(1, 8)
     )
+    local origin = M.origin(s)
+    if origin then
+      line = line .. '  (' .. origin .. ')'
+    end
     if str(s.error) ~= '' then
       line = line .. '  ! ' .. str(s.error):gsub('\n', ' ')
     end

@@ -122,9 +122,7 @@ func summaryHead(msgs []model.Message) string {
 
 // liveVariables lists the user's kernel variables, if the kernel is up.
 func (s *Session) liveVariables(ctx context.Context) string {
-	s.kmu.Lock()
-	k := s.kern
-	s.kmu.Unlock()
+	k := s.kernel.current()
 	if k == nil {
 		return ""
 	}

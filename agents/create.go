@@ -146,11 +146,12 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 // open registers a session object over its (new or existing) log.
 func (s *Service) open(ws *Workspace, meta Meta, cfg workspace.Config, client *model.Client) (*Session, error) {
 	dir := filepath.Join(ws.SessionsDir, meta.ID)
-	lg, err := eventlog.Open(filepath.Join(dir, "events.jsonl"), eventlog.Options{Logger: s.log})
+	sess := &Session{svc: s, ws: ws, meta: meta, cfg: cfg, dir: dir, client: client, head: meta.BaseCommit}
+	lg, err := eventlog.Open(filepath.Join(dir, "events.jsonl"), eventlog.Options{Logger: s.log, OnDurable: sess.publish})
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", meta.ID, err)
 	}
-	sess := &Session{svc: s, ws: ws, meta: meta, cfg: cfg, log: lg, dir: dir, client: client, head: meta.BaseCommit}
+	sess.log = lg
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -113,7 +113,7 @@ func (e *testEnv) settled(s *Session) {
 
 func (e *testEnv) quiet(s *Session) bool {
 	s.mu.Lock()
-	busy := s.turnActive || len(s.pending) > 0
+	busy := s.holder != free || len(s.pending) > 0
 	s.mu.Unlock()
 	if busy || s.State() == Running || s.State() == Admitted {
 		return false

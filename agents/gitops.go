@@ -105,11 +105,11 @@ func (s *Service) Merge(ctx context.Context, id string) (*gitstate.AcceptResult,
 	// reserved for the merge, as going inactive does: a turn wanted meanwhile (a completion
 	// notice, a message) starts when the merge is done.
 	parent.mu.Lock()
-	if parent.turnActive {
+	if parent.holder != free {
 		parent.mu.Unlock()
 		return nil, fmt.Errorf("%w: the parent %s is running a turn; merge when it is idle, or let it call rlm.merge", ErrInvalidState, shortID(parent.meta.ID))
 	}
-	parent.turnActive = true
+	parent.holder = mergeHolder
 	parent.mu.Unlock()
 	defer parent.release()
 	return s.mergeChild(ctx, parent, child)
@@ -222,7 +222,7 @@ func (s *Session) discarded() bool {
 func (s *Session) waitTurnEnd(ctx context.Context) error {
 	for {
 		s.mu.Lock()
-		active := s.turnActive
+		active := s.holder != free
 		s.mu.Unlock()
 		if !active {
 			return nil

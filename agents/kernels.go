@@ -6,45 +6,77 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/kernel"
 )
 
+// kernelSlot owns a session's kernel. It has a lock of its own, not the session's: starting a
+// kernel takes seconds, and one start at a time must be waited for by whoever else wants the
+// kernel, without holding up readers of the session. live answers without waiting.
+type kernelSlot struct {
+	mu sync.Mutex // held while a kernel starts
+	k  *kernel.Kernel
+	up atomic.Bool // k != nil
+}
+
+func (ks *kernelSlot) live() bool { return ks.up.Load() }
+
+// current returns the kernel, waiting for a start in progress; nil when there is none.
+func (ks *kernelSlot) current() *kernel.Kernel {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.k
+}
+
+// take removes and returns the kernel; the caller closes it.
+func (ks *kernelSlot) take() *kernel.Kernel {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.setLocked(nil)
+}
+
+// setLocked replaces the kernel, returning the old one; the caller holds mu.
+func (ks *kernelSlot) setLocked(k *kernel.Kernel) *kernel.Kernel {
+	old := ks.k
+	ks.k = k
+	ks.up.Store(k != nil)
+	return old
+}
+
 // warmKernel starts the session's kernel in the background so the first tool call does not
 // wait for Python's imports.
 func (s *Session) warmKernel() {
-	s.svc.wg.Add(1)
-	go func() {
-		defer s.svc.wg.Done()
+	s.svc.spawn(func() {
 		ctx, cancel := context.WithTimeout(s.svc.ctx, 2*time.Minute)
 		defer cancel()
 		if _, _, err := s.ensureKernel(ctx); err != nil && s.svc.ctx.Err() == nil {
 			s.svc.log.Warn("warm kernel", "session", s.meta.ID, "err", err)
 		}
-	}()
+	})
 }
 
 // ensureKernel returns a live kernel, starting one (again) when there is none or it died. The
 // notice tells the model when its namespace was lost or restored.
 func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, error) {
-	s.kmu.Lock()
-	defer s.kmu.Unlock()
+	ks := &s.kernel
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
 	if s.State() == Stopped {
 		return nil, "", fmt.Errorf("%w: session %s is stopped", ErrInvalidState, s.meta.ID)
 	}
 	notice := ""
-	if s.kern != nil {
+	if k := ks.k; k != nil {
 		select {
-		case <-s.kern.Done():
-			s.append(ctx, event.Kernel{Event: "died", PID: s.kern.PID()})
-			s.kern.Close(ctx)
-			s.kern = nil
-			s.live.Store(false)
+		case <-k.Done():
+			s.append(ctx, event.Kernel{Event: "died", PID: k.PID()})
+			k.Close(ctx)
+			ks.setLocked(nil)
 			notice = "the previous kernel died; this is a fresh kernel and earlier variables are gone"
 		default:
-			return s.kern, "", nil
+			return k, "", nil
 		}
 	}
 	snap := s.snapshotDir()
@@ -68,8 +100,7 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 		s.append(ctx, event.Kernel{Event: "start_failed", Error: err.Error()})
 		return nil, "", fmt.Errorf("start kernel: %w", err)
 	}
-	s.kern = k
-	s.live.Store(true)
+	ks.setLocked(k)
 	started := event.Kernel{Event: "started", PID: k.PID()}
 	if m := k.Restored(); m != nil {
 		notice = "this kernel was restarted and the namespace restored: " + m.Summary()
@@ -92,16 +123,18 @@ func (s *Session) scheduleInactive() {
 	if s.idleTimer != nil {
 		s.idleTimer.Stop()
 	}
-	s.idleTimer = time.AfterFunc(idle, s.goInactive)
+	// The timer's work is a goroutine of the service like any other: Close stops the timer
+	// and waits for a move to inactive already under way.
+	s.idleTimer = time.AfterFunc(idle, func() { s.svc.spawn(s.goInactive) })
 	s.mu.Unlock()
 }
 
 func (s *Session) goInactive() {
 	s.mu.Lock()
 	st := s.state
-	quiet := (st == Idle || st == Failed) && !s.turnActive && len(s.pending) == 0
+	quiet := (st == Idle || st == Failed) && s.holder == free && len(s.pending) == 0
 	if quiet {
-		s.turnActive = true // reserve the session: a message now waits for us to finish
+		s.holder = idleHolder // a message now waits for us to finish
 	}
 	s.mu.Unlock()
 	if !quiet || s.svc.ctx.Err() != nil {
@@ -112,10 +145,7 @@ func (s *Session) goInactive() {
 	}
 	ctx, cancel := context.WithTimeout(s.svc.ctx, time.Minute)
 	defer cancel()
-	s.kmu.Lock()
-	k := s.kern
-	s.kmu.Unlock()
-	if k != nil {
+	if k := s.kernel.current(); k != nil {
 		if m, err := k.Snapshot(ctx, s.snapshotDir()); err != nil {
 			s.append(ctx, event.Kernel{Event: "snapshot_failed", Error: err.Error()})
 		} else {
@@ -136,18 +166,21 @@ func (s *Session) goInactive() {
 	s.release()
 }
 
-// release gives up a reservation taken by goInactive, starting a turn for any message that
-// arrived meanwhile.
+// release gives up a reservation taken by goInactive or a merge, handing it to a turn for any
+// message that arrived meanwhile.
 func (s *Session) release() {
 	s.mu.Lock()
 	again := len(s.pending) > 0 && s.state != Stopped
-	if !again {
-		s.turnActive = false
+	if again {
+		s.holder = turnHolder
+	} else {
+		s.holder = free
 	}
 	s.mu.Unlock()
-	if again {
-		s.svc.wg.Add(1)
-		go s.runTurns()
+	if again && !s.svc.spawn(s.runTurns) {
+		s.mu.Lock()
+		s.holder = free // the service is closing: the message waits in the log for recovery
+		s.mu.Unlock()
 	}
 }
 

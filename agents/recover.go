@@ -59,8 +59,9 @@ func (s *Service) Recover(ctx context.Context) error {
 		}
 		// Turns resume only once the worktrees are whole again and stale locks are gone.
 		for _, sess := range resume {
-			s.wg.Add(1)
-			go sess.runTurns()
+			if !s.spawn(sess.runTurns) {
+				break // closing: the messages wait in the logs for the next start
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -147,7 +148,7 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 	sess.mu.Lock()
 	resume := len(sess.pending) > 0 && sess.state != Stopped && client != nil
 	if resume {
-		sess.turnActive = true
+		sess.holder = turnHolder
 	}
 	sess.mu.Unlock()
 	sess.announce()

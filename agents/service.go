@@ -3,6 +3,22 @@
 // Call [New] to make a [Service], [Service.Recover] in the background to bring back the
 // sessions of known workspaces, then [Service.Create] to start a session. Sessions outlive the
 // request that created them; [Service.Close] stops every kernel and closes every log.
+//
+// # Ownership
+//
+// Each session has one owner for everything that changes: its mutex, with an explicit
+// reservation (holder) saying which goroutine may run a turn, take the session inactive or
+// merge into its worktree. A mutex rather than a goroutine receiving commands, because most
+// operations are short reads and single-field updates made from many request goroutines, and
+// a command loop would make every `arbor ls` wait behind a model call; what must be one step
+// (deciding, recording and applying a state change) is done under the mutex, and readers get
+// copies (Info). The event log orders the delivery of records to listeners itself, and the
+// kernel has its own small owner (kernelSlot) because starting one takes seconds. Lock order:
+// a session before its descendants, a session before the service.
+//
+// Every goroutine the service starts goes through Service.spawn, which Close waits for, and
+// the idle timers are stopped by Close: after Close no goroutine of the service is left
+// (TestGoroutinesBackAtBaselineAfterClose).
 package agents
 
 import (
@@ -205,8 +221,24 @@ func (s *Service) Overrides() workspace.Overrides { return s.opts.Overrides }
 func (s *Service) Info(sess *Session) Info { return s.info(sess) }
 
 func (s *Service) info(sess *Session) Info {
-	in := sess.snapshot()
-	in.Total = s.total(sess)
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return s.infoLocked(sess)
+}
+
+// infoLocked is info for a caller holding sess.mu; it takes the locks of sess's descendants
+// (a session's lock is taken before its descendants').
+func (s *Service) infoLocked(sess *Session) Info {
+	in := sess.snapshotLocked()
+	in.Total = in.Usage
+	for _, c := range in.Children {
+		s.mu.Lock()
+		cs := s.sessions[c]
+		s.mu.Unlock()
+		if cs != nil {
+			in.Total = in.Total.Add(s.total(cs))
+		}
+	}
 	d := 0
 	for p := in.Parent; p != ""; d++ {
 		s.mu.Lock()
@@ -273,12 +305,15 @@ func (s *Service) Close(ctx context.Context) error {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
+	s.closed = true // from here on spawn starts nothing: wg.Wait below cannot miss one
 	all := make([]*Session, 0, len(s.sessions))
 	for _, sess := range s.sessions {
 		all = append(all, sess)
 	}
 	s.mu.Unlock()
+	for _, sess := range all {
+		sess.stopIdleTimer()
+	}
 	s.cancel()
 	s.wg.Wait()
 	var errs []error
@@ -289,6 +324,22 @@ func (s *Service) Close(ctx context.Context) error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// spawn runs f in a goroutine of the service, which Close waits for; it reports false, and
+// runs nothing, once Close has begun.
+func (s *Service) spawn(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // all returns the sessions; callers take session locks only after s.mu is released (lock

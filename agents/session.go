@@ -6,13 +6,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/agents/model"
-	"github.com/arborhq/arbor/kernel"
 	"github.com/arborhq/arbor/workspace"
 )
 
@@ -39,8 +37,28 @@ type pendingMsg struct {
 	Mode string `json:"mode"`
 }
 
-// Session is one agent: a kernel, a branch and worktree, an event log. Its mutex guards the
-// mutable fields; the turn goroutine is the only one that talks to the model and kernel.
+// holder says who holds a session's reservation: the one goroutine allowed to run a turn,
+// take it inactive or merge into its worktree. The zero value is free.
+type holder int
+
+const (
+	free        holder = iota
+	turnHolder         // the turn goroutine (runTurns), from enqueue or recovery until it settles
+	idleHolder         // goInactive, snapshotting and stopping the kernel
+	mergeHolder        // a user's merge of a child into this session's worktree
+)
+
+// Session is one agent: a kernel, a branch and worktree, an event log.
+//
+// One mutex, mu, owns everything about the session that changes: lifecycle state, the
+// conversation, pending messages, accounting, and the reservation (who may run a turn). A
+// state change is decided, recorded and applied while mu is held, so no reader ever sees a
+// state without its record, and stopped stays final. Announcements are taken and delivered
+// under mu too, so listeners receive a session's snapshots in the order they were taken;
+// the lock order is a session before its descendants (subtree totals) and before the
+// service's lock. Event delivery is ordered by the log itself ([eventlog.Options.OnDurable]).
+// The kernel has its own owner, [kernelSlot], because starting one takes seconds and must
+// not hold up readers of the session.
 type Session struct {
 	svc  *Service
 	ws   *Workspace
@@ -52,10 +70,11 @@ type Session struct {
 	mu         sync.Mutex
 	state      State
 	errMsg     string
+	unrecorded bool // the current state's record failed to be written (a full disk)
 	usage      Usage
 	children   []string
 	pending    []pendingMsg
-	turnActive bool
+	holder     holder
 	turn       int
 	cancelTurn context.CancelFunc
 	conv       []model.Message
@@ -64,19 +83,10 @@ type Session struct {
 	lastAnswer string // the final text of the latest turn
 	idleTimer  *time.Timer
 	rate       rateLimiter
-	reserved   map[string]bool // child names being created
+	reserved   map[string]bool    // child names being created
+	watch      *workspace.Watcher // changes in the worktree since the last checkpoint; nil = scan
 
-	watch *workspace.Watcher // changes in the worktree since the last checkpoint; nil = scan
-
-	amu sync.Mutex // orders appends with their delivery to listeners: clients see seq order
-	smu sync.Mutex // makes a state change's check, record and apply one step
-	// unrecorded is true while the current state's record failed to be written (guarded by mu)
-	unrecorded bool
-	nmu        sync.Mutex // orders snapshots with their delivery: a stale snapshot never follows a newer one
-
-	kmu    sync.Mutex // guards kern; held while starting one
-	kern   *kernel.Kernel
-	live   atomic.Bool // kern != nil, readable without waiting for a kernel start
+	kernel kernelSlot
 	client *model.Client
 }
 
@@ -86,13 +96,8 @@ func (s *Session) ID() string { return s.meta.ID }
 // Meta returns the fixed description of the session.
 func (s *Session) Meta() Meta { return s.meta }
 
-// snapshot is taken between state changes (under smu): a state change records first and
-// applies after, and a snapshot in between would pair the new record's seq with the old state.
-func (s *Session) snapshot() Info {
-	s.smu.Lock()
-	defer s.smu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// snapshotLocked copies the session's own fields; the caller holds mu.
+func (s *Session) snapshotLocked() Info {
 	return Info{Meta: s.meta, State: s.state, Error: s.errMsg, LastSeq: s.log.LastSeq(),
 		Usage: s.usage, Children: append([]string(nil), s.children...)}
 }
@@ -109,30 +114,35 @@ func (s *Session) childIDs() []string {
 	return append([]string(nil), s.children...)
 }
 
-func (s *Session) hasKernel() bool { return s.live.Load() }
+func (s *Session) hasKernel() bool { return s.kernel.live() }
 
-// busy reports whether a turn is running or about to.
+// busy reports whether the session is reserved: a turn running or about to, or a merge or
+// the move to inactive under way.
 func (s *Session) busy() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.turnActive
+	return s.holder != free
 }
 
-// append writes one event durably, then tells listeners. Durable writes outlive the request
-// or turn that caused them.
+// append writes one event durably; the log tells listeners (deliver), in seq order, before
+// it returns. Durable writes outlive the request or turn that caused them.
 func (s *Session) append(ctx context.Context, p event.Payload) (eventlog.Record, error) {
 	typ := p.EventType()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	s.amu.Lock()
-	defer s.amu.Unlock()
 	rec, err := s.log.Append(ctx, string(typ), p)
 	if err != nil {
 		s.svc.log.Error("append event", "session", s.meta.ID, "type", typ, "err", err)
 		return rec, fmt.Errorf("session %s: record %s: %w", s.meta.ID, typ, err)
 	}
-	s.svc.eachListener(func(l Listener) { l.Event(s.meta.ID, rec) })
 	return rec, nil
+}
+
+// publish is the log's OnDurable: it tells listeners of new records, in seq order.
+func (s *Session) publish(recs []eventlog.Record) {
+	for _, rec := range recs {
+		s.svc.eachListener(func(l Listener) { l.Event(s.meta.ID, rec) })
+	}
 }
 
 // setState records a state change and announces the new snapshot. The record is durable
@@ -151,29 +161,26 @@ func (s *Session) setState(ctx context.Context, st State, reason string) error {
 // setStateIf is setState when the current state is one of from (any state when from is nil),
 // decided under the same lock as the change. It reports whether it changed the state.
 func (s *Session) setStateIf(ctx context.Context, from []State, st State, reason string) (bool, error) {
-	s.smu.Lock()
+	s.mu.Lock()
 	changed, err := s.changeStateLocked(ctx, from, st, reason)
-	s.smu.Unlock()
+	s.mu.Unlock()
 	if changed {
 		s.announce()
 	}
 	return changed, err
 }
 
-// changeStateLocked decides, records and applies a state change; the caller holds smu and
+// changeStateLocked decides, records and applies a state change; the caller holds mu and
 // announces when it reports a change.
 func (s *Session) changeStateLocked(ctx context.Context, from []State, st State, reason string) (bool, error) {
-	s.mu.Lock()
-	cur, unrecorded, errMsg := s.state, s.unrecorded, s.errMsg
-	s.mu.Unlock()
-	retry := cur == st && unrecorded
-	same := cur == st && (st != Failed || reason == errMsg) && !retry
+	cur := s.state
+	retry := cur == st && s.unrecorded
+	same := cur == st && (st != Failed || reason == s.errMsg) && !retry
 	final := cur == Stopped && !retry // stopped is final: a late idle or inactive never undoes it
 	if same || final || (from != nil && !slices.Contains(from, cur)) {
 		return false, nil
 	}
 	_, err := s.append(ctx, event.StateChanged{State: st, Reason: reason})
-	s.mu.Lock()
 	s.state = st
 	s.unrecorded = err != nil
 	if st == Failed {
@@ -181,41 +188,38 @@ func (s *Session) changeStateLocked(ctx context.Context, from []State, st State,
 	} else {
 		s.errMsg = ""
 	}
-	s.mu.Unlock()
 	return true, err
 }
 
 // startTurn records that turn n runs — the state running and turn_started, as one step with
 // respect to Stop — and reports false, recording nothing, if the session was stopped.
 func (s *Session) startTurn(ctx context.Context, n int) bool {
-	s.smu.Lock()
 	s.mu.Lock()
-	stopped := s.state == Stopped
-	s.mu.Unlock()
-	if stopped {
-		s.smu.Unlock()
+	if s.state == Stopped {
+		s.mu.Unlock()
 		return false
 	}
 	changed, _ := s.changeStateLocked(ctx, nil, Running, "")
 	s.append(ctx, event.TurnStarted{Turn: n})
-	s.smu.Unlock()
+	s.mu.Unlock()
 	if changed {
 		s.announce()
 	}
 	return true
 }
 
-// announce tells listeners the session's current snapshot. Taking the snapshot and delivering
-// it under one lock keeps concurrent announcements (a turn going idle, a stop) in the order
-// their snapshots were taken, so the last one a client receives is the newest.
+// announce tells listeners the session's current snapshot, then its parent's (whose total
+// changed too). Taking the snapshot and delivering it under mu keeps concurrent
+// announcements (a turn going idle, a stop) in the order their snapshots were taken, so the
+// last one a client receives is the newest.
 func (s *Session) announce() {
-	s.nmu.Lock()
-	info := s.svc.info(s)
+	s.mu.Lock()
+	info := s.svc.infoLocked(s)
 	s.svc.eachListener(func(l Listener) { l.SessionChanged(info) })
-	s.nmu.Unlock()
+	s.mu.Unlock()
 	if s.meta.Parent != "" {
 		if p, err := s.svc.Get(s.meta.Parent); err == nil {
-			p.announce() // the parent's total changed too
+			p.announce()
 		}
 	}
 }
@@ -230,7 +234,8 @@ func (s *Session) State() State {
 	return s.state
 }
 
-// shutdown ends the kernel and closes the log; used when the daemon stops.
+// shutdown ends the kernel, stops the idle timer and closes the log; used when the daemon
+// stops, after every goroutine of the session has returned.
 func (s *Session) shutdown(ctx context.Context) error {
 	s.stopKernel(ctx)
 	s.mu.Lock()
@@ -240,16 +245,24 @@ func (s *Session) shutdown(ctx context.Context) error {
 	if w != nil {
 		w.Close()
 	}
+	if s.client != nil {
+		s.client.CloseIdleConnections() // kept-alive connections hold goroutines of their own
+	}
 	return s.log.Close()
 }
 
+// stopIdleTimer disarms the move to inactive.
+func (s *Session) stopIdleTimer() {
+	s.mu.Lock()
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+	s.mu.Unlock()
+}
+
 func (s *Session) stopKernel(ctx context.Context) {
-	s.kmu.Lock()
-	k := s.kern
-	s.kern = nil
-	s.live.Store(false)
-	s.kmu.Unlock()
-	if k != nil {
+	if k := s.kernel.take(); k != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := k.Close(ctx); err != nil {

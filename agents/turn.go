@@ -41,27 +41,29 @@ func (s *Session) enqueue(ctx context.Context, from, text, mode string) (string,
 	}
 	s.pending = append(s.pending, pendingMsg{Seq: rec.Seq, From: from, Text: text, Mode: mode})
 	status := "queued"
-	if s.turnActive && mode != "follow_up" {
+	if s.holder == turnHolder && mode != "follow_up" {
 		status = "delivered"
 	}
-	start := !s.turnActive
-	s.turnActive = true
-	s.mu.Unlock()
+	start := s.holder == free // else the holder runs a turn for it when it lets go
 	if start {
-		s.svc.wg.Add(1)
-		go s.runTurns()
+		s.holder = turnHolder
+	}
+	s.mu.Unlock()
+	if start && !s.svc.spawn(s.runTurns) {
+		s.mu.Lock()
+		s.holder = free // the service is closing: the message waits in the log for recovery
+		s.mu.Unlock()
 	}
 	return status, nil
 }
 
 // runTurns is the session's one turn goroutine: it runs turns while messages are pending.
-// It owns the session (turnActive) until it settles with nothing pending.
+// It holds the session's reservation (turnHolder) until it settles with nothing pending.
 func (s *Session) runTurns() {
-	defer s.svc.wg.Done()
 	for {
 		s.mu.Lock()
 		if s.state == Stopped || s.svc.ctx.Err() != nil {
-			s.turnActive = false
+			s.holder = free
 			s.mu.Unlock()
 			return
 		}
@@ -100,7 +102,7 @@ func (s *Session) runTurns() {
 		case err == nil:
 		case s.State() == Stopped:
 			s.mu.Lock()
-			s.turnActive = false // Discard waits for this before removing the worktree
+			s.holder = free // Discard waits for this before removing the worktree
 			s.mu.Unlock()
 			return
 		case errors.Is(err, context.Canceled) && s.svc.ctx.Err() != nil:
@@ -146,7 +148,7 @@ func (s *Session) settle(ctx context.Context, st State, reason string) bool {
 	if len(s.pending) > 0 && s.state != Stopped && s.svc.ctx.Err() == nil {
 		return true
 	}
-	s.turnActive = false
+	s.holder = free
 	return false
 }
 

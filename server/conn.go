@@ -48,7 +48,10 @@ type conn struct {
 	progressOpen  map[string]bool                    // tokens whose begin was queued: only they get an end
 	inflight      map[jsonrpc2.ID]context.CancelFunc // cancellable requests being served
 	unsubscribe   func()
-	requests      sync.WaitGroup // handlers in flight
+	requests      sync.WaitGroup  // handlers in flight
+	closing       bool            // set once the connection ends: no new background work
+	life          context.Context // cancelled when the connection ends
+	background    sync.WaitGroup  // progress reports in flight
 }
 
 type clientCaps struct {
@@ -64,6 +67,7 @@ func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c.rpc = jsonrpc2.NewConn(newStream(nc))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	c.life = ctx
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); c.writeLoop(ctx) }()
@@ -76,9 +80,13 @@ func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 		<-c.rpc.Done()
 	}
 	c.unsubscribe()
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	cancel()
 	wg.Wait()
 	c.requests.Wait()
+	c.background.Wait()
 }
 
 // writeLoop sends queued notifications in order.

@@ -87,7 +87,7 @@ func TestProgressEndOnlyAfterBegin(t *testing.T) {
 		a, b := net.Pipe()
 		c := &conn{out: make(chan outMsg, 16), attached: map[string]bool{}, behind: map[string]uint64{},
 			progress: map[string]string{}, progressBegun: map[string]chan struct{}{}, progressOpen: map[string]bool{},
-			caps: clientCaps{WorkDoneProgress: true}}
+			caps: clientCaps{WorkDoneProgress: true}, life: t.Context()}
 		c.rpc = jsonrpc2.NewConn(newStream(a))
 		c.rpc.Go(t.Context(), jsonrpc2.MethodNotFoundHandler)
 		client := jsonrpc2.NewConn(newStream(b))

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/arborhq/arbor/agents"
@@ -35,10 +34,16 @@ func (c *conn) progressFor(info agents.Info) {
 		c.mu.Unlock()
 		return
 	}
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.background.Add(1) // under mu, before closing is set: serveConn's Wait sees it
 	c.mu.Unlock()
 	title := "Arbor: " + firstLine(info.Task)
 	go func() {
-		ctx := context.Background()
+		defer c.background.Done()
+		ctx := c.life
 		tok := protocol.NewProgressToken(token)
 		if running {
 			// End waits for begin: a short turn must not end a progress the client has not

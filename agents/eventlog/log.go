@@ -36,6 +36,11 @@ type Options struct {
 	// with ErrTooLarge. Zero means DefaultMaxRecordBytes; at most 64 MiB, the longest line a
 	// reader accepts whatever the options.
 	MaxRecordBytes int
+	// OnDurable, if set, is called with every batch of records once it is durable, in seq
+	// order, before their appends return; one batch at a time. It must not block or append.
+	// This is how an owner tells listeners of new records in the order the log gave them
+	// seqs, without a lock of its own around Append.
+	OnDurable func([]Record)
 }
 
 // Validate reports whether the options make sense.
@@ -51,8 +56,10 @@ type Log struct {
 	path   string
 	logger *slog.Logger
 	max    int
-	f      *os.File
-	unlock func() error
+	// onDurable is Options.OnDurable.
+	onDurable func([]Record)
+	f         *os.File
+	unlock    func() error
 
 	mu      sync.Mutex
 	closed  bool
@@ -96,9 +103,10 @@ func Open(path string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{
-		path:   path,
-		logger: opts.Logger,
-		max:    opts.MaxRecordBytes,
+		path:      path,
+		logger:    opts.Logger,
+		max:       opts.MaxRecordBytes,
+		onDurable: opts.OnDurable,
 	}
 	if l.logger == nil {
 		l.logger = slog.New(slog.DiscardHandler)
@@ -298,6 +306,9 @@ func (l *Log) flush() {
 	if dropped != nil {
 		dropped.err = err
 		close(dropped.done)
+	}
+	if err == nil && l.onDurable != nil {
+		l.onDurable(b.recs)
 	}
 	b.err = err
 	close(b.done)

@@ -1,6 +1,9 @@
 package eventlog
 
 import (
+	"context"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -101,5 +104,52 @@ func TestSubscribeClose(t *testing.T) {
 	after, _ := l.Subscribe(1)
 	if _, ok := <-after; ok {
 		t.Fatal("Subscribe after Close returned an open channel")
+	}
+}
+
+// TestOnDurableInSeqOrder: concurrent appends reach OnDurable once each, in seq order, and
+// before their Append returns.
+func TestOnDurableInSeqOrder(t *testing.T) {
+	var mu sync.Mutex
+	var seen []uint64
+	l, err := Open(filepath.Join(t.TempDir(), "e.jsonl"), Options{OnDurable: func(recs []Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range recs {
+			seen = append(seen, r.Seq)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				rec, err := l.Append(context.Background(), "x", i)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				ok := slices.Contains(seen, rec.Seq)
+				mu.Unlock()
+				if !ok {
+					t.Errorf("Append of seq %d returned before OnDurable saw it", rec.Seq)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 400 {
+		t.Fatalf("OnDurable saw %d records, want 400", len(seen))
+	}
+	for i, s := range seen {
+		if s != uint64(i+1) {
+			t.Fatalf("OnDurable order: position %d has seq %d", i, s)
+		}
 	}
 }

@@ -46,6 +46,9 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 	}
 	r, ok := routes[req.Method()]
 	if !ok {
+		if why := notBuilt(req.Method()); why != "" {
+			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, why))
+		}
 		if strings.HasPrefix(req.Method(), "$/") {
 			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, "method not supported: "+req.Method()))
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,4 +53,23 @@ func TestCancelRequest(t *testing.T) {
 	r.send(frame(`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":7}}`))
 	r.send(frame(`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"nope"}}`))
 	r.expectStatus(8)
+}
+
+// TestUnbuiltMethodsSayWhy: a planned method that is not built answers MethodNotFound naming
+// what is missing, and none of them is in the method table.
+func TestUnbuiltMethodsSayWhy(t *testing.T) {
+	for prefix := range unimplemented {
+		for name := range routes {
+			if strings.HasPrefix(name, prefix) {
+				t.Errorf("%s is served but still listed as not built (%s)", name, prefix)
+			}
+		}
+	}
+	d := startTestDaemon(t, "")
+	r := d.raw(t)
+	r.call(1, "arbor/harness.list", nil)
+	r.expectError(-32601, "the continual harness")
+	r.call(2, "arbor/goal.set", nil)
+	r.expectError(-32601, "not built yet: goals")
+	r.expectStatus(3)
 }

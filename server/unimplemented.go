@@ -1,0 +1,30 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+)
+
+// unimplemented lists the method families of the arbor/* protocol (DESIGN.md) that this
+// version does not serve yet. They are not in the method table, so no client is offered them;
+// a client that calls one anyway gets MethodNotFound saying so, rather than the generic "not
+// part of the arbor protocol". A family moves from here to methods.go when it is built.
+var unimplemented = map[string]string{
+	"arbor/harness.":   "the continual harness (notes, memories, skills, subagent specs)",
+	"arbor/refine.":    "refinement of the harness",
+	"arbor/goal.":      "goals",
+	"arbor/heartbeat.": "heartbeats",
+	"arbor/progress":   "the cost–progress series",
+	"arbor/eval.":      "evaluation suites",
+	"arbor/trust":      "trusting a repository's arbor.json",
+}
+
+// notBuilt says why method is not served, or "" when it is no planned method.
+func notBuilt(method string) string {
+	for prefix, what := range unimplemented {
+		if strings.HasPrefix(method, prefix) {
+			return fmt.Sprintf("method %q is not served by this version of Arbor; not built yet: %s", method, what)
+		}
+	}
+	return ""
+}

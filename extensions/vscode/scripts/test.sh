@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the VS Code extension (npm ci, tsc) and runs its Node tests: unit tests, the protocol
-# mirror check against server/protocol.go, and the protocol layer against the real `arbor lsp`.
+# Builds the VS Code extension (npm ci, tsc) and runs its Node tests: unit tests (the golden event
+# logs), the check of the generated protocol mirrors and the editors' use of them, and the
+# protocol layer against the real `arbor lsp`.
 # Usage: ARBOR_BIN=/abs/path/to/arbor extensions/vscode/scripts/test.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)

@@ -5,7 +5,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,22 +26,31 @@ var mirrored = []string{"Method", "Notify", "State", "Code", "Cmd"}
 // values, in source order per file (files sorted by name).
 func readConsts(dir string) ([]constant, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", dir, err)
+		return nil, fmt.Errorf("read %s: %w", dir, err)
 	}
-	pkg := pkgs["server"]
-	if pkg == nil {
-		return nil, fmt.Errorf("no package server in %s", dir)
-	}
+	files := map[string]*ast.File{}
 	var names []string
-	for name := range pkg.Files {
-		names = append(names, name)
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.ParseComments)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", n, err)
+		}
+		if f.Name.Name != "server" {
+			continue
+		}
+		files[n] = f
+		names = append(names, n)
 	}
 	sort.Strings(names)
 	var out []constant
 	for _, name := range names {
-		for _, decl := range pkg.Files[name].Decls {
+		for _, decl := range files[name].Decls {
 			gd, ok := decl.(*ast.GenDecl)
 			if !ok || gd.Tok != token.CONST {
 				continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/server"
 	"github.com/arborhq/arbor/workspace"
 )
@@ -158,7 +159,7 @@ func (f *follower) follow(ctx context.Context, c *server.Client, id string) erro
 			}
 			f.lastSeq = e.Seq
 			printEvent(f.w, e, f.json)
-			if e.Type != "state_changed" {
+			if event.Type(e.Type) != event.TypeStateChanged {
 				continue
 			}
 			if done, err := f.settledAfter(ctx, c, id, e); done || err != nil {
@@ -171,9 +172,8 @@ func (f *follower) follow(ctx context.Context, c *server.Client, id string) erro
 // settledAfter reports whether the session has settled with e as its last state change; it
 // prints the events that followed e, and returns exitCode(1) for a failed session.
 func (f *follower) settledAfter(ctx context.Context, c *server.Client, id string, e server.Event) (bool, error) {
-	var st struct{ State string }
-	json.Unmarshal(e.Data, &st)
-	if !settled(st.State) {
+	st, err := event.As[event.StateChanged](event.Type(e.Type), e.Data)
+	if err != nil || !settled(st.State) {
 		return false, nil
 	}
 	lr, err := server.SessionLog.Call(ctx, c, server.LogParams{ID: id, SinceSeq: e.Seq + 1})
@@ -181,7 +181,7 @@ func (f *follower) settledAfter(ctx context.Context, c *server.Client, id string
 		return false, err
 	}
 	for _, later := range lr.Events {
-		if later.Type == "state_changed" {
+		if event.Type(later.Type) == event.TypeStateChanged {
 			return false, nil
 		}
 	}
@@ -191,15 +191,15 @@ func (f *follower) settledAfter(ctx context.Context, c *server.Client, id string
 			printEvent(f.w, later, f.json)
 		}
 	}
-	if st.State == server.StateFailed {
+	if st.State == event.Failed {
 		return true, exitCode(1)
 	}
 	return true, nil
 }
 
-func settled(state string) bool {
+func settled(state event.State) bool {
 	switch state {
-	case server.StateIdle, server.StateFailed, server.StateStopped, server.StateInactive:
+	case event.Idle, event.Failed, event.Stopped, event.Inactive:
 		return true
 	}
 	return false

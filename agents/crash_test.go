@@ -12,16 +12,11 @@ import (
 	"github.com/arborhq/arbor/agents/event"
 )
 
-const crashScript = `{"rules":[
- {"when":{"task":"^write","turn":1},"code":"open('note.txt','w').write('kept\\n')\nprint('wrote')"},
- {"when":{"task":"^write"},"text":"done"}
-],"default":{"text":"ok"}}`
-
 // TestPanicInTurnFailsOnlyThatTurn: a panic inside a turn is recovered at the turn boundary,
 // recorded as turn_failed, and the session takes a message afterwards; other sessions never
 // notice.
 func TestPanicInTurnFailsOnlyThatTurn(t *testing.T) {
-	e := newEnv(t, crashScript)
+	e := newEnv(t, recoverScript)
 	e.svc.opts.turnHook = func(s *Session, turn int) {
 		if s.meta.Name == "victim" && turn == 1 {
 			panic("boom in the turn")
@@ -51,7 +46,7 @@ func TestPanicInTurnFailsOnlyThatTurn(t *testing.T) {
 // TestVisibleOnlyOnceRecorded: a fork whose worktree setup takes a while is listed as
 // admitted, never in an unrecorded state, and every State prints.
 func TestVisibleOnlyOnceRecorded(t *testing.T) {
-	e := newEnv(t, crashScript)
+	e := newEnv(t, recoverScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"sleep 1"}}`), 0o644)
 	git(t, e.repo, "add", "arbor.json")
 	git(t, e.repo, "commit", "-qm", "setup")
@@ -92,7 +87,7 @@ func TestVisibleOnlyOnceRecorded(t *testing.T) {
 // its first state. Recovery neither crashes nor hides it: the session comes back, its task is
 // queued, and it runs.
 func TestRecoverLogWithOnlySessionCreated(t *testing.T) {
-	e := newEnv(t, crashScript)
+	e := newEnv(t, recoverScript)
 	s := e.create("write a note")
 	e.settled(s)
 	id := s.meta.ID

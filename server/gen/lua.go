@@ -71,15 +71,10 @@ func luaType(t reflect.Type) string {
 	case t == stateType:
 		return "arbor.SessionState"
 	}
+	if p := primitive(t); p != "" {
+		return p
+	}
 	switch t.Kind() {
-	case reflect.String:
-		return "string"
-	case reflect.Bool:
-		return "boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64:
-		return "number"
 	case reflect.Pointer:
 		return luaType(t.Elem())
 	case reflect.Slice, reflect.Array:

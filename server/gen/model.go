@@ -124,3 +124,18 @@ func camel(s string) string {
 	}
 	return b.String()
 }
+
+// primitive names a JSON scalar's type, the same in TypeScript and LuaLS; "" for others.
+func primitive(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "number"
+	}
+	return ""
+}

@@ -18,6 +18,12 @@ local function buffer_text(bufnr)
   return table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), '\n')
 end
 
+-- Whether tree line l is the row of session id: its id column, not a mention such as a fork's
+-- "(fork of <id> at event N)".
+local function row_of(l, id)
+  return l:find('] ' .. id:sub(1, 8), 1, true) ~= nil
+end
+
 -- Waits for fn; on timeout fails with `what`, or, when `what` is nil, returns and leaves the
 -- check (with its own message) to the caller.
 local function wait_for(what, timeout, fn)
@@ -74,7 +80,7 @@ local function run()
   local line
   wait_for(nil, 60000, function()
     for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
-      if l:find(created.id:sub(1, 8), 1, true) then
+      if row_of(l, created.id) then
         line = l
         local s = arbor.store.get(created.id)
         if s and (s.state == 'failed' or s.state == 'stopped') then
@@ -191,6 +197,17 @@ local function run()
   if not fork or #arbor.store.all() <= before then
     error(':ArborFork made no new session', 0)
   end
+  local origin = 'fork of ' .. created.id:sub(1, 8) .. ' at event '
+  wait_for(nil, 5000, function()
+    for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
+      if row_of(l, fork.id) and l:find(origin, 1, true) then
+        return true
+      end
+    end
+  end)
+  if not buffer_text(tree):find(origin, 1, true) then
+    error('the tree does not say where the fork came from ("' .. origin .. '…"):\n' .. buffer_text(tree), 0)
+  end
   table.insert(passed, 'fork ' .. fork.id:sub(1, 8))
 
   -- :ArborDiscard! removes the fork's worktree.
@@ -250,19 +267,24 @@ local function run()
   table.insert(passed, 'code action started ' .. second.id:sub(1, 8))
 
   -- :ArborSend reaches the first session (it answers again), :ArborStop stops it.
-  local seq = arbor.store.get(created.id).lastSeq
+  -- The message's own record already moves lastSeq on, so wait for the turn it starts to end:
+  -- the transcript shows the session running and then idle again after the message.
+  local before = #vim.api.nvim_buf_get_lines(log, 0, -1, false)
+  local function ran_again()
+    local after = table.concat(vim.api.nvim_buf_get_lines(log, before, -1, false), '\n')
+    local msg = after:find('and once more', 1, true)
+    local running = msg and after:find('→ running', msg, true)
+    return running and after:find('→ idle', running, true) and arbor.store.get(created.id).state == 'idle'
+  end
   vim.cmd('ArborSend ' .. created.id:sub(1, 8) .. ' and once more')
-  wait_for(nil, 30000, function()
-    local x = arbor.store.get(created.id)
-    return x.state == 'idle' and x.lastSeq > seq
-  end)
-  if arbor.store.get(created.id).lastSeq <= seq then
-    error(':ArborSend: the session did not run again', 0)
+  wait_for(nil, 30000, ran_again)
+  if not ran_again() then
+    error(':ArborSend: the session did not run again:\n' .. buffer_text(log), 0)
   end
   vim.cmd('ArborStop ' .. created.id:sub(1, 8))
   wait_for(nil, 20000, function()
     for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
-      if l:find(created.id:sub(1, 8), 1, true) and l:find(' stopped ', 1, true) then
+      if row_of(l, created.id) and l:find(' stopped ', 1, true) then
         return true
       end
     end

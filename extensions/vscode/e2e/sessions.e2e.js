@@ -112,10 +112,16 @@ test('Arbor: New Task starts a session that appears idle in the Sessions view', 
   await idle.first().click();
   const transcript = page.locator('.monaco-editor .view-lines', { hasText: 'session_created' });
   await expectVisible(transcript, 'clicking the session did not open its transcript', 20000);
+  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: '→ **running**' }),
+    'the transcript does not show the session\'s states', 20000);
+  await page.screenshot({ path: SHOT.replace(/\.png$/, '-transcript.png') }).catch(() => undefined);
   await transcript.first().click();
   await page.keyboard.press('Control+End');
   await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: 'the sum is two' }),
     'the transcript does not end with the final answer "the sum is two"', 20000);
+  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: '→ **idle**' }),
+    'the transcript does not end with the session idle', 20000);
+  await page.screenshot({ path: SHOT.replace(/\.png$/, '-transcript-end.png') }).catch(() => undefined);
 
   // F1 → "Arbor: Review Diff" → the session → sum.txt opens a diff editor (vscode.diff over arbor-file:).
   await page.keyboard.press('F1');

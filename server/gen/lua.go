@@ -58,6 +58,14 @@ func writeLua(m *model, consts []constant) []byte {
 	for _, mt := range m.methods {
 		fmt.Fprintf(&b, "  ['%s'] = { params = '%s', result = '%s' },\n", mt.Name, luaType(mt.Params), luaType(mt.Result))
 	}
+	b.WriteString("}\n\n-- Params type of each arbor/* notification.\nM.notifications = {\n")
+	for _, n := range m.notifications {
+		fmt.Fprintf(&b, "  ['%s'] = '%s',\n", n.Name, luaType(n.Params))
+	}
+	b.WriteString("}\n\n-- Every event type, in the registry's order.\nM.event_types = {\n")
+	for _, e := range m.events {
+		fmt.Fprintf(&b, "  '%s',\n", e.Type)
+	}
 	b.WriteString("}\n\nreturn M\n")
 	return b.Bytes()
 }

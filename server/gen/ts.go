@@ -52,7 +52,11 @@ func writeTS(m *model, consts []constant) []byte {
 	for _, e := range m.events {
 		fmt.Fprintf(&b, "  %s: %s;\n", e.Type, e.Payload.Name())
 	}
-	b.WriteString("}\n\nexport type EventType = keyof EventPayloads;\n\n")
+	b.WriteString("}\n\nexport type EventType = keyof EventPayloads;\n\n/** Every event type, in the registry's order. */\nexport const EventTypes: readonly EventType[] = [\n")
+	for _, e := range m.events {
+		fmt.Fprintf(&b, "  '%s',\n", e.Type)
+	}
+	b.WriteString("];\n\n")
 	b.WriteString("/** An Event whose data is typed by its type: narrow on `type`. */\n")
 	b.WriteString("export type TypedEvent = { [K in EventType]: Omit<Event, 'type' | 'data'> & { type: K; data: EventPayloads[K] } }[EventType];\n")
 	b.WriteString("\n/** Params and result of each arbor/* request. */\nexport interface Requests {\n")

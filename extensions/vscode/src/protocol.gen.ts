@@ -484,6 +484,32 @@ export interface EventPayloads {
 
 export type EventType = keyof EventPayloads;
 
+/** Every event type, in the registry's order. */
+export const EventTypes: readonly EventType[] = [
+  'session_created',
+  'state_changed',
+  'turn_started',
+  'message_queued',
+  'user_message',
+  'assistant_message',
+  'model_retry',
+  'tool_started',
+  'tool_finished',
+  'checkpoint',
+  'turn_failed',
+  'interrupted',
+  'recovered',
+  'kernel',
+  'subagent_spawned',
+  'message_sent',
+  'compaction',
+  'worktree_setup',
+  'forked',
+  'accepted',
+  'merged',
+  'discarded',
+];
+
 /** An Event whose data is typed by its type: narrow on `type`. */
 export type TypedEvent = { [K in EventType]: Omit<Event, 'type' | 'data'> & { type: K; data: EventPayloads[K] } }[EventType];
 

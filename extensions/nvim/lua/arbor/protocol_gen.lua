@@ -498,4 +498,37 @@ M.requests = {
   ['arbor/sessions'] = { params = 'arbor.SessionsParams', result = 'arbor.SessionsResult' },
 }
 
+-- Params type of each arbor/* notification.
+M.notifications = {
+  ['arbor/event'] = 'arbor.Event',
+  ['arbor/sessionTree'] = 'arbor.SessionTreeParams',
+  ['arbor/fellBehind'] = 'arbor.FellBehindParams',
+}
+
+-- Every event type, in the registry's order.
+M.event_types = {
+  'session_created',
+  'state_changed',
+  'turn_started',
+  'message_queued',
+  'user_message',
+  'assistant_message',
+  'model_retry',
+  'tool_started',
+  'tool_finished',
+  'checkpoint',
+  'turn_failed',
+  'interrupted',
+  'recovered',
+  'kernel',
+  'subagent_spawned',
+  'message_sent',
+  'compaction',
+  'worktree_setup',
+  'forked',
+  'accepted',
+  'merged',
+  'discarded',
+}
+
 return M

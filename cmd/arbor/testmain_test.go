@@ -139,11 +139,12 @@ func newEnv(t *testing.T) *env {
 		"ARBOR_KERNEL_PYTHON":  "/usr/bin/python3",
 		"ARBOR_MODEL_BASE_URL": modelURL,
 		"ARBOR_MODEL":          "scripted",
-		"GIT_AUTHOR_NAME":      "Test User",
-		"GIT_AUTHOR_EMAIL":     "test@example.com",
-		"GIT_COMMITTER_NAME":   "Test User",
-		"GIT_COMMITTER_EMAIL":  "test@example.com",
-		"GIT_CONFIG_NOSYSTEM":  "1",
+		// No git config but the repository's: the identity commits are signed with is the one
+		// initRepo sets in the repository, as a user's would be, for the git CLI and the daemon
+		// alike. EMAIL is unset because git would take an address from it.
+		"GIT_CONFIG_GLOBAL":   "/dev/null",
+		"GIT_CONFIG_NOSYSTEM": "1",
+		"EMAIL":               "",
 	}
 	os.MkdirAll(e.vars["HOME"], 0o700)
 	t.Cleanup(e.cleanup)
@@ -151,7 +152,8 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// environ is the process environment with every ARBOR_* and XDG_* variable replaced by ours.
+// environ is the process environment with every ARBOR_*, XDG_* and GIT_* variable replaced by
+// ours.
 func (e *env) environ() []string {
 	var out []string
 	for _, kv := range os.Environ() {
@@ -172,12 +174,22 @@ func (e *env) environ() []string {
 	return out
 }
 
+// The identity initRepo gives the repository.
+const (
+	testUserName  = "Test User"
+	testUserEmail = "test@example.com"
+)
+
+// initRepo makes e.repo a repository with one commit on main and its own user.name and
+// user.email.
 func (e *env) initRepo() {
 	e.t.Helper()
 	if err := os.MkdirAll(e.repo, 0o755); err != nil {
 		e.t.Fatal(err)
 	}
 	e.git(e.repo, "init", "-q", "-b", "main")
+	e.git(e.repo, "config", "user.name", testUserName)
+	e.git(e.repo, "config", "user.email", testUserEmail)
 	writeFile(e.t, filepath.Join(e.repo, "README.md"), "# test repo\n")
 	writeFile(e.t, filepath.Join(e.repo, "calc.py"), "def add(a, b):\n    return a + b\n")
 	e.git(e.repo, "add", ".")

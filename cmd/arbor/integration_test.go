@@ -253,16 +253,22 @@ func TestSessionsSurviveTheDaemon(t *testing.T) {
 }
 
 // waitLog polls the session's log until cond holds; on giving up it shows the last events.
+// It gives up only when the log stops growing for hangGuard/2: a hang guard, not a time limit
+// on the session, which on a loaded 2-core machine under -race can take minutes for a long
+// burst while making steady progress.
 func (e *env) waitLog(id, what string, cond func([]jsonEvent) bool) []jsonEvent {
 	e.t.Helper()
-	deadline := time.Now().Add(hangGuard / 2)
+	seen, deadline := -1, time.Time{}
 	for {
 		evs := e.logOf(id)
 		if cond(evs) {
 			return evs
 		}
+		if len(evs) > seen {
+			seen, deadline = len(evs), time.Now().Add(hangGuard/2)
+		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("gave up waiting: %s; last events:\n%s", what, lastEvents(evs, 8))
+			e.t.Fatalf("gave up waiting: %s; no new event for %v; last events:\n%s", what, hangGuard/2, lastEvents(evs, 8))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 )
@@ -251,12 +252,27 @@ func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selecte
 	return fields[0], nil
 }
 
+// testHookAdvanced runs between the worktree update and the branch move of an advance.
+var testHookAdvanced func()
+
 // advance moves branch from old to new and brings the worktree's files and index along, the way
 // a fast-forward does: read-tree refuses before writing anything if a local change would be
 // overwritten. The branch moves by compare-and-swap; if that fails the files are put back.
+//
+// Cancelling ctx stops an advance only before it starts: once the files begin to change it
+// goes through (or puts them back) whatever happens to ctx, since a client's cancel must never
+// leave the user's worktree half-updated with the branch where it was.
 func (r *Repo) advance(ctx context.Context, dir string, branch plumbing.ReferenceName, old plumbing.Hash, commit, reason string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("update %s: %w", dir, err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
 	if _, err := runGit(ctx, dir, nil, "read-tree", "-m", "-u", old.String(), commit); err != nil {
 		return fmt.Errorf("update %s: %w", dir, err)
+	}
+	if testHookAdvanced != nil {
+		testHookAdvanced()
 	}
 	if _, err := runGit(ctx, dir, nil, "update-ref", "-m", reason, branch.String(), commit, old.String()); err != nil {
 		if _, rerr := runGit(ctx, dir, nil, "read-tree", "-m", "-u", commit, old.String()); rerr != nil {

@@ -1,6 +1,7 @@
 package gitstate
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -225,5 +226,39 @@ func TestApplyHunks(t *testing.T) {
 		if got := applyHunks(old, hs, c.take); got != c.want {
 			t.Errorf("applyHunks(%v) = %q, want %q", c.take, got, c.want)
 		}
+	}
+}
+
+// TestAcceptCancelled: a cancel before the worktree changes refuses and changes nothing; a
+// cancel once it is changing does not stop the branch from following, so the user's tree is
+// never left half-accepted.
+func TestAcceptCancelled(t *testing.T) {
+	root, r, _ := acceptFixture(t)
+	before := git(t, root, "rev-parse", "HEAD")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := r.Accept(ctx, AcceptOptions{Head: "arbor/s", Message: "m"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("accept with a cancelled context: %v", err)
+	}
+	if got := git(t, root, "rev-parse", "HEAD"); got != before {
+		t.Errorf("HEAD moved to %s", got)
+	}
+	if st := git(t, root, "status", "--porcelain"); st != "" {
+		t.Errorf("tree changed by a cancelled accept:\n%s", st)
+	}
+
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	testHookAdvanced = cancel
+	defer func() { testHookAdvanced = nil }()
+	res, err := r.Accept(ctx, AcceptOptions{Head: "arbor/s", Message: "m"})
+	if err != nil {
+		t.Fatalf("accept cancelled while the tree changed: %v", err)
+	}
+	if got := git(t, root, "rev-parse", "HEAD"); got != res.Commit {
+		t.Errorf("HEAD %s, want the accepted %s", got, res.Commit)
+	}
+	if st := git(t, root, "status", "--porcelain"); st != "" {
+		t.Errorf("user tree not clean:\n%s", st)
 	}
 }

@@ -70,7 +70,8 @@ var ErrUnknownSession = errors.New("unknown session")
 // ErrInvalidState means a session cannot do what was asked in its current state.
 var ErrInvalidState = errors.New("invalid session state")
 
-// Listener observes sessions. Calls happen on the appending goroutine and must not block.
+// Listener observes sessions. Calls happen on the appending goroutine (SessionChanged with the
+// session's lock held) and must not block or call back into the Service.
 type Listener interface {
 	SessionChanged(Info)
 	Event(session string, rec eventlog.Record)
@@ -311,11 +312,13 @@ func (s *Service) Close(ctx context.Context) error {
 		all = append(all, sess)
 	}
 	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	// After the wait: a turn that ended meanwhile may have armed its timer (which could no
+	// longer spawn anything, but would stay armed).
 	for _, sess := range all {
 		sess.stopIdleTimer()
 	}
-	s.cancel()
-	s.wg.Wait()
 	var errs []error
 	for _, sess := range all {
 		errs = append(errs, sess.shutdown(ctx))

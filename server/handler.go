@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -65,6 +66,7 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 		c.inflight[id] = cancel
 		c.mu.Unlock()
 		done = func() {
+			// Before the reply: a client may reuse the id as soon as it has the answer.
 			c.mu.Lock()
 			delete(c.inflight, id)
 			c.mu.Unlock()
@@ -74,16 +76,20 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 	c.requests.Add(1)
 	go func() {
 		defer c.requests.Done()
-		defer done()
 		if err := c.srv.waitReady(ctx, req.Method()); err != nil {
+			done()
 			reply(ctx, nil, toRPCError(err))
 			return
 		}
 		res, err := c.serve(reqCtx, r, req.Params())
+		cancelled := reqCtx.Err() != nil && ctx.Err() == nil
+		done()
 		if err != nil {
 			c.log.Debug("request failed", "method", req.Method(), "err", err)
-			if reqCtx.Err() != nil && ctx.Err() == nil {
-				err = jsonrpc2.NewError(CodeRequestCancelled, req.Method()+": cancelled by the client")
+			if cancelled && errors.Is(err, context.Canceled) {
+				// Only a failure the cancel caused is reported as one; anything else keeps its
+				// own error (and message), so the client learns what really happened.
+				err = jsonrpc2.NewError(CodeRequestCancelled, req.Method()+": cancelled by the client: "+err.Error())
 			}
 		}
 		reply(ctx, res, toRPCError(err))

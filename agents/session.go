@@ -161,9 +161,11 @@ func (s *Session) setState(ctx context.Context, st State, reason string) error {
 // setStateIf is setState when the current state is one of from (any state when from is nil),
 // decided under the same lock as the change. It reports whether it changed the state.
 func (s *Session) setStateIf(ctx context.Context, from []State, st State, reason string) (bool, error) {
-	s.mu.Lock()
-	changed, err := s.changeStateLocked(ctx, from, st, reason)
-	s.mu.Unlock()
+	changed, err := func() (bool, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.changeStateLocked(ctx, from, st, reason)
+	}()
 	if changed {
 		s.announce()
 	}
@@ -194,18 +196,20 @@ func (s *Session) changeStateLocked(ctx context.Context, from []State, st State,
 // startTurn records that turn n runs — the state running and turn_started, as one step with
 // respect to Stop — and reports false, recording nothing, if the session was stopped.
 func (s *Session) startTurn(ctx context.Context, n int) bool {
-	s.mu.Lock()
-	if s.state == Stopped {
-		s.mu.Unlock()
-		return false
-	}
-	changed, _ := s.changeStateLocked(ctx, nil, Running, "")
-	s.append(ctx, event.TurnStarted{Turn: n})
-	s.mu.Unlock()
+	started, changed := func() (bool, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.state == Stopped {
+			return false, false
+		}
+		changed, _ := s.changeStateLocked(ctx, nil, Running, "")
+		s.append(ctx, event.TurnStarted{Turn: n})
+		return true, changed
+	}()
 	if changed {
 		s.announce()
 	}
-	return true
+	return started
 }
 
 // announce tells listeners the session's current snapshot, then its parent's (whose total
@@ -213,10 +217,12 @@ func (s *Session) startTurn(ctx context.Context, n int) bool {
 // announcements (a turn going idle, a stop) in the order their snapshots were taken, so the
 // last one a client receives is the newest.
 func (s *Session) announce() {
-	s.mu.Lock()
-	info := s.svc.infoLocked(s)
-	s.svc.eachListener(func(l Listener) { l.SessionChanged(info) })
-	s.mu.Unlock()
+	func() {
+		s.mu.Lock()
+		defer s.mu.Unlock() // a panicking listener must not leave the session locked
+		info := s.svc.infoLocked(s)
+		s.svc.eachListener(func(l Listener) { l.SessionChanged(info) })
+	}()
 	if s.meta.Parent != "" {
 		if p, err := s.svc.Get(s.meta.Parent); err == nil {
 			p.announce()

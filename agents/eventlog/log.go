@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"syscall"
@@ -308,7 +309,7 @@ func (l *Log) flush() {
 		close(dropped.done)
 	}
 	if err == nil && l.onDurable != nil {
-		l.onDurable(b.recs)
+		l.callOnDurable(b.recs)
 	}
 	b.err = err
 	close(b.done)
@@ -411,4 +412,15 @@ func (l *Log) Close() error {
 		return fmt.Errorf("close event log %s: unlock: %w", l.path, errUnlock)
 	}
 	return nil
+}
+
+// callOnDurable is an isolation boundary: a panicking OnDurable is logged, and the batch is
+// still acknowledged, so one broken listener cannot leave every append of the log waiting.
+func (l *Log) callOnDurable(recs []Record) {
+	defer func() {
+		if p := recover(); p != nil {
+			l.logger.Error("eventlog: OnDurable panicked", "log", l.path, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	l.onDurable(recs)
 }

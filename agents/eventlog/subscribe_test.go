@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestSubscribe(t *testing.T) {
@@ -151,5 +152,25 @@ func TestOnDurableInSeqOrder(t *testing.T) {
 		if s != uint64(i+1) {
 			t.Fatalf("OnDurable order: position %d has seq %d", i, s)
 		}
+	}
+}
+
+// TestOnDurablePanicIsContained: a panicking OnDurable does not wedge the log: appends are
+// acknowledged and the next ones go through.
+func TestOnDurablePanicIsContained(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), "e.jsonl"), Options{OnDurable: func([]Record) { panic("listener bug") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
+		if _, err := l.Append(ctx, "x", i); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		cancel()
+	}
+	if l.LastSeq() != 3 {
+		t.Errorf("last seq %d, want 3", l.LastSeq())
 	}
 }

@@ -54,6 +54,27 @@
 // [Manifest]. With Options.Snapshot set, kernels snapshot themselves after cells (debounced) and
 // at Close. Files are written temp → fsync → rename → fsync dir, the manifest last.
 //
-// Inherited environment variables that look like credentials (…API_KEY, …TOKEN, …SECRET) are
-// not passed to kernels: model keys must never be readable by the model.
+// # Sandbox
+//
+// With Options.Sandbox "bwrap" the kernel runs under bubblewrap, built by package sandbox (new
+// user, pid, ipc, uts, cgroup and — unless AllowNetwork — net namespaces, every capability
+// dropped even for root, its own /proc): the system and the Python environment (sys.prefix,
+// sys.path, site dirs, even under $HOME) read-only; the worktree, StateDir, its own tmp (at /tmp)
+// and cache (XDG_CACHE_HOME) writable; $HOME (but for SandboxHome), ~/.ssh, $XDG_RUNTIME_DIR and
+// SandboxHide invisible; SandboxReadOnly readable inside them. The caller (agents) hides the
+// user's tree, the other sessions and the daemon's socket dir, and gives back the git common dir.
+// Sandboxed kernels launch plainly — the fork server and the pool share one mount namespace —
+// and talk over ipc:// sockets, since they may have no network. The kernel's own getpid() is a
+// pid of its namespace: bwrap's --info-fd gives the host pid of the sandbox's init, whose child
+// is the kernel that signals go to.
+//
+// # Environment
+//
+// A kernel's environment is built from an allowlist (sandbox.AllowedEnv: PATH, HOME, locale,
+// terminal, Python and toolchain variables), the names in Options.EnvPass (the user's
+// "kernelEnv") and Options.Env, never a name in Options.EnvDeny (the variables holding model API
+// keys, which agents passes) nor an inherited ARBOR_* variable; the bridge's ARBOR_BRIDGE and
+// ARBOR_BRIDGE_TOKEN are added. A list of credential-looking patterns was the earlier rule; it
+// let any key whose variable is named otherwise through. The fork server starts with the
+// allowlist alone, since forked kernels keep its initial environment block.
 package kernel

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // forkServer is a Python process that has imported ipykernel and the runtime once and forks a
@@ -45,8 +47,9 @@ func startForkServer(python, dir string, _ int, log *slog.Logger) (*forkServer, 
 	cmd := exec.Command(python, script)
 	cmd.Dir = dir
 	// Forked kernels inherit the server's initial environment block (/proc/self/environ), not
-	// just os.environ: it must hold no credentials either.
-	cmd.Env = append(inheritedEnv(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
+	// just os.environ (replaced per fork from the kernel's own env): the block is the
+	// allowlist alone, nothing a session declared.
+	cmd.Env = append(sandbox.Env(nil, nil), "PYDEVD_DISABLE_FILE_VALIDATION=1")
 	// Pdeathsig: a kernel (or the fork server, whose children ask the same of it) dies with
 	// the daemon instead of living on as an orphan holding its namespace.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // testPython returns a Python with ipykernel; without one it skips the test, or fails it where
@@ -23,15 +24,16 @@ func testPython(t testing.TB) string {
 	return py
 }
 
-// testBwrap returns the bubblewrap binary; without it the test skips, or fails where kernels
-// are required (scripts/deps.sh installs it).
+// testBwrap returns the bubblewrap binary; where it cannot sandbox (not installed, user
+// namespaces disabled, a container refusing the mounts) the test skips with the probe's
+// reason, or fails where kernels are required (scripts/deps.sh installs it).
 func testBwrap(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("bwrap")
-	if err != nil {
-		missing(t, "no bubblewrap for the sandbox: %v (install it: apt install bubblewrap)", err)
+	st := sandbox.Probe(context.Background())
+	if !st.Available {
+		missing(t, "the sandbox cannot work here: %s", st.Reason)
 	}
-	return p
+	return st.Path
 }
 
 // kernelRequired reports whether a missing kernel or sandbox must fail the suite rather than

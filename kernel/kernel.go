@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // Kernel is one session's IPython kernel. Its methods are safe for concurrent use; cells run one
@@ -94,6 +94,11 @@ func newKernel(opts Options, spawn spawnFunc) (*Kernel, error) {
 		}
 		if err := os.Chmod(d, 0o700); err != nil {
 			return nil, fmt.Errorf("start kernel: %w", err)
+		}
+	}
+	if opts.Sandbox != "" {
+		if err := sandboxDirs(opts.StateDir); err != nil {
+			return nil, err
 		}
 	}
 	launcher, err := installRuntime(filepath.Join(opts.StateDir, "runtime"))
@@ -205,34 +210,24 @@ func closeOnce(c chan struct{}) {
 	}
 }
 
-// secretEnv matches variable names that look like credentials. Model API keys must never reach
-// kernels (the model could print them), so they are dropped from the inherited environment;
-// Options.Env can still pass anything explicitly.
-var secretEnv = regexp.MustCompile(`(?i)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)`)
-
-// inheritedEnv is the daemon's environment minus credentials and Arbor's own settings.
-func inheritedEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if secretEnv.MatchString(name) || strings.HasPrefix(name, "ARBOR_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
+// env is the kernel's whole environment. It is built from an allowlist, not by removing what
+// looks like a credential: a key's variable can be named anything (OPENAI_KEY,
+// AWS_SECRET_ACCESS_KEY behind a model's apiKeyEnv), and model-written code prints whatever it
+// finds. The bridge's two variables are the only ARBOR_* ones a kernel gets from here.
 func (k *Kernel) env() []string {
-	env := append(inheritedEnv(),
+	env := append(sandbox.Env(k.opts.EnvPass, k.opts.EnvDeny),
 		"PYDEVD_DISABLE_FILE_VALIDATION=1", // silences debugpy's frozen-module warnings
 		"PYTHONUNBUFFERED=1",
 		"MPLBACKEND=agg",
 	)
+	if k.opts.Sandbox != "" {
+		env = append(env, "XDG_CACHE_HOME="+filepath.Join(k.opts.StateDir, "cache"))
+	}
+	env = append(env, sandbox.Filter(k.opts.Env, k.opts.EnvDeny)...)
 	if k.bridge != nil {
 		env = append(env, "ARBOR_BRIDGE="+k.bridge.path, "ARBOR_BRIDGE_TOKEN="+k.bridge.token)
 	}
-	return append(env, k.opts.Env...)
+	return env
 }
 
 func (k *Kernel) isClosed() bool {

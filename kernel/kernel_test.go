@@ -127,12 +127,52 @@ func TestStateDirMode(t *testing.T) {
 	}
 }
 
-func TestSecretsNotInherited(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-secret")
-	k := startKernel(t, Options{Env: []string{"MY_SETTING=1"}})
-	res := mustOK(t, k, "import os\nprint(os.environ.get('OPENAI_API_KEY'), os.environ.get('MY_SETTING'))")
-	if strings.TrimSpace(res.Text) != "None 1" {
-		t.Fatalf("env in kernel: %q", res.Text)
+// A key whose variable name looks like nothing (a model's apiKeyEnv: OPENAI_KEY) never reaches
+// a kernel, even when the user declared it, in os.environ nor in the process's initial
+// environment block; declared names do, and ARBOR_* settings do not. Plain, sandboxed and
+// forked kernels alike.
+func TestEnvAllowlist(t *testing.T) {
+	t.Setenv("OPENAI_KEY", "sk-planted")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-planted")
+	t.Setenv("ARBOR_API_KEY_ENV", "OPENAI_KEY")
+	t.Setenv("MY_TOOL_HOME", "/opt/tool")
+	t.Setenv("UNDECLARED", "x")
+	o := Options{Env: []string{"MY_SETTING=1", "OPENAI_KEY=sk-explicit"},
+		EnvPass: []string{"MY_TOOL_HOME", "OPENAI_KEY"}, EnvDeny: []string{"OPENAI_KEY"}}
+	const code = `import os
+initial = open('/proc/self/environ').read()
+print([n for n in ('OPENAI_KEY', 'AWS_SECRET_ACCESS_KEY', 'ARBOR_API_KEY_ENV', 'UNDECLARED') if n in os.environ or n + '=' in initial],
+      os.environ.get('MY_TOOL_HOME'), os.environ.get('MY_SETTING'), 'ARBOR_BRIDGE' in os.environ)`
+	const want = "[] /opt/tool 1 True"
+	kernels := map[string]func(t *testing.T) *Kernel{
+		"plain": func(t *testing.T) *Kernel { o := o; o.Host = &recordingHost{}; return startKernel(t, o) },
+		"sandboxed": func(t *testing.T) *Kernel {
+			testBwrap(t)
+			o := o
+			o.Host, o.Sandbox = &recordingHost{}, "bwrap"
+			return startKernel(t, o)
+		},
+		"forked": func(t *testing.T) *Kernel {
+			m := newTestManager(t, ManagerConfig{Fork: true})
+			o := o
+			o.Dir, o.StateDir, o.Host, o.Logger = t.TempDir(), t.TempDir(), &recordingHost{}, testLogger(t)
+			k, err := m.Start(t.Context(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !k.forked {
+				t.Fatal("kernel not forked")
+			}
+			return k
+		},
+	}
+	for name, start := range kernels {
+		t.Run(name, func(t *testing.T) {
+			k := start(t)
+			if res := mustOK(t, k, code); strings.TrimSpace(res.Text) != want {
+				t.Errorf("env in the kernel: %q, want %q", res.Text, want)
+			}
+		})
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // HostHandler answers requests that Python code in a kernel sends to the daemon through the
@@ -32,7 +34,7 @@ type Options struct {
 	Python   string       // interpreter; "" means FindPython()
 	Dir      string       // kernel cwd (the session's worktree)
 	StateDir string       // 0700 directory for the connection file, bridge socket, snapshots
-	Env      []string     // extra KEY=VALUE for the kernel
+	Env      []string     // extra KEY=VALUE for the kernel (EnvDeny still applies)
 	Host     HostHandler  // nil disables the bridge
 	Restore  string       // snapshot dir to restore before the runtime boots ("" = none)
 	Logger   *slog.Logger // nil discards
@@ -51,10 +53,23 @@ type Options struct {
 	// dead (Execute returns ErrDead).
 	Revive bool
 
-	// Sandbox runs the kernel under a sandbox: "" (none) or "bwrap" (bubblewrap: read-only
-	// system, read-write Dir, StateDir and a private /tmp, no network unless AllowNetwork).
+	// EnvPass names variables the kernel inherits from the daemon beyond sandbox.AllowedEnv
+	// (the user's "kernelEnv"). EnvDeny names variables it never gets, even when passed or in
+	// Env: the ones holding model API keys. ARBOR_* variables are never inherited.
+	EnvPass, EnvDeny []string
+
+	// Sandbox runs the kernel under a sandbox: "" (none) or "bwrap" (bubblewrap, see package
+	// sandbox: read-only system and Python environment; writable Dir, StateDir, and its own tmp
+	// (at /tmp) and cache; hidden $HOME, ~/.ssh, $XDG_RUNTIME_DIR; no network unless
+	// AllowNetwork). A sandboxed kernel is always launched plainly: the fork server and the
+	// pool cannot give it its own mounts.
 	Sandbox      string
 	AllowNetwork bool
+	// SandboxHome lists paths relative to $HOME a sandboxed kernel may read (~/.ssh never).
+	// SandboxHide lists more directories it must not see (other sessions, the user's tree,
+	// the daemon's socket dir); SandboxReadOnly directories it may read even inside hidden
+	// ones (the repository's git common dir, so git works in the worktree).
+	SandboxHome, SandboxHide, SandboxReadOnly []string
 
 	// InterruptGrace is how long each rung of the timeout ladder (interrupt_request, then
 	// SIGINT to the process group) waits for the cell to stop before the next rung; 0 means 2 s.
@@ -83,6 +98,16 @@ func (o Options) Validate() error {
 	case "", "bwrap":
 	default:
 		return fmt.Errorf("kernel options: Sandbox %q is not supported; want \"\" or \"bwrap\"", o.Sandbox)
+	}
+	for _, rel := range o.SandboxHome {
+		if err := sandbox.CheckHomeAllow(rel); err != nil {
+			return fmt.Errorf("kernel options: %w", err)
+		}
+	}
+	for _, p := range append(append([]string(nil), o.SandboxHide...), o.SandboxReadOnly...) {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("kernel options: sandbox path %q is not absolute", p)
+		}
 	}
 	if o.Snapshot != "" && !filepath.IsAbs(o.Snapshot) {
 		return fmt.Errorf("kernel options: Snapshot %q is not absolute", o.Snapshot)

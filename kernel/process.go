@@ -10,11 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // proc is one kernel process and the channels to it. A Kernel replaces its proc when the
@@ -34,8 +35,11 @@ type proc struct {
 	shutdownOnce sync.Once
 	filesOnce    sync.Once
 	connPath     string
-	pidFile      string // sandboxed kernels report their own pid here
-	sigPID       int    // pid to signal instead of the process group (sandboxed kernels)
+	// Sandboxed kernels: the host pid of bwrap's pid-1 init (from --info-fd), and of the kernel
+	// under it, which signals go to instead of bwrap's process group. The kernel's own
+	// os.getpid() is a pid of its namespace and names another process out here.
+	sandboxInit int
+	sigPID      int
 }
 
 // collectLog keeps the tail of the exited kernel's output (for error messages) and removes
@@ -78,11 +82,17 @@ type spawnFunc func(ctx context.Context, o Options, s launchSpec, connPath strin
 // spawnExec starts the launcher as a child process in its own process group.
 func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*proc, error) {
 	argv := []string{s.python, s.launcher, connPath}
+	var info, infoW *os.File
 	if o.Sandbox != "" {
 		var err error
-		if argv, err = sandboxArgv(o, argv); err != nil {
+		if argv, err = sandboxArgv(o, s.python, argv); err != nil {
 			return nil, err
 		}
+		if info, infoW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("start kernel: %w", err)
+		}
+		defer info.Close()
+		defer infoW.Close()
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = o.Dir
@@ -90,10 +100,8 @@ func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*pr
 	if s.restore != "" {
 		cmd.Env = append(cmd.Env, "ARBOR_RESTORE="+s.restore, "ARBOR_RESTORE_REPORT="+s.report)
 	}
-	var pidFile string
-	if o.Sandbox != "" {
-		pidFile = filepath.Join(o.StateDir, "kernel-"+s.tag+".pid")
-		cmd.Env = append(cmd.Env, "ARBOR_PID_FILE="+pidFile)
+	if infoW != nil {
+		cmd.ExtraFiles = []*os.File{infoW} // fd 3: bwrap --info-fd 3
 	}
 	// Own process group: interrupt_request uses killpg when the kernel leads its group, and
 	// Close kills the whole group so grandchildren (subprocesses of cells) die too.
@@ -108,7 +116,7 @@ func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*pr
 		return nil, fmt.Errorf("start kernel: %w", err)
 	}
 	defer logf.Close()
-	p := &proc{stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{}), logPath: logPath, pidFile: pidFile}
+	p := &proc{stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{}), logPath: logPath}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {
@@ -122,6 +130,15 @@ func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*pr
 		p.collectLog()
 		close(p.exited)
 	}()
+	if info != nil {
+		infoW.Close() // ours; bwrap holds its own copy until it has written
+		var err error
+		if p.sandboxInit, err = readInfo(info, 30*time.Second); err != nil {
+			p.kill()
+			<-p.exited
+			return nil, fmt.Errorf("start sandboxed kernel: %w; bwrap output: %s", err, strings.TrimSpace(p.stderr.String()))
+		}
+	}
 	return p, nil
 }
 
@@ -182,12 +199,11 @@ func launch(ctx context.Context, o Options, s launchSpec, spawn spawnFunc, log *
 	if err := p.ready(dctx); err != nil {
 		return fail(startErr(ctx, p, err))
 	}
-	if p.pidFile != "" {
-		// The launcher wrote it before binding its sockets, so it exists now.
-		if b, err := os.ReadFile(p.pidFile); err == nil {
-			p.sigPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	if p.sandboxInit > 0 {
+		// The kernel answers, so the init has forked it by now.
+		if p.sigPID, err = sandbox.CommandPID(p.sandboxInit); err != nil {
+			return fail(fmt.Errorf("start sandboxed kernel: %w", err))
 		}
-		os.Remove(p.pidFile)
 	}
 	return p, nil
 }

@@ -26,13 +26,16 @@ func TestSandboxBwrap(t *testing.T) {
 	}{
 		{"write in worktree", "open('inside.txt', 'w').write('ok')", "ok", "2"},
 		{"write outside", "open(" + pyQuote(filepath.Join(outside, "escape.txt")) + ", 'w').write('x')", "error", "Read-only file system"},
-		{"write home", "import os\nopen(os.path.expanduser('~/arbor-escape'), 'w')", "error", "Error"},
+		{"write home", "import os\nopen(os.path.expanduser('~/arbor-escape'), 'w').write('x')", "ok", "1"}, // scratch: see below
 		{"private tmp", "import os\nopen('/tmp/scratch', 'w').write('x')\nos.listdir('/tmp')", "ok", "scratch"},
 		{"no network", "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)", "error", "OSError"},
 		{"bridge works", "await arbor_ping('sandboxed')", "ok", "sandboxed"},
 	}
-	if k.current().sigPID == 0 || k.current().sigPID == k.PID() {
-		t.Errorf("sandboxed kernel pid %d (bwrap %d)", k.current().sigPID, k.PID())
+	// Signals go to the kernel's host pid, not bwrap's and not the pid it sees inside.
+	if p := k.current(); p.sigPID == 0 || p.sigPID == k.PID() {
+		t.Errorf("sandboxed kernel pid %d (bwrap %d)", p.sigPID, k.PID())
+	} else if b, _ := os.ReadFile("/proc/" + itoa(p.sigPID) + "/cmdline"); !strings.Contains(string(b), "arbor_kernel.py") {
+		t.Errorf("signal target %d runs %q, want the kernel", p.sigPID, b)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,11 +54,17 @@ func TestSandboxBwrap(t *testing.T) {
 	if _, err := os.Stat("/tmp/scratch"); err == nil {
 		t.Error("sandboxed /tmp is the host's")
 	}
+	if home, err := os.UserHomeDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(home, "arbor-escape")); err == nil {
+			os.Remove(filepath.Join(home, "arbor-escape"))
+			t.Error("a sandboxed write to $HOME reached the host's")
+		}
+	}
 }
 
 func TestSandboxMissingBwrap(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, err := sandboxArgv(Options{Dir: "/", StateDir: "/tmp"}, []string{"python"})
+	_, err := sandboxArgv(Options{Dir: "/", StateDir: "/tmp"}, "python", []string{"python"})
 	if err == nil || !strings.Contains(err.Error(), "bubblewrap") {
 		t.Fatalf("err = %v, want one naming bubblewrap", err)
 	}

@@ -19,12 +19,6 @@ def main(conn):
         sys.modules["debugpy"] = None
     from ipykernel.kernelapp import IPKernelApp
 
-    pidfile = os.environ.pop("ARBOR_PID_FILE", "")
-    if pidfile:
-        # Under a sandbox the process Arbor started is bwrap, not this kernel: Arbor signals
-        # this pid directly so a SIGINT does not kill the sandbox.
-        with open(pidfile, "w") as f:
-            f.write(str(os.getpid()))
     IPKernelApp.clear_instance()  # a forked child starts from a clean singleton
     app = IPKernelApp.instance()
     # History goes to a per-kernel in-memory database: Arbor keeps its own log, and hundreds of

@@ -50,6 +50,7 @@ type Server struct {
 	lastUse atomic.Int64 // unix nanos of the last client disconnect
 	stop    chan struct{}
 	once    sync.Once
+	refused refusals
 }
 
 // ErrAlreadyRunning means another daemon holds the lock.
@@ -63,6 +64,10 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := hardenProcess(); err != nil {
+		// Without /proc or prctl (not Linux-like) the daemon still serves; say what is missing.
+		opts.Logger.Warn("daemon hardening incomplete", "err", err)
 	}
 	lock, err := acquireLock(opts.Socket)
 	if err != nil {
@@ -89,7 +94,8 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
+	go func() { defer wg.Done(); reapOrphans(ctx, s.log, 2*time.Second) }()
 	go func() {
 		defer wg.Done()
 		select {
@@ -112,7 +118,7 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 			continue
 		}
 		if err := checkPeer(nc); err != nil {
-			s.log.Warn("refused connection", "err", err)
+			s.refused.log(s.log, err)
 			nc.Close()
 			continue
 		}
@@ -239,26 +245,4 @@ func listen(socket string) (net.Listener, error) {
 		return nil, err
 	}
 	return ln, nil
-}
-
-// checkPeer accepts only connections from our own uid.
-func checkPeer(nc net.Conn) error {
-	uc, ok := nc.(*net.UnixConn)
-	if !ok {
-		return nil
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
-	if cerr != nil {
-		return fmt.Errorf("peer credentials: %w", cerr)
-	}
-	if int(cred.Uid) != os.Getuid() {
-		return fmt.Errorf("peer uid %d is not the daemon's uid %d", cred.Uid, os.Getuid())
-	}
-	return nil
 }

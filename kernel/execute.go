@@ -31,6 +31,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 	if err := k.finishAdopt(ctx); err != nil {
 		return nil, fmt.Errorf("execute: %w", err)
 	}
+	k.flushSnapshot(ctx)
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout

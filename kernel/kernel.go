@@ -44,7 +44,10 @@ type Kernel struct {
 	lastUse  time.Time
 	adopting *pendingCell // a pooled kernel's adaptation cell, checked by the first cell (execSem)
 
-	dirty      chan struct{} // a cell ran since the last automatic snapshot (cap 1)
+	dirty chan struct{} // wakes the snapshot loop after a cell (cap 1)
+	// unsaved: a cell ran since the last automatic snapshot. Guarded by execSem: cells set it,
+	// snapshots of Options.Snapshot clear it, and the next cell flushes it before it runs.
+	unsaved    bool
 	stopCtx    context.Context
 	stopCancel context.CancelFunc // called by Close: stops the snapshot loop
 	loopWG     sync.WaitGroup     // the snapshot loop
@@ -332,22 +335,20 @@ func (k *Kernel) Close(ctx context.Context) error {
 	k.stopCancel()
 	k.loopWG.Wait()
 	if k.opts.Snapshot != "" {
+		// Only if no cell is running: Close must not wait for a cell (it kills it), and the
+		// previous automatic snapshot stays valid.
 		select {
-		case <-k.dirty:
-			// Only if no cell is running: Close must not wait for a cell (it kills it), and
-			// the previous automatic snapshot stays valid.
-			select {
-			case k.execSem <- struct{}{}:
+		case k.execSem <- struct{}{}:
+			if k.unsaved {
 				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 				if _, err := k.snapshotLocked(sctx, k.opts.Snapshot); err != nil && !errors.Is(err, ErrDead) {
 					k.log.Warn("kernel: snapshot at close", "err", err)
 				}
 				cancel()
-				<-k.execSem
-			default:
-				k.log.Info("kernel: no snapshot at close: a cell is running")
 			}
+			<-k.execSem
 		default:
+			k.log.Info("kernel: no snapshot at close: a cell is running")
 		}
 	}
 	k.mu.Lock()

@@ -188,7 +188,9 @@ func (k *Kernel) park(ctx context.Context) bool {
 }
 
 // snapshotLoop takes the automatic snapshot once the kernel has been quiet for SnapshotDelay
-// after a cell. It holds no lock while waiting, so cells are never delayed by the timer.
+// after a cell. It holds no lock while waiting, so cells are never delayed by the timer; a cell
+// that starts before the timer fires flushes the snapshot itself (see Execute), so a long cell
+// never leaves the previous cells' variables unsaved while it runs.
 func (k *Kernel) snapshotLoop() {
 	defer k.loopWG.Done()
 	delay := k.opts.snapshotDelay()
@@ -202,16 +204,26 @@ func (k *Kernel) snapshotLoop() {
 		select {
 		case <-k.stopCtx.Done():
 			t.Stop()
-			k.markDirty() // Close takes the final snapshot
-			return
+			return // Close takes the final snapshot
 		case <-t.C:
 		}
+		select {
+		case k.execSem <- struct{}{}:
+		case <-k.stopCtx.Done():
+			return
+		}
+		if !k.unsaved {
+			<-k.execSem // a cell flushed it meanwhile
+			continue
+		}
+		k.snapping.Store(true)
 		ctx, cancel := context.WithTimeout(k.stopCtx, time.Minute)
-		_, err := k.Snapshot(ctx, k.opts.Snapshot)
+		_, err := k.snapshotLocked(ctx, k.opts.Snapshot)
 		cancel()
+		k.snapping.Store(false)
+		<-k.execSem
 		if err != nil {
 			if k.stopCtx.Err() != nil {
-				k.markDirty()
 				return
 			}
 			if !errors.Is(err, ErrDead) {
@@ -221,10 +233,26 @@ func (k *Kernel) snapshotLoop() {
 	}
 }
 
+// flushSnapshot takes the automatic snapshot a previous cell left pending, before the next
+// cell runs: if that cell runs for an hour and the daemon dies meanwhile, the variables of the
+// cells before it are on disk. The caller holds execSem.
+func (k *Kernel) flushSnapshot(ctx context.Context) {
+	if !k.unsaved || k.opts.Snapshot == "" {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := k.snapshotLocked(sctx, k.opts.Snapshot); err != nil && !errors.Is(err, ErrDead) {
+		k.log.Warn("kernel: snapshot before the next cell", "err", err)
+	}
+}
+
+// markDirty records that a cell ran; the caller holds execSem.
 func (k *Kernel) markDirty() {
 	if k.opts.Snapshot == "" {
 		return
 	}
+	k.unsaved = true
 	select {
 	case k.dirty <- struct{}{}:
 	default:

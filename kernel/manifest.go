@@ -10,6 +10,7 @@ import (
 // Manifest describes a namespace snapshot, or what a restore brought back.
 type Manifest struct {
 	Created    string     `json:"created,omitempty"`
+	Cell       int        `json:"cell,omitempty"`   // the last cell (execution count) it reflects
 	Data       string     `json:"data,omitempty"`   // data file inside the snapshot dir
 	Source     string     `json:"source,omitempty"` // for a restore: the snapshot dir
 	Vars       []VarEntry `json:"vars"`             // saved (or restored) variables
@@ -30,7 +31,9 @@ type VarEntry struct {
 	Reason string `json:"reason,omitempty"` // why it was skipped
 }
 
-// Summary is one line for the model: "restored 3/4 variables (skipped: sock — TypeError: …)".
+// Summary is one line for the model: "3/4 variables; not restored: sock (TypeError: …)". It
+// names every variable left out (reasons for the first few), so the model knows exactly what
+// to rebuild.
 func (m *Manifest) Summary() string {
 	if m == nil {
 		return "no snapshot"
@@ -40,14 +43,21 @@ func (m *Manifest) Summary() string {
 	}
 	n := len(m.Vars) + len(m.Skipped)
 	s := fmt.Sprintf("%d/%d variables", len(m.Vars), n)
+	if m.Cell > 0 {
+		s += fmt.Sprintf(" as of cell %d", m.Cell)
+	}
 	if len(m.Skipped) > 0 {
 		var parts []string
 		for i, v := range m.Skipped {
-			if i == 5 {
-				parts = append(parts, fmt.Sprintf("and %d more", len(m.Skipped)-5))
+			if i == 100 {
+				parts = append(parts, fmt.Sprintf("and %d more", len(m.Skipped)-i))
 				break
 			}
-			parts = append(parts, v.Name+" ("+v.Reason+")")
+			if i < 5 && v.Reason != "" {
+				parts = append(parts, v.Name+" ("+v.Reason+")")
+			} else {
+				parts = append(parts, v.Name)
+			}
 		}
 		s += "; not restored: " + strings.Join(parts, ", ")
 	}

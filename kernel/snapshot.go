@@ -58,7 +58,28 @@ func (k *Kernel) snapshotLocked(ctx context.Context, dir string) (*Manifest, err
 	k.mu.Lock()
 	k.lastSnap = abs
 	k.mu.Unlock()
+	if auto, _ := filepath.Abs(k.opts.Snapshot); k.opts.Snapshot != "" && auto == abs {
+		k.unsaved = false
+	}
 	return m, nil
+}
+
+// ExecuteHidden runs code the way the daemon's own bookkeeping must: after any running cell,
+// without output to a caller, and without touching the execution count or history, so the
+// cell numbers the model sees stay its own. An exception comes back as Status "error".
+func (k *Kernel) ExecuteHidden(ctx context.Context, code string) (*Result, error) {
+	select {
+	case k.execSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("execute: %w", ctx.Err())
+	}
+	defer func() { <-k.execSem }()
+	res, err := k.executeSilent(ctx, code)
+	if err != nil {
+		return nil, fmt.Errorf("execute: %w", err)
+	}
+	k.markDirty() // it changed the namespace
+	return res, nil
 }
 
 // executeSilent runs code without touching history or the execution count. The caller holds

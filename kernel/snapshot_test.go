@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSnapshotRestore(t *testing.T) {
@@ -119,5 +120,77 @@ func TestSnapshotCaps(t *testing.T) {
 	}
 	if m.TotalBytes > 3<<20 {
 		t.Errorf("total %d over the cap", m.TotalBytes)
+	}
+}
+
+// A cell that starts before the automatic snapshot's quiet time has passed must not leave the
+// earlier cells' variables unsaved while it runs: a daemon that dies during a long cell would
+// otherwise lose them without a word.
+func TestSnapshotFlushedBeforeNextCell(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "snap")
+	k := startKernel(t, Options{Snapshot: snap, SnapshotDelay: time.Hour})
+	mustOK(t, k, "x = 42")
+	done := make(chan *Result, 1)
+	go func() {
+		res, _ := k.Execute(t.Context(), "import time; time.sleep(2); y = 1", ExecOptions{})
+		done <- res
+	}()
+	// While the long cell runs, the snapshot on disk already holds x.
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	var m *Manifest
+	for time.Now().Before(deadline) {
+		if got, err := readManifest(filepath.Join(snap, "manifest.json")); err == nil {
+			m = got
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res := <-done; res == nil || res.Status != StatusOK {
+		t.Fatalf("long cell: %+v", res)
+	}
+	if m == nil {
+		t.Fatal("no snapshot on disk while the next cell ran: x would be lost if the daemon died now")
+	}
+	found := false
+	for _, v := range m.Vars {
+		found = found || v.Name == "x"
+	}
+	if !found || m.Cell != 1 {
+		t.Fatalf("snapshot taken before cell 2 = %+v (cell %d), want x saved as of cell 1", m.Vars, m.Cell)
+	}
+}
+
+// Bookkeeping code the daemon runs in a kernel does not shift the model's cell numbers.
+func TestExecuteHiddenKeepsCellNumbers(t *testing.T) {
+	k := startKernel(t, Options{})
+	if r := mustOK(t, k, "a = 1"); r.ExecutionCount != 1 {
+		t.Fatalf("first cell count %d", r.ExecutionCount)
+	}
+	res, err := k.ExecuteHidden(t.Context(), "hidden = 7")
+	if err != nil || res.Status != StatusOK {
+		t.Fatalf("hidden: %+v %v", res, err)
+	}
+	r := mustOK(t, k, "print(hidden)")
+	if r.ExecutionCount != 2 || strings.TrimSpace(r.Text) != "7" {
+		t.Fatalf("after a hidden cell: count %d text %q, want 2 and 7", r.ExecutionCount, r.Text)
+	}
+	if res, err := k.ExecuteHidden(t.Context(), "1/0"); err != nil || res.Status != StatusError {
+		t.Fatalf("hidden error: %+v %v", res, err)
+	}
+}
+
+func TestSummaryNamesEverythingSkipped(t *testing.T) {
+	m := &Manifest{Cell: 4, Vars: []VarEntry{{Name: "a"}}}
+	for i := range 8 {
+		m.Skipped = append(m.Skipped, VarEntry{Name: "v" + itoa(i), Reason: "r"})
+	}
+	s := m.Summary()
+	for i := range 8 {
+		if !strings.Contains(s, "v"+itoa(i)) {
+			t.Errorf("summary %q does not name v%d", s, i)
+		}
+	}
+	if !strings.Contains(s, "as of cell 4") {
+		t.Errorf("summary %q does not say which cell it reflects", s)
 	}
 }

@@ -116,6 +116,9 @@ def take(shell, dirpath, max_var, max_total):
     _atomic_write(os.path.join(dirpath, data_name), blobs)
     man = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # The last cell this snapshot reflects: a restore can then say which later cells' work
+        # is not in it.
+        "cell": max(int(getattr(shell, "execution_count", 1) or 1) - 1, 0),
         "data": data_name,
         "vars": kept,
         "skipped": skipped,
@@ -142,6 +145,7 @@ def restore(ns, dirpath, report_path=""):
         with open(os.path.join(dirpath, man["data"]), "rb") as f:
             blob = memoryview(f.read())
         report["created"] = man.get("created")
+        report["cell"] = man.get("cell", 0)
         report["skipped"] = list(man.get("skipped", []))
         for ent in man.get("vars", []):
             name, method = ent["name"], ent.get("method")

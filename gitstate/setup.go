@@ -124,8 +124,33 @@ func (r *Repo) SetupWorktree(ctx context.Context, dir string, s Setup) error {
 		}
 		return &SetupError{Step: "command", Path: s.Command, Output: out.String(), Err: err}
 	}
+	// What the command made (node_modules, a build dir, generated files) is the setup's, not
+	// the session's work: it stays out of checkpoints like the copies do.
+	made, err := untrackedPaths(ctx, dir)
+	if err != nil {
+		return &SetupError{Step: "command", Path: s.Command, Err: fmt.Errorf("list what it created: %w", err)}
+	}
+	if err := r.excludeInWorktree(ctx, dir, made); err != nil {
+		return fmt.Errorf("worktree setup %s: %w", dir, err)
+	}
 	r.logger.Info("worktree set up", "dir", dir, "copied", len(s.Copy), "linked", len(s.Link), "command", s.Command != "")
 	return nil
+}
+
+// untrackedPaths lists the untracked, not ignored, paths of the worktree at dir as git shows
+// them: a new directory as one entry.
+func untrackedPaths(ctx context.Context, dir string) ([]string, error) {
+	out, err := runGit(ctx, dir, nil, "status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames")
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, e := range strings.Split(string(out), "\x00") {
+		if p, ok := strings.CutPrefix(e, "?? "); ok {
+			paths = append(paths, strings.TrimSuffix(p, "/"))
+		}
+	}
+	return paths, nil
 }
 
 // excludeInWorktree adds paths to the worktree's record; the checkpoint scan treats them as

@@ -17,7 +17,8 @@ func TestSetupWorktree(t *testing.T) {
 	err := r.SetupWorktree(t.Context(), wt, Setup{
 		Copy:    []string{".env", "cache"},
 		Link:    []string{"node_modules"},
-		Command: "test -f .env && echo ran > setup-ran.log",
+		// What the command makes is setup output, not the session's work.
+		Command: "test -f .env && echo ran > setup-ran.log && mkdir -p gen && echo o > gen/out.o && echo v > VERSION.txt",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +29,8 @@ func TestSetupWorktree(t *testing.T) {
 	if target, _ := os.Readlink(filepath.Join(wt, "node_modules")); target != filepath.Join(r.Root(), "node_modules") {
 		t.Errorf("node_modules link = %q", target)
 	}
-	// A checkpoint never commits what setup brought in (.env is not in .gitignore here).
+	// A checkpoint never commits what setup brought in or made (.env is not in .gitignore
+	// here, nor are gen/ and VERSION.txt).
 	writeFiles(t, wt, map[string]string{"work.txt": "w\n"})
 	if _, _, err := r.Checkpoint(t.Context(), wt, "turn", nil); err != nil {
 		t.Fatal(err)

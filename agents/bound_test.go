@@ -40,7 +40,7 @@ func TestBoundOutput(t *testing.T) {
 
 const bigOutputScript = `{"rules":[
  {"when":{"task":"^big","turn":1},"code":"print('\\n'.join(f'line {i}' for i in range(20000)))"},
- {"when":{"task":"^big","turn":2},"code":"print(len(_arbor_out[1].splitlines()), _arbor_out[1].splitlines()[12345])"},
+ {"when":{"task":"^big","turn":2},"code":"print(len(_arbor_out[1].splitlines()), _arbor_out[1].splitlines()[12345], _arbor_out[-1] is _arbor_out[1])"},
  {"when":{"task":"^big"},"text":"ok"}
 ],"default":{"text":"ok"}}`
 
@@ -55,8 +55,12 @@ func TestLargeOutputStaysInKernel(t *testing.T) {
 	if first := fmt.Sprint(outs[0]["output"]); len(first) > 9000 || !strings.Contains(first, "_arbor_out[1]") {
 		t.Errorf("first output not bounded (%d bytes)", len(first))
 	}
-	if second := fmt.Sprint(outs[1]["output"]); !strings.Contains(second, "20000 line 12345") {
-		t.Errorf("the kernel does not hold the full output: %q", second)
+	if second := fmt.Sprint(outs[1]["output"]); !strings.Contains(second, "20000 line 12345 True") {
+		t.Errorf("the kernel does not hold the full output as _arbor_out[1] and [-1]: %q", second)
+	}
+	// Keeping it ran no cell of the model's: the second cell is cell 2.
+	if n := fmt.Sprint(outs[1]["executionCount"]); n != "2" {
+		t.Errorf("second cell numbered %s, want 2", n)
 	}
 }
 

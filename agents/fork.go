@@ -40,6 +40,11 @@ func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string
 	if len(cps) > 0 {
 		commit = cps[len(cps)-1].Commit
 	}
+	if c, err := s.cellCheckpointAfter(src.ws, src.meta.ID, atSeq); err != nil {
+		return nil, fmt.Errorf("fork %s: %w", src.meta.ID, err)
+	} else if c != "" {
+		commit = c
+	}
 	cfg, err := src.ws.config(s.opts.Overrides)
 	if err != nil {
 		return nil, err
@@ -205,6 +210,38 @@ func (s *Service) checkpointsOf(ws *Workspace, id string, upTo uint64) ([]event.
 		}
 	}
 	return cps, turns, nil
+}
+
+// cellCheckpointAfter returns the checkpoint of the cell whose result is at seq, or "": a
+// cell's files are committed just after its tool_finished, so a fork at that result takes
+// them along, as its conversation says the cell ran.
+func (s *Service) cellCheckpointAfter(ws *Workspace, id string, seq uint64) (string, error) {
+	recs, err := s.history(ws, id, seq+64)
+	if err != nil {
+		return "", err
+	}
+	atResult := false
+	for _, r := range recs {
+		switch {
+		case r.Seq < seq:
+			continue
+		case r.Seq == seq:
+			if event.Type(r.Type) != event.TypeToolFinished {
+				return "", nil
+			}
+			atResult = true
+			continue
+		}
+		switch event.Type(r.Type) {
+		case event.TypeCheckpoint:
+			if c, err := event.As[event.Checkpoint](event.TypeCheckpoint, r.Data); err == nil && atResult {
+				return c.Commit, nil
+			}
+		case event.TypeToolStarted, event.TypeAssistantMessage, event.TypeTurnStarted, event.TypeUserMessage, event.TypeForked:
+			return "", nil // the cell made no checkpoint
+		}
+	}
+	return "", nil
 }
 
 // DiffTurn returns the change one turn made: its last checkpoint against the checkpoint before

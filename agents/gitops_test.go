@@ -72,17 +72,28 @@ func TestForkAtTwoPoints(t *testing.T) {
 	before, _ := parent.Events(0)
 	parentTip := revParse(t, e.repo, parent.meta.Branch)
 
+	// Fork at the end of each turn: its final answer, after the cell's checkpoint.
+	answerAfter := func(seq uint64) uint64 {
+		for _, r := range before {
+			if r.Seq > seq && r.Type == string(event.TypeAssistantMessage) {
+				return r.Seq
+			}
+		}
+		t.Fatalf("no answer after seq %d", seq)
+		return 0
+	}
 	var forks []*Session
 	for i, cp := range cps {
-		f, err := e.svc.Fork(ctx, parent.meta.ID, cp.seq, fmt.Sprintf("try-%d", i))
+		at := answerAfter(cp.seq)
+		f, err := e.svc.Fork(ctx, parent.meta.ID, at, fmt.Sprintf("try-%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		forks = append(forks, f)
 		if got := revParse(t, e.repo, f.meta.Branch); got != cp.commit {
-			t.Errorf("fork at seq %d: branch at %s, want checkpoint %s", cp.seq, got, cp.commit)
+			t.Errorf("fork at seq %d: branch at %s, want checkpoint %s", at, got, cp.commit)
 		}
-		if f.meta.Parent != "" || f.meta.ForkOf != parent.meta.ID || f.meta.ForkSeq != cp.seq {
+		if f.meta.Parent != "" || f.meta.ForkOf != parent.meta.ID || f.meta.ForkSeq != at {
 			t.Errorf("fork meta: parent %q forkOf %q forkSeq %d", f.meta.Parent, f.meta.ForkOf, f.meta.ForkSeq)
 		}
 		if st := f.State(); st != Idle {
@@ -276,5 +287,46 @@ func TestConcurrentForks(t *testing.T) {
 	}
 	if out := git(t, e.repo, "fsck", "--no-progress"); strings.Contains(out, "error") {
 		t.Errorf("git fsck:\n%s", out)
+	}
+}
+
+// A fork at a seq inside a turn, after a cell that changed files, starts from those files:
+// the conversation it inherits says the cell ran, and its worktree agrees.
+func TestForkMidTurnMatchesConversation(t *testing.T) {
+	e := newEnv(t, `{"rules":[
+ {"when":{"turn":1},"code":"open('a.txt','w').write('one\\n')"},
+ {"when":{"turn":2},"code":"open('b.txt','w').write('two\\n')"},
+ {"when":{"turn":3},"text":"wrote a and b"}
+],"default":{"text":"done"}}`)
+	parent := e.create("two cells in one turn")
+	e.settled(parent)
+	recs, _ := parent.Events(0)
+	var firstCell uint64
+	for _, r := range recs {
+		if r.Type == string(event.TypeToolFinished) {
+			firstCell = r.Seq
+			break
+		}
+	}
+	if firstCell == 0 {
+		t.Fatal("no tool_finished")
+	}
+	f, err := e.svc.Fork(t.Context(), parent.meta.ID, firstCell, "mid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(f.meta.Worktree, "a.txt")); err != nil || string(b) != "one\n" {
+		t.Errorf("fork after the first cell: a.txt = %q, %v; want the file that cell wrote", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(f.meta.Worktree, "b.txt")); !os.IsNotExist(err) {
+		t.Errorf("fork after the first cell has b.txt, written by a later cell: %v", err)
+	}
+	// The turn's diff still covers the whole turn.
+	d, err := e.svc.DiffTurn(t.Context(), parent.meta.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Files) != 2 {
+		t.Errorf("turn 1 diff has %d files, want a.txt and b.txt", len(d.Files))
 	}
 }

@@ -101,10 +101,24 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 		return nil, "", fmt.Errorf("start kernel: %w", err)
 	}
 	ks.setLocked(k)
+	s.mu.Lock()
+	last := s.lastCell
+	s.mu.Unlock()
+	if last > 0 {
+		// The model's cell numbers go on from where the last kernel stopped, so a number it
+		// has seen (in _arbor_out[N], a traceback) never means two cells.
+		if r, err := k.ExecuteHidden(ctx, fmt.Sprintf("get_ipython().execution_count = %d", last+1)); err != nil || r.Status != kernel.StatusOK {
+			s.svc.log.Warn("continue cell numbers", "session", s.meta.ID, "err", err, "status", statusOf(r))
+		}
+	}
 	started := event.Kernel{Event: "started", PID: k.PID()}
 	if m := k.Restored(); m != nil {
-		notice = "this kernel was restarted and the namespace restored: " + m.Summary()
-		started.Restored = m.Summary()
+		summary := m.Summary()
+		if m.Error == "" && m.Cell > 0 && m.Cell < last {
+			summary += fmt.Sprintf("; cells %d–%d ran after that snapshot, so what they assigned is gone", m.Cell+1, last)
+		}
+		notice = "this kernel was restarted and the namespace restored: " + summary
+		started.Restored = summary
 	}
 	s.append(ctx, started)
 	return k, notice, nil

@@ -204,6 +204,7 @@ func (s *Session) replay(recs []eventlog.Record) {
 		case event.ToolFinished:
 			s.conv = append(s.conv, model.Message{Role: "tool", ToolCallID: d.CallID, Content: d.Output})
 			s.usage.KernelExecs++
+			s.lastCell = max(s.lastCell, d.ExecutionCount)
 		case event.Compaction:
 			s.usage.ModelCalls++
 			s.usage.addTokens(d.Usage)

@@ -76,6 +76,7 @@ type Session struct {
 	pending    []pendingMsg
 	holder     holder
 	turn       int
+	lastCell   int // the execution count of the latest cell: new kernels continue from it
 	cancelTurn context.CancelFunc
 	conv       []model.Message
 	head       string // latest checkpoint commit (or the base)

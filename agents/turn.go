@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/model"
+	"github.com/arborhq/arbor/kernel"
 	"github.com/arborhq/arbor/workspace"
 )
 
@@ -328,6 +331,7 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	}
 	s.mu.Lock()
 	s.usage.KernelExecs++
+	s.lastCell = max(s.lastCell, res.ExecutionCount)
 	s.mu.Unlock()
 	text := res.Text
 	rich, richNote, err := saveRich(res.Outputs, s.artifactsDir())
@@ -352,11 +356,7 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 		s.svc.log.Warn("bound tool output", "session", s.meta.ID, "err", err)
 	}
 	if b.Cut {
-		// L2: the whole value stays in the kernel, so the model slices it instead of rereading.
-		keep := fmt.Sprintf("globals().setdefault('_arbor_out', {})[%d] = open(%q, encoding='utf-8', errors='replace').read()", res.ExecutionCount, b.Artifact)
-		if r, err := k.Execute(ctx, keep, execOptions(time.Minute)); err != nil || r.Status != "ok" {
-			s.svc.log.Warn("keep full output in the kernel", "session", s.meta.ID, "err", err)
-		}
+		s.keepFullOutput(ctx, k, res.ExecutionCount, b.Artifact)
 	}
 	fin := event.ToolFinished{
 		CallID: call.ID, Status: res.Status, Output: b.Text, Bytes: b.Bytes,
@@ -371,14 +371,60 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	if _, err := s.append(ctx, fin); err != nil {
 		return "", err
 	}
+	// A cell that changed files is checkpointed right after its result, so a fork at any seq
+	// starts from the files its inherited conversation describes (see Fork).
+	s.mu.Lock()
+	turn := s.turn
+	s.mu.Unlock()
+	s.checkpointAs(ctx, turn, fmt.Sprintf("arbor: turn %d, cell %d of session %s", turn, res.ExecutionCount, s.meta.ID))
 	return b.Text, nil
+}
+
+// keepFullOutput puts the whole text of a cut output into the kernel as _arbor_out[cell] and
+// _arbor_out[-1] (L2), so the model slices it instead of rereading. It travels through the
+// kernel's own state directory, the one place of the session's a sandboxed kernel can read, and
+// runs hidden, so the model's cell numbers stay its own.
+func (s *Session) keepFullOutput(ctx context.Context, k *kernel.Kernel, cell int, artifact string) {
+	tmp := filepath.Join(s.dir, "kernel", fmt.Sprintf("out-%d.txt", cell))
+	if err := os.Link(artifact, tmp); err != nil {
+		if err := copyFile(artifact, tmp); err != nil {
+			s.svc.log.Warn("keep full output in the kernel", "session", s.meta.ID, "err", err)
+			return
+		}
+	}
+	defer os.Remove(tmp)
+	code := fmt.Sprintf("_arbor_out = globals().get('_arbor_out') if isinstance(globals().get('_arbor_out'), dict) else {}\n"+
+		"with open(%q, encoding='utf-8', errors='replace') as _f:\n    _arbor_out[%d] = _arbor_out[-1] = _f.read()\ndel _f", tmp, cell)
+	if r, err := k.ExecuteHidden(ctx, code); err != nil || r.Status != "ok" {
+		s.svc.log.Warn("keep full output in the kernel", "session", s.meta.ID, "err", err, "status", statusOf(r))
+	}
+}
+
+func statusOf(r *kernel.Result) string {
+	if r == nil {
+		return ""
+	}
+	return r.Status + " " + r.Text
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o600)
 }
 
 // checkpoint commits the worktree onto the session branch when the turn changed it.
 func (s *Session) checkpoint(ctx context.Context, turn int) {
+	s.checkpointAs(ctx, turn, fmt.Sprintf("arbor: turn %d of session %s", turn, s.meta.ID))
+}
+
+// checkpointAs commits what changed since the last checkpoint, if anything, as part of turn.
+func (s *Session) checkpointAs(ctx context.Context, turn int, title string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	msg := fmt.Sprintf("arbor: turn %d of session %s\n\n%s", turn, s.meta.ID, firstLine(s.meta.Task))
+	msg := title + "\n\n" + firstLine(s.meta.Task)
 	commit, changed, err := s.ws.Repo.Checkpoint(ctx, s.meta.Worktree, msg, s.touched())
 	if err != nil {
 		// The watcher's record was taken: drop the watcher so the next checkpoint scans

@@ -15,8 +15,8 @@ func TestSetupWorktree(t *testing.T) {
 	r := openTest(t, root)
 	wt := addSession(t, r, "s")
 	err := r.SetupWorktree(t.Context(), wt, Setup{
-		Copy:    []string{".env", "cache"},
-		Link:    []string{"node_modules"},
+		Copy: []string{".env", "cache"},
+		Link: []string{"node_modules"},
 		// What the command makes is setup output, not the session's work.
 		Command: "test -f .env && echo ran > setup-ran.log && mkdir -p gen && echo o > gen/out.o && echo v > VERSION.txt",
 	})

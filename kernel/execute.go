@@ -54,6 +54,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 
 	defer k.markDirty()
 	st := &execState{res: &Result{}, onOutput: opts.OnOutput, max: opts.MaxOutput}
+	defer func() { k.cells = max(k.cells, st.res.ExecutionCount) }()
 	if st.max == 0 {
 		st.max = DefaultMaxOutput
 	}
@@ -116,10 +117,11 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 				k.log.Warn("kernel: cell ignored SIGINT; restarting the kernel")
 				st.res.Status = StatusTimeout
 				notice := fmt.Sprintf("The cell ran past its %v timeout and ignored interrupt_request and SIGINT, so Arbor killed and restarted the kernel.", timeout)
+				k.cells = max(k.cells, st.res.ExecutionCount)
 				if m, err := k.replace(context.WithoutCancel(ctx), p); err != nil {
 					notice += fmt.Sprintf(" The restart failed (%v); the kernel is not running.", err)
 				} else {
-					notice += " " + restoreNotice(m)
+					notice += " " + k.restoreNotice(m)
 				}
 				if abandoned != nil {
 					return nil, fmt.Errorf("execute: %w", abandoned)
@@ -143,11 +145,17 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 	return st.res, nil
 }
 
-func restoreNotice(m *Manifest) string {
+// restoreNotice tells the model what a new process brought back, and which cells' work is not
+// in it. The caller holds execSem.
+func (k *Kernel) restoreNotice(m *Manifest) string {
 	if m == nil {
 		return "No snapshot existed, so the namespace is empty: re-run imports and setup."
 	}
-	return "Restored from the latest snapshot: " + m.Summary() + "."
+	n := "Restored from the latest snapshot: " + m.Summary() + "."
+	if m.Error == "" && m.Cell > 0 && m.Cell < k.cells {
+		n += fmt.Sprintf(" Cells %d–%d ran after that snapshot: what they assigned is gone.", m.Cell+1, k.cells)
+	}
+	return n
 }
 
 func exitReason(p *proc) string {

@@ -47,7 +47,10 @@ type Kernel struct {
 	dirty chan struct{} // wakes the snapshot loop after a cell (cap 1)
 	// unsaved: a cell ran since the last automatic snapshot. Guarded by execSem: cells set it,
 	// snapshots of Options.Snapshot clear it, and the next cell flushes it before it runs.
-	unsaved    bool
+	unsaved bool
+	// cells is the highest execution count seen (guarded by execSem): a replacement process
+	// continues from it, so the model's cell numbers never repeat.
+	cells      int
 	stopCtx    context.Context
 	stopCancel context.CancelFunc // called by Close: stops the snapshot loop
 	loopWG     sync.WaitGroup     // the snapshot loop

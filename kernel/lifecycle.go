@@ -70,6 +70,13 @@ func (k *Kernel) replace(ctx context.Context, old *proc) (*Manifest, error) {
 	}
 	k.mu.Unlock()
 	k.setProc(p)
+	if k.cells > 0 {
+		// The new process counts from 1; the model's numbering goes on.
+		code := fmt.Sprintf("get_ipython().execution_count = %d", k.cells+1)
+		if res, err := k.executeSilent(ctx, code); err != nil || res.Status != StatusOK {
+			k.log.Warn("kernel: continue cell numbers after a restart", "err", err)
+		}
+	}
 	return k.Restored(), nil
 }
 
@@ -113,7 +120,7 @@ func (k *Kernel) ensureRunning(ctx context.Context) (*proc, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return k.current(), why + " " + restoreNotice(m), nil
+	return k.current(), why + " " + k.restoreNotice(m), nil
 }
 
 // Park snapshots the namespace into Options.Snapshot and stops the process to free memory, if

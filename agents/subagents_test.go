@@ -113,6 +113,10 @@ func TestDepthLimitAndCompletionNotice(t *testing.T) {
 		txt := fmt.Sprint(m["text"])
 		if strings.Contains(txt, "without messaging you") && strings.Contains(txt, "level2 finished") {
 			notice = true
+			// One label: the delivery's, naming the sender once.
+			if strings.Count(txt, "[message from child two]") != 1 || strings.Contains(txt, "[subagent") {
+				t.Errorf("completion notice labelled more than once: %q", txt)
+			}
 		}
 	}
 	if !notice {

@@ -84,7 +84,7 @@ func (s *Session) runTurns() {
 		s.cancelTurn = cancel
 		s.mu.Unlock()
 
-		if err := s.ws.acquire(ctx); err != nil {
+		if err := s.ws.slots.acquire(ctx, s); err != nil {
 			cancel()
 			continue // stopped or shutting down: the loop head sees it
 		}
@@ -92,12 +92,12 @@ func (s *Session) runTurns() {
 		s.toldParent = false
 		s.mu.Unlock()
 		if !s.startTurn(ctx, turn) {
-			s.ws.release()
+			s.ws.slots.release(s)
 			cancel()
 			continue // stopped meanwhile: the loop head sees it
 		}
 		err := s.runTurnIsolated(ctx, turn)
-		s.ws.release()
+		s.ws.slots.release(s)
 		cancel()
 		s.checkpoint(ctx, turn)
 		s.notifyParent(err)
@@ -320,7 +320,8 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 		return msg, nil
 	}
 	cellTimeout, _ := s.cfg.Durations()
-	res, err := k.Execute(ctx, call.Code, execOptions(cellTimeout))
+	var res *kernel.Result
+	s.ws.slots.lendWhile(ctx, s, func() { res, err = k.Execute(ctx, call.Code, execOptions(cellTimeout)) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
@@ -502,14 +503,16 @@ func (s *Session) notifyParent(turnErr error) {
 	if err != nil {
 		return
 	}
+	// The delivery labels the notice with the sender ("[message from child tests]"): the text
+	// says what happened, not who it is again.
 	var text string
 	if turnErr != nil {
-		text = fmt.Sprintf("[subagent %s failed: %v]", s.label(), turnErr)
+		text = fmt.Sprintf("[arbor] its turn failed: %v", turnErr)
 	} else {
 		if len(answer) > 2000 {
 			answer = answer[:2000] + " …[cut; see arbor log " + s.meta.ID[:8] + "]"
 		}
-		text = fmt.Sprintf("[subagent %s finished its turn on branch %s without messaging you; its final answer:]\n%s", s.label(), s.meta.Branch, answer)
+		text = fmt.Sprintf("[arbor] it finished its turn on branch %s without messaging you; its final answer:\n%s", s.meta.Branch, answer)
 	}
 	if _, err := p.enqueue(s.svc.ctx, p.relationLabel(s), text, "auto"); err != nil {
 		s.svc.log.Warn("completion notice", "child", s.meta.ID, "parent", p.meta.ID, "err", err)

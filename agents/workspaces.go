@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,20 +18,8 @@ type Workspace struct {
 	Repo        *gitstate.Repo // the one owner of the repository
 	SessionsDir string         // <git-common-dir>/arbor/sessions
 	WorktreeDir string         // <git-common-dir>/arbor/worktrees
-	slots       chan struct{}  // one per running turn: maxRunning
+	slots       *slots         // one per running turn: maxRunning
 }
-
-// acquire waits for a running slot; a session waiting for one stays admitted.
-func (ws *Workspace) acquire(ctx context.Context) error {
-	select {
-	case ws.slots <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (ws *Workspace) release() { <-ws.slots }
 
 // workspaceFor opens (once) the workspace of the repository containing dir.
 func (s *Service) workspaceFor(dir string) (*Workspace, error) {
@@ -62,7 +49,7 @@ func (s *Service) workspaceFor(dir string) (*Workspace, error) {
 	ws = &Workspace{Root: root, Repo: repo,
 		SessionsDir: filepath.Join(base, "sessions"),
 		WorktreeDir: filepath.Join(base, "worktrees"),
-		slots:       make(chan struct{}, max(cfg.MaxRunning, 1))}
+		slots:       newSlots(cfg.MaxRunning)}
 	for _, d := range []string{ws.SessionsDir, ws.WorktreeDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("open workspace %s: %w", root, err)

@@ -89,6 +89,15 @@ type Session struct {
 
 	kernel kernelSlot
 	client *model.Client
+
+	redactOnce sync.Once
+	redactFn   func(string) string
+}
+
+// redactor returns the session's secret redaction (see newRedactor), built on first use.
+func (s *Session) redactor() func(string) string {
+	s.redactOnce.Do(func() { s.redactFn = newRedactor(s.cfg) })
+	return s.redactFn
 }
 
 // ID returns the session id.

@@ -334,7 +334,8 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	s.usage.KernelExecs++
 	s.lastCell = max(s.lastCell, res.ExecutionCount)
 	s.mu.Unlock()
-	text := res.Text
+	redact := s.redactor()
+	text := redact(res.Text)
 	rich, richNote, err := saveRich(res.Outputs, s.artifactsDir())
 	if err != nil {
 		s.svc.log.Warn("save rich output", "session", s.meta.ID, "err", err)
@@ -367,7 +368,7 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 		fin.Artifact = b.Artifact
 	}
 	if res.Error != nil {
-		fin.Error = res.Error.Name + ": " + res.Error.Value
+		fin.Error = redact(res.Error.Name + ": " + res.Error.Value)
 	}
 	if _, err := s.append(ctx, fin); err != nil {
 		return "", err

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // bridge serves host requests from the kernel's embedded runtime over a Unix socket in the
@@ -30,13 +31,24 @@ type bridge struct {
 	ctx    context.Context // cancelled on close: in-flight handlers see it
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
+	inflight chan struct{} // one per request being answered, over all connections
 }
 
-// maxBridgeLine bounds one request; a larger one closes the connection.
-const maxBridgeLine = 64 << 20
+// The bridge is the kernel's one capability, and the kernel runs model-written code: what a
+// hostile cell can make the daemon hold is bounded. maxBridgeLine bounds one request (a larger
+// one closes the connection); past maxBridgeInflight requests being answered the bridge stops
+// reading until replies go out; a kernel gets maxBridgeConns connections (the runtime needs one
+// per event loop); a reply the kernel does not read within bridgeWriteTimeout closes its
+// connection.
+const (
+	maxBridgeLine      = 4 << 20
+	maxBridgeInflight  = 64
+	maxBridgeConns     = 16
+	bridgeWriteTimeout = 30 * time.Second
+)
 
 // bridgeMethods are the requests the runtime may send; anything else is refused before it
 // reaches the host handler. They are exactly the methods of the runtime's _SURFACE table
@@ -67,7 +79,7 @@ func newBridge(dir string, host HostHandler, log *slog.Logger) (*bridge, error) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &bridge{path: path, token: newID() + newID(), host: host, log: log, ln: ln,
-		ctx: ctx, cancel: cancel, conns: make(map[net.Conn]struct{})}
+		ctx: ctx, cancel: cancel, conns: make(map[net.Conn]struct{}), inflight: make(chan struct{}, maxBridgeInflight)}
 	b.wg.Add(1)
 	go b.accept()
 	return b, nil
@@ -85,6 +97,12 @@ func (b *bridge) accept() {
 			b.mu.Unlock()
 			c.Close()
 			return
+		}
+		if len(b.conns) >= maxBridgeConns {
+			b.mu.Unlock()
+			b.log.Warn("kernel bridge: refused a connection: too many open", "max", maxBridgeConns)
+			c.Close()
+			continue
 		}
 		b.conns[c] = struct{}{}
 		b.mu.Unlock()
@@ -141,8 +159,10 @@ func (b *bridge) serve(c net.Conn) {
 		}
 		wmu.Lock()
 		defer wmu.Unlock()
+		c.SetWriteDeadline(time.Now().Add(bridgeWriteTimeout))
 		if _, err := c.Write(append(line, '\n')); err != nil {
-			b.log.Debug("kernel bridge: write reply", "err", err)
+			b.log.Warn("kernel bridge: write reply; closing the connection", "err", err)
+			c.Close()
 		}
 	}
 	for sc.Scan() {
@@ -151,9 +171,14 @@ func (b *bridge) serve(c net.Conn) {
 			b.log.Warn("kernel bridge: dropped a malformed request", "err", err)
 			continue
 		}
+		select {
+		case b.inflight <- struct{}{}: // full: stop reading until replies drain
+		case <-b.ctx.Done():
+			return
+		}
 		reqs.Add(1)
 		go func() {
-			defer reqs.Done()
+			defer func() { <-b.inflight; reqs.Done() }()
 			res, err := b.handle(req)
 			if err != nil {
 				write(bridgeReply{ID: req.ID, Error: &bridgeError{Message: err.Error()}})

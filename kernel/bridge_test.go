@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // recordingHost answers every method by echoing it with its params, fails
@@ -254,4 +258,67 @@ func TestRuntimeSurface(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A hostile cell flooding its bridge with requests the host is slow to answer makes the
+// daemon hold at most maxBridgeInflight of them; the rest wait unread in the socket.
+func TestBridgeBoundsAHostileKernel(t *testing.T) {
+	var active, peak atomic.Int64
+	release := make(chan struct{})
+	host := HostFunc(func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		n := active.Add(1)
+		defer active.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return "ok", nil
+	})
+	b, err := newBridge(t.TempDir(), host, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	c, err := net.Dial("unix", b.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, `{"token":%q}`+"\n", b.token)
+	go func() {
+		for i := range 2000 {
+			if _, err := fmt.Fprintf(c, `{"id":%d,"method":"rlm.list","params":{}}`+"\n", i); err != nil {
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for peak.Load() < maxBridgeInflight && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // give an unbounded bridge the chance to go past
+	if p := peak.Load(); p != maxBridgeInflight {
+		t.Errorf("%d requests held at once, want the cap %d", p, maxBridgeInflight)
+	}
+	// More connections than a runtime needs are refused.
+	var open []net.Conn
+	for range maxBridgeConns + 4 {
+		if c2, err := net.Dial("unix", b.path); err == nil {
+			open = append(open, c2)
+		}
+	}
+	closed := 0
+	for _, c2 := range open {
+		c2.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if _, err := c2.Read(make([]byte, 1)); err == io.EOF {
+			closed++
+		}
+		c2.Close()
+	}
+	if closed < 4 {
+		t.Errorf("%d of %d extra connections refused, want at least 4", closed, len(open))
+	}
+	close(release)
 }

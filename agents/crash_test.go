@@ -48,6 +48,7 @@ func TestPanicInTurnFailsOnlyThatTurn(t *testing.T) {
 func TestVisibleOnlyOnceRecorded(t *testing.T) {
 	e := newEnv(t, recoverScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"sleep 1"}}`), 0o644)
+	e.trust()
 	git(t, e.repo, "add", "arbor.json")
 	git(t, e.repo, "commit", "-qm", "setup")
 	src := e.create("write a note")

@@ -68,6 +68,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
+	// The repository's commands, interpreter, sandbox and key routing run only once the user
+	// trusted them: refused here, before anything of the session exists.
+	if err := cfg.Trust.Check(); err != nil {
+		return nil, err
+	}
 	if parent != nil {
 		if err := s.checkSpawn(parent, &req, cfg.MaxDepth); err != nil {
 			return nil, err

@@ -36,6 +36,7 @@ func newEnvIn(t *testing.T, script, repo string) *testEnv {
 		t.Skip("git not installed")
 	}
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	s, err := scripted.Parse([]byte(script), t.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +93,18 @@ func (e *testEnv) waitFor(what string, cond func() bool) {
 			e.t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// trust trusts the repository's arbor.json as it is now, as `arbor trust --yes` does.
+func (e *testEnv) trust() {
+	e.t.Helper()
+	tr, err := workspace.TrustOf(e.repo, e.svc.Overrides())
+	if err == nil {
+		_, err = workspace.GrantTrust(e.repo, e.svc.Overrides(), tr.Hash)
+	}
+	if err != nil {
+		e.t.Fatal(err)
 	}
 }
 

@@ -49,6 +49,9 @@ func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.Trust.Check(); err != nil {
+		return nil, err
+	}
 	modelName, mc, err := cfg.ResolveModel(src.meta.Model)
 	if err != nil {
 		return nil, err

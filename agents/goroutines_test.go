@@ -18,6 +18,7 @@ import (
 // idle timers, worktree watchers — and Close leaves no goroutine of the service behind.
 func TestGoroutinesBackAtBaselineAfterClose(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	script, err := scripted.Parse([]byte(`{"rules":[],"default":{"text":"ok"}}`), t.Name())
 	if err != nil {
 		t.Fatal(err)

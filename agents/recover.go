@@ -122,6 +122,11 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.Trust.Check(); err != nil {
+		// The session exists and is recovered; it goes on without the settings it was not
+		// trusted with (they were not applied), and the daemon log says which.
+		s.log.Warn("recovered session runs without its repository's untrusted settings", "session", id, "err", err)
+	}
 	var client *model.Client
 	if name, mc, err := cfg.ResolveModel(meta.Model); err == nil {
 		client, _ = newModelClient(name, mc, s.log)

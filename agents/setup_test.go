@@ -22,6 +22,7 @@ func TestWorktreeSetupFromConfig(t *testing.T) {
 	os.MkdirAll(filepath.Join(e.repo, "deps"), 0o755)
 	os.WriteFile(filepath.Join(e.repo, "deps", "lib.txt"), []byte("lib\n"), 0o644)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"copy":[".env"],"link":["deps"],"command":"echo prepared > .prepared && test -L deps"}}`), 0o644)
+	e.trust() // the command is the repository's: trusted as the user would
 	s := e.create("setup check")
 	e.settled(s)
 	out := fmt.Sprint(e.events(s, event.TypeToolFinished)[0]["output"])
@@ -39,6 +40,7 @@ func TestWorktreeSetupFromConfig(t *testing.T) {
 func TestWorktreeSetupFailureIsReported(t *testing.T) {
 	e := newEnv(t, setupScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"echo missing toolchain >&2; exit 3"}}`), 0o644)
+	e.trust() // the command is the repository's: trusted as the user would
 	s := e.create("setup that fails")
 	e.settled(s)
 	ev := e.events(s, event.TypeWorktreeSetup)
@@ -57,6 +59,7 @@ func TestForkRunsWorktreeSetup(t *testing.T) {
 	e := newEnv(t, setupScript)
 	os.WriteFile(filepath.Join(e.repo, ".env"), []byte("SECRET=1\n"), 0o600)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"copy":[".env"],"command":"test ! -e .fail"}}`), 0o644)
+	e.trust() // the command is the repository's: trusted as the user would
 	s := e.create("setup check")
 	e.settled(s)
 	f, err := e.svc.Fork(context.Background(), s.meta.ID, 0, "")
@@ -72,6 +75,7 @@ func TestForkRunsWorktreeSetup(t *testing.T) {
 
 	// The setup command fails in the next fork: recorded, and the fork's model is told.
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"echo no toolchain >&2; exit 4"}}`), 0o644)
+	e.trust() // the command is the repository's: trusted as the user would
 	g, err := e.svc.Fork(context.Background(), s.meta.ID, 0, "second")
 	if err != nil {
 		t.Fatal(err)

@@ -7,11 +7,20 @@
 // setting a file leaves out keeps the value below it; one it sets, even to false or 0, wins.
 // Every value is checked and parsed once, at load: a bad one is an error naming the file, the
 // setting and what was expected.
+//
+// A repository is untrusted until its user runs `arbor trust` ([GrantTrust]): the settings of
+// its arbor.json that run commands or can send a key elsewhere (kernelPython,
+// worktree.command, a weaker sandbox, a model whose baseURL would get a key) are not applied
+// before, and [Config.Trust] lists them; whatever starts work in the repository calls
+// [Trust.Check] and refuses with an [UntrustedError] that names each setting and the command
+// to run. Trust is recorded per repository with a hash of those settings (trust.go), so a
+// change to one asks again.
 package workspace
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -56,6 +65,10 @@ type Config struct {
 	AllowNetwork bool
 	// Worktree prepares each new session worktree with what a checkout lacks.
 	Worktree WorktreeSetup
+	// Trust says which guarded settings the repository's arbor.json sets and whether they
+	// are trusted. Untrusted ones were not applied: what starts work in the repository
+	// calls Trust.Check first, so the user learns why instead of getting another config.
+	Trust Trust
 }
 
 // WorktreeSetup lists untracked paths of the main worktree (.env, node_modules, build caches)
@@ -108,7 +121,9 @@ var ErrNoModel = errors.New("no model configured: set ARBOR_MODEL_BASE_URL and A
 	"(and ARBOR_API_KEY_ENV, the name of the variable holding the key), or add \"models\" and " +
 	"\"defaultModel\" to arbor.json; `arbor demo` runs on the built-in scripted model")
 
-// Load merges the configuration for the repository whose top level is root.
+// Load merges the configuration for the repository whose top level is root. The
+// repository's guarded settings (see [Trust]) are applied only when trusted; Config.Trust
+// says which there are.
 func Load(root string, ov Overrides) (Config, error) {
 	cfg := Defaults()
 	if p := UserConfigPath(); p != "" {
@@ -116,19 +131,49 @@ func Load(root string, ov Overrides) (Config, error) {
 			return cfg, err
 		}
 	}
-	if err := applyFile(&cfg, filepath.Join(root, "arbor.json"), root); err != nil {
+	file := filepath.Join(root, "arbor.json")
+	cfg.Trust = Trust{Repo: realPath(root), File: file, Trusted: true}
+	f, ok, err := readLayer(file)
+	if err != nil {
 		return cfg, err
+	}
+	if ok {
+		// Every value is checked, guarded or not, trusted or not: a bad one fails the load.
+		scratch := cfg
+		scratch.Models = maps.Clone(cfg.Models)
+		if err := f.apply(&scratch, root); err != nil {
+			return cfg, fmt.Errorf("%s: %w", file, err)
+		}
+		if cfg.Trust, err = f.guard(root, file, ov); err != nil {
+			return cfg, err
+		}
+		if cfg.Trust.Trusted {
+			scratch.Trust = cfg.Trust
+			cfg = scratch
+		} else {
+			f.stripGuarded(ov)
+			if err := f.apply(&cfg, root); err != nil {
+				return cfg, fmt.Errorf("%s: %w", file, err)
+			}
+		}
 	}
 	ov.apply(&cfg)
 	return cfg, cfg.Validate()
 }
 
+// modelTarget names the model entry the overrides edit, if they edit one.
+func (ov Overrides) modelTarget() (string, bool) {
+	if ov.ModelBaseURL == "" && ov.Model == "" {
+		return "", false
+	}
+	if ov.Model == "" {
+		return "default", true
+	}
+	return ov.Model, true
+}
+
 func (ov Overrides) apply(cfg *Config) {
-	if ov.ModelBaseURL != "" || ov.Model != "" {
-		name := ov.Model
-		if name == "" {
-			name = "default"
-		}
+	if name, ok := ov.modelTarget(); ok {
 		m := cfg.Models[name]
 		if ov.ModelBaseURL != "" {
 			m.BaseURL = ov.ModelBaseURL

@@ -15,6 +15,7 @@ import (
 func configFiles(t *testing.T, user, repo string) string {
 	t.Helper()
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	root := t.TempDir()
 	if user != "" {
 		dir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
@@ -94,10 +95,17 @@ func TestLoadLayers(t *testing.T) {
 			if tc.flags != nil {
 				tc.flags(&ov)
 			}
+			// These cases are about layering: the repository is trusted (trust_test.go is
+			// about what happens before).
+			trustRepo(t, root, ov)
 			got, err := Load(root, ov)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if !got.Trust.Trusted {
+				t.Fatalf("not trusted after trustRepo: %+v", got.Trust)
+			}
+			got.Trust = Trust{}
 			want := Defaults()
 			tc.want(&want)
 			if !reflect.DeepEqual(got, want) {
@@ -199,30 +207,4 @@ func TestValidate(t *testing.T) {
 			t.Errorf("Validate() = %v, want mention of %s", err, tc.want)
 		}
 	}
-}
-
-// FuzzConfigFile: any bytes in arbor.json either load or fail with an error; nothing panics,
-// and what loads is valid.
-func FuzzConfigFile(f *testing.F) {
-	for _, s := range []string{
-		`{}`, `{"allowNetwork":false,"maxDepth":0}`, `{"cellTimeout":"10 minutes"}`,
-		`{"worktree":{"copy":["../x"],"link":["a"],"timeout":"1m"}}`, `{"models":{"a":{"toolMode":"fenced"}}}`,
-		`{"maxDepth":"2"}`, `null`, `[]`, `{`, ``,
-	} {
-		f.Add([]byte(s))
-	}
-	root := f.TempDir()
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fc, err := decodeFile(data)
-		if err != nil {
-			return
-		}
-		cfg := Defaults()
-		if err := fc.apply(&cfg, root); err != nil {
-			return
-		}
-		if err := cfg.Validate(); err != nil {
-			t.Fatalf("%q loaded into an invalid config: %v", data, err)
-		}
-	})
 }

@@ -17,45 +17,66 @@ import (
 // fileConfig is one configuration file (arbor.json, the user config) as written. A nil field
 // is absent and keeps the value of the layer below; a plain field could not tell
 // `"allowNetwork": false` or `"maxDepth": 0` from a file that does not mention them.
+//
+// A `trust:"…"` tag guards a setting: in a repository's arbor.json it takes effect only once
+// the repository is trusted (trust.go); the tag says what the setting can do, and `safe:"…"`
+// lists the values that need no trust. Guarding a new setting is adding its tag.
 type fileConfig struct {
 	DefaultModel *string          `json:"defaultModel"`
-	Models       map[string]Model `json:"models"` // each entry replaces the lower one of its name
-	KernelPython *string          `json:"kernelPython"`
+	Models       map[string]Model `json:"models"` // each entry replaces the lower one of its name; guarded by modelGuards
+	KernelPython *string          `json:"kernelPython" trust:"runs as the kernels' Python, on your machine"`
 	MaxTurnSteps *int             `json:"maxTurnSteps"`
 	OutputBudget *int             `json:"outputBudget"`
 	CellTimeout  *string          `json:"cellTimeout"`
 	MaxDepth     *int             `json:"maxDepth"`
 	MaxRunning   *int             `json:"maxRunning"`
 	IdleTimeout  *string          `json:"idleTimeout"`
-	Sandbox      *string          `json:"sandbox"`
-	AllowNetwork *bool            `json:"allowNetwork"`
+	Sandbox      *string          `json:"sandbox" trust:"runs model-written code outside the sandbox" safe:"bwrap"`
+	AllowNetwork *bool            `json:"allowNetwork" trust:"gives model-written code the network" safe:"false"`
 	Worktree     *fileWorktree    `json:"worktree"` // replaces the lower one as a whole
 }
 
 type fileWorktree struct {
 	Copy    []string `json:"copy"`
 	Link    []string `json:"link"`
-	Command string   `json:"command"`
+	Command string   `json:"command" trust:"runs on your machine in every new session worktree"`
 	Timeout *string  `json:"timeout"`
 }
 
-// applyFile lays the file at path, if there is one, over cfg. Its errors name the file.
+// applyFile lays the file at path, if there is one, over cfg, guarded settings included: it
+// is for the user's own config. Its errors name the file.
 func applyFile(cfg *Config, path, root string) error {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	f, ok, err := readLayer(path)
+	if err != nil || !ok {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("read config %s: %w", path, err)
-	}
-	f, err := decodeFile(data)
-	if err == nil {
-		err = f.apply(cfg, root)
-	}
-	if err != nil {
+	if err := f.apply(cfg, root); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// readLayer reads and decodes the file at path; ok is false when there is none. Its errors
+// name the file.
+func readLayer(path string) (f *fileConfig, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read config %s: %w", path, err)
+	}
+	f, err = parseLayer(data, path)
+	return f, err == nil, err
+}
+
+// parseLayer decodes one file's bytes; its errors start with the file's path.
+func parseLayer(data []byte, path string) (*fileConfig, error) {
+	fc, err := decodeFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &fc, nil
 }
 
 // decodeFile parses one file strictly: unknown settings and trailing content are errors, and

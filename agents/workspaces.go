@@ -72,6 +72,16 @@ func (s *Service) workspaceFor(dir string) (*Workspace, error) {
 	return ws, nil
 }
 
+// Root returns the top level of the repository sessions started from dir work on: the main
+// repository, also from one of its linked worktrees. Its arbor.json is the one they load.
+func (s *Service) Root(dir string) (string, error) {
+	ws, err := s.workspaceFor(dir)
+	if err != nil {
+		return "", err
+	}
+	return ws.Root, nil
+}
+
 func (ws *Workspace) config(ov workspace.Overrides) (workspace.Config, error) {
 	return workspace.Load(ws.Root, ov)
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 
 	"github.com/arborhq/arbor/agents"
@@ -26,6 +27,15 @@ func toRPCError(err error) error {
 	var rpcErr *jsonrpc2.Error
 	if errors.As(err, &rpcErr) {
 		return err
+	}
+	var untrusted *workspace.UntrustedError
+	if errors.As(err, &untrusted) {
+		// The data is what an editor needs to ask the user and grant: the settings and hash.
+		data, _ := json.Marshal(trustState(untrusted.Trust))
+		raw := json.RawMessage(data)
+		e := jsonrpc2.NewError(CodeUntrusted, err.Error())
+		e.Data = &raw
+		return e
 	}
 	code := jsonrpc2.InternalError
 	var ip errInvalidParams

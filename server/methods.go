@@ -41,6 +41,9 @@ var (
 	SessionDiscard Method[DiscardParams, *DiscardResult]   = MethodSessionDiscard
 	DaemonStatus   Method[Empty, *DaemonStatusResult]      = MethodDaemonStatus
 	DaemonStop     Method[Empty, *DaemonStatusResult]      = MethodDaemonStop
+	TrustGet       Method[TrustParams, *TrustState]        = MethodTrustGet
+	TrustGrant     Method[TrustGrantParams, *TrustState]   = MethodTrustGrant
+	TrustRevoke    Method[TrustParams, *TrustState]        = MethodTrustRevoke
 )
 
 // Notification is a daemon → client notification with its params type P.
@@ -111,6 +114,9 @@ func buildRoutes() map[string]route {
 		register(SessionDiscard, (*conn).sessionDiscard),
 		register(DaemonStatus, (*conn).daemonStatus),
 		register(DaemonStop, (*conn).daemonStop),
+		register(TrustGet, (*conn).trustGet),
+		register(TrustGrant, (*conn).trustGrant),
+		register(TrustRevoke, (*conn).trustRevoke),
 	} {
 		if _, dup := m[r.name]; dup {
 			panic("server: method registered twice: " + r.name)

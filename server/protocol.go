@@ -33,6 +33,9 @@ const (
 	MethodSessionDiscard = "arbor/session.discard"
 	MethodDaemonStatus   = "arbor/daemon.status"
 	MethodDaemonStop     = "arbor/daemon.stop"
+	MethodTrustGet       = "arbor/trust.get"
+	MethodTrustGrant     = "arbor/trust.grant"
+	MethodTrustRevoke    = "arbor/trust.revoke"
 )
 
 // Notifications, daemon → client.
@@ -270,6 +273,38 @@ type DaemonStatusResult struct {
 	APIKeyEnv    string `json:"apiKeyEnv,omitempty"`
 }
 
+// TrustParams names a repository by any directory inside it ("" = the client's root).
+type TrustParams struct {
+	Dir string `json:"dir,omitempty"`
+}
+
+// TrustGrantParams trusts a repository's guarded settings as the user reviewed them: Hash is
+// the TrustState.hash they were shown with. A file changed since is refused (CodeUntrusted,
+// with the settings as they are now), so what is trusted is exactly what was seen.
+type TrustGrantParams struct {
+	Dir  string `json:"dir,omitempty"`
+	Hash string `json:"hash"`
+}
+
+// TrustSetting is one guarded setting of a repository's arbor.json.
+type TrustSetting struct {
+	Name  string `json:"name"`  // its path in the file: "worktree.command", "models.x"
+	Value string `json:"value"` // its value as ASCII JSON, bounded (the hash covers all of it)
+	Why   string `json:"why"`   // what it can do
+}
+
+// TrustState is what a repository's arbor.json asks to be trusted with, and whether it is:
+// the result of arbor/trust.*, and the data of a CodeUntrusted error.
+type TrustState struct {
+	Repo     string         `json:"repo"` // the repository's real path
+	File     string         `json:"file"` // its arbor.json
+	Trusted  bool           `json:"trusted"`
+	Changed  bool           `json:"changed,omitempty"` // trusted before with other values
+	Settings []TrustSetting `json:"settings"`
+	Hash     string         `json:"hash,omitempty"` // "" when nothing needs trust
+	Command  string         `json:"command"`        // the CLI command that trusts it
+}
+
 // SessionTreeParams is the arbor/sessionTree notification: the full list on attach, then
 // single sessions as they change.
 type SessionTreeParams struct {
@@ -293,5 +328,6 @@ const (
 	CodeShuttingDown     = -32005 // the daemon is stopping
 	CodeInvalidState     = -32006 // the session cannot do that in its current state
 	CodeNoGitIdentity    = -32007 // git has no user.name/user.email to commit with; the message says how to set them
+	CodeUntrusted        = -32008 // the repository's arbor.json sets guarded settings not trusted yet; data is a TrustState
 	CodeRequestCancelled = -32800 // the client cancelled the request with $/cancelRequest (LSP's code)
 )

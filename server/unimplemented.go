@@ -16,7 +16,6 @@ var unimplemented = map[string]string{
 	"arbor/heartbeat.": "heartbeats",
 	"arbor/progress":   "the cost–progress series",
 	"arbor/eval.":      "evaluation suites",
-	"arbor/trust":      "trusting a repository's arbor.json",
 }
 
 // notBuilt says why method is not served, or "" when it is no planned method.

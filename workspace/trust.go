@@ -87,7 +87,7 @@ func (e *UntrustedError) Error() string {
 	for _, s := range t.Settings {
 		fmt.Fprintf(&b, "\n  %s = %s (%s)", s.Name, clip(s.Value, maxInMessage), s.Why)
 	}
-	fmt.Fprintf(&b, "\nreview them, then run: arbor trust %s", shellQuote(t.Repo))
+	fmt.Fprintf(&b, "\nreview them, then run: arbor trust %s", ShellQuote(t.Repo))
 	return b.String()
 }
 
@@ -250,7 +250,8 @@ func asciiJSON(v any) string {
 	return out.String()
 }
 
-func shellQuote(s string) string {
+// ShellQuote quotes s for a POSIX shell when it needs quoting.
+func ShellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:@,") == "" {
 		return s
 	}

@@ -49,6 +49,7 @@ func TestListDuringForkSetup(t *testing.T) {
 	writeFile(t, filepath.Join(e.repo, "arbor.json"), `{"worktree":{"command":"sleep 2"}}`)
 	e.git(e.repo, "add", "arbor.json")
 	e.git(e.repo, "commit", "-qm", "slow setup")
+	e.mustArbor("trust", "--yes")
 	id := sessionID(t, e.mustArbor("run", "say something"))
 	pid := e.daemonPID()
 	var wg sync.WaitGroup

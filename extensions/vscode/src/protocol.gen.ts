@@ -25,6 +25,9 @@ export const MethodSessionMerge = 'arbor/session.merge';
 export const MethodSessionDiscard = 'arbor/session.discard';
 export const MethodDaemonStatus = 'arbor/daemon.status';
 export const MethodDaemonStop = 'arbor/daemon.stop';
+export const MethodTrustGet = 'arbor/trust.get';
+export const MethodTrustGrant = 'arbor/trust.grant';
+export const MethodTrustRevoke = 'arbor/trust.revoke';
 export const NotifyEvent = 'arbor/event';
 export const NotifySessionTree = 'arbor/sessionTree';
 export const NotifyFellBehind = 'arbor/fellBehind';
@@ -48,6 +51,8 @@ export const CodeShuttingDown = -32005;
 export const CodeInvalidState = -32006;
 /** git has no user.name/user.email to commit with; the message says how to set them */
 export const CodeNoGitIdentity = -32007;
+/** the repository's arbor.json sets guarded settings not trusted yet; data is a TrustState */
+export const CodeUntrusted = -32008;
 /** the client cancelled the request with $/cancelRequest (LSP's code) */
 export const CodeRequestCancelled = -32800;
 
@@ -270,6 +275,31 @@ export interface SessionsParams {
 
 export interface SessionsResult {
   sessions: Session[];
+}
+
+export interface TrustParams {
+  dir?: string;
+}
+
+export interface TrustState {
+  repo: string;
+  file: string;
+  trusted: boolean;
+  changed?: boolean;
+  settings: TrustSetting[];
+  hash?: string;
+  command: string;
+}
+
+export interface TrustSetting {
+  name: string;
+  value: string;
+  why: string;
+}
+
+export interface TrustGrantParams {
+  dir?: string;
+  hash: string;
 }
 
 export interface SessionTreeParams {
@@ -531,6 +561,9 @@ export interface Requests {
   'arbor/session.send': { params: SendParams; result: SendResult };
   'arbor/session.stop': { params: SessionRef; result: Session };
   'arbor/sessions': { params: SessionsParams; result: SessionsResult };
+  'arbor/trust.get': { params: TrustParams; result: TrustState };
+  'arbor/trust.grant': { params: TrustGrantParams; result: TrustState };
+  'arbor/trust.revoke': { params: TrustParams; result: TrustState };
 }
 
 /** Params of each arbor/* notification. */

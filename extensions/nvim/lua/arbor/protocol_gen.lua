@@ -25,6 +25,9 @@ M.MethodSessionMerge = 'arbor/session.merge'
 M.MethodSessionDiscard = 'arbor/session.discard'
 M.MethodDaemonStatus = 'arbor/daemon.status'
 M.MethodDaemonStop = 'arbor/daemon.stop'
+M.MethodTrustGet = 'arbor/trust.get'
+M.MethodTrustGrant = 'arbor/trust.grant'
+M.MethodTrustRevoke = 'arbor/trust.revoke'
 M.NotifyEvent = 'arbor/event'
 M.NotifySessionTree = 'arbor/sessionTree'
 M.NotifyFellBehind = 'arbor/fellBehind'
@@ -48,6 +51,8 @@ M.CodeShuttingDown = -32005
 M.CodeInvalidState = -32006
 -- git has no user.name/user.email to commit with; the message says how to set them
 M.CodeNoGitIdentity = -32007
+-- the repository's arbor.json sets guarded settings not trusted yet; data is a TrustState
+M.CodeUntrusted = -32008
 -- the client cancelled the request with $/cancelRequest (LSP's code)
 M.CodeRequestCancelled = -32800
 
@@ -237,6 +242,27 @@ M.EventDiscarded = 'discarded'
 ---@class arbor.SessionsResult
 ---@field sessions arbor.Session[]
 
+---@class arbor.TrustParams
+---@field dir? string
+
+---@class arbor.TrustState
+---@field repo string
+---@field file string
+---@field trusted boolean
+---@field changed? boolean
+---@field settings arbor.TrustSetting[]
+---@field hash? string
+---@field command string
+
+---@class arbor.TrustSetting
+---@field name string
+---@field value string
+---@field why string
+
+---@class arbor.TrustGrantParams
+---@field dir? string
+---@field hash string
+
 ---@class arbor.SessionTreeParams
 ---@field full boolean
 ---@field sessions arbor.Session[]
@@ -423,6 +449,10 @@ M.fields = {
   SendResult = { 'status' },
   SessionsParams = { 'dir' },
   SessionsResult = { 'sessions' },
+  TrustParams = { 'dir' },
+  TrustState = { 'repo', 'file', 'trusted', 'changed', 'settings', 'hash', 'command' },
+  TrustSetting = { 'name', 'value', 'why' },
+  TrustGrantParams = { 'dir', 'hash' },
   SessionTreeParams = { 'full', 'sessions' },
   FellBehindParams = { 'session', 'lastSeq' },
   SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection' },
@@ -496,6 +526,9 @@ M.requests = {
   ['arbor/session.send'] = { params = 'arbor.SendParams', result = 'arbor.SendResult' },
   ['arbor/session.stop'] = { params = 'arbor.SessionRef', result = 'arbor.Session' },
   ['arbor/sessions'] = { params = 'arbor.SessionsParams', result = 'arbor.SessionsResult' },
+  ['arbor/trust.get'] = { params = 'arbor.TrustParams', result = 'arbor.TrustState' },
+  ['arbor/trust.grant'] = { params = 'arbor.TrustGrantParams', result = 'arbor.TrustState' },
+  ['arbor/trust.revoke'] = { params = 'arbor.TrustParams', result = 'arbor.TrustState' },
 }
 
 -- Params type of each arbor/* notification.

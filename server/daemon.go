@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/arborhq/arbor/agents"
@@ -188,17 +187,14 @@ func (s *Server) idle(ctx context.Context) <-chan struct{} {
 }
 
 // acquireLock takes the daemon lock next to the socket; a second daemon is refused with the
-// pid of the first.
+// pid of the first. The socket directory is created or checked first, so neither the lock
+// nor the socket is ever made in a directory someone else controls.
 func acquireLock(socket string) (*os.File, error) {
-	dir := filepath.Dir(socket)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create socket directory %s: %w", dir, err)
-	}
-	if err := checkDir(dir); err != nil {
+	if err := prepareSocketDir(filepath.Dir(socket), true); err != nil {
 		return nil, err
 	}
 	path := socket + ".lock"
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open daemon lock %s: %w", path, err)
 	}
@@ -211,24 +207,6 @@ func acquireLock(socket string) (*os.File, error) {
 	f.Truncate(0)
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return f, nil
-}
-
-// checkDir refuses a socket directory that others can enter or that another user owns.
-func checkDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("socket directory %s belongs to uid %d, not to you (uid %d)", dir, st.Uid, os.Getuid())
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("socket directory %s is mode %v; make it 0700: %w", dir, fi.Mode().Perm(), err)
-		}
-	}
-	return nil
 }
 
 // listen removes a stale socket (we hold the lock, so nobody serves it) and listens 0600.

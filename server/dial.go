@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -26,18 +27,25 @@ type DialOptions struct {
 }
 
 // Dial connects to the daemon, starting it under a lock when it is not running, so two
-// clients starting at once never start two daemons.
+// clients starting at once never start two daemons. It talks only to a daemon of the user's
+// own: the socket's directory must be the user's (see [prepareSocketDir]) and the process
+// that accepts the connection must run as the user.
 func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
-	if c, err := dialOnce(o.Socket); err == nil || !o.Autostart {
-		if err != nil {
+	dir := filepath.Dir(o.Socket)
+	if err := prepareSocketDir(dir, o.Autostart); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no arbor daemon at %s (%w); start one with `arbor daemon`", o.Socket, err)
 		}
-		return c, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(o.Socket), 0o700); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(o.Socket+".start", os.O_RDWR|os.O_CREATE, 0o600)
+	c, err := dialOnce(o.Socket)
+	if err == nil || !o.Autostart || isRefusal(err) {
+		if err != nil && !isRefusal(err) {
+			return nil, fmt.Errorf("no arbor daemon at %s (%w); start one with `arbor daemon`", o.Socket, err)
+		}
+		return c, err
+	}
+	lock, err := os.OpenFile(o.Socket+".start", os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open start lock: %w", err)
 	}
@@ -46,8 +54,8 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 		return nil, err
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	if c, err := dialOnce(o.Socket); err == nil {
-		return c, nil // another client started it while we waited
+	if c, err := dialOnce(o.Socket); err == nil || isRefusal(err) {
+		return c, err // another client started it while we waited
 	}
 	proc, err := startDaemon(o)
 	if err != nil {
@@ -57,8 +65,8 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 	go func() { _, err := proc.Wait(); exited <- err }()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		if c, err := dialOnce(o.Socket); err == nil {
-			return c, nil
+		if c, err := dialOnce(o.Socket); err == nil || isRefusal(err) {
+			return c, err
 		}
 		select {
 		case <-ctx.Done():
@@ -71,8 +79,23 @@ func Dial(ctx context.Context, o DialOptions) (net.Conn, error) {
 	return nil, fmt.Errorf("the arbor daemon did not listen on %s within 15s; see its log %s", o.Socket, o.LogFile)
 }
 
+// dialOnce connects and checks who answered.
 func dialOnce(socket string) (net.Conn, error) {
-	return net.DialTimeout("unix", socket, time.Second)
+	nc, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkServer(nc, socket); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
+// isRefusal reports a daemon that was reached and refused: starting another would not help.
+func isRefusal(err error) bool {
+	var foreign *ForeignDaemonError
+	return errors.As(err, &foreign)
 }
 
 func flockCtx(ctx context.Context, f *os.File) error {

@@ -109,4 +109,6 @@ export class ArborClient implements vscode.Disposable {
   accept(p: P.AcceptParams) { return this.request(P.MethodSessionAccept, p); }
   discard(p: P.DiscardParams) { return this.request(P.MethodSessionDiscard, p); }
   status() { return this.request(P.MethodDaemonStatus, {}); }
+  trustGet(p: P.TrustParams) { return this.request(P.MethodTrustGet, p); }
+  trustGrant(p: P.TrustGrantParams) { return this.request(P.MethodTrustGrant, p); }
 }

@@ -5,6 +5,7 @@ import * as P from './protocol';
 import { ArborClient } from './client';
 import { SessionStore, sessionTitle, sessionDescription } from './sessions';
 import { fileUri, transcriptUri } from './documents';
+import { TrustUI, trustPrompt, withTrust } from './trust';
 
 type Arg = string | Partial<P.SessionCreateParams & P.SendParams & P.ForkParams> | undefined;
 
@@ -17,7 +18,7 @@ export class Commands {
 
   /** Registers every command; the ids are also the ones the languageclient must not register. */
   static readonly ids = [P.CmdNewTask, P.CmdSpawnSubagent, P.CmdStop, P.CmdSend, P.CmdFork,
-    'arbor.openTranscript', 'arbor.reviewDiff', P.CmdDiscard, 'arbor.refresh', 'arbor.daemonStatus'];
+    'arbor.openTranscript', 'arbor.reviewDiff', P.CmdDiscard, 'arbor.refresh', 'arbor.daemonStatus', 'arbor.trust'];
 
   register(): vscode.Disposable[] {
     const r = (id: string, fn: (arg: Arg) => Promise<unknown>) =>
@@ -33,6 +34,7 @@ export class Commands {
       r(P.CmdDiscard, this.discardCommand),
       r('arbor.refresh', this.refresh),
       r('arbor.daemonStatus', this.daemonStatus),
+      r('arbor.trust', this.trust),
     ];
   }
 
@@ -49,7 +51,8 @@ export class Commands {
     if (!dir) throw new Error('open a folder inside a git repository first: Arbor runs each task on a branch of that repository');
     const model = given.model || vscode.workspace.getConfiguration('arbor').get<string>('model') || undefined;
     const params: P.SessionCreateParams = { task, dir, model, parent: given.parent || parent, name: given.name, selection: given.selection };
-    const s = await this.client.create(params);
+    const s = await withTrust(() => this.client.create(params), this.trustUI);
+    if (!s) return undefined;
     this.store.upsert(s);
     this.reveal(s.id);
     vscode.window.setStatusBarMessage(`Arbor: started ${sessionTitle(s, 40)} on ${s.branch}`, 5000);
@@ -81,7 +84,7 @@ export class Commands {
   async fork(arg: Arg): Promise<void> {
     const s = await this.session(arg, 'Fork which session?');
     if (!s) return;
-    const f = await this.client.fork({ id: s.id, atSeq: typeof arg === 'object' ? arg.atSeq : undefined });
+    const f = await withTrust(() => this.client.fork({ id: s.id, atSeq: typeof arg === 'object' ? arg.atSeq : undefined }), this.trustUI);
     if (f?.id) { this.store.upsert(f); this.reveal(f.id); }
   }
 
@@ -172,6 +175,34 @@ export class Commands {
   async daemonStatus(): Promise<void> {
     const st = await this.client.status();
     vscode.window.showInformationMessage(`Arbor daemon ${st.version} (pid ${st.pid}): ${st.live} live of ${st.sessions} sessions, ${st.clients} clients, socket ${st.socket}`);
+  }
+
+  /** Asks with a modal warning listing the settings; grants exactly what it showed. */
+  private readonly trustUI: TrustUI = {
+    ask: async st => {
+      const { message, detail } = trustPrompt(st);
+      return await vscode.window.showWarningMessage(message, { modal: true, detail }, 'Trust and continue') === 'Trust and continue';
+    },
+    grant: st => this.client.trustGrant({ dir: st.repo, hash: st.hash ?? '' }),
+  };
+
+  /** Arbor: Trust Repository — reviews the workspace's guarded settings and trusts them. */
+  async trust(): Promise<void> {
+    const dir = workspaceDir();
+    if (!dir) throw new Error('open a folder inside a git repository first');
+    const st = await this.client.trustGet({ dir });
+    if (!st.settings.length) {
+      vscode.window.showInformationMessage(`Arbor: ${st.file} sets nothing that needs trust.`);
+      return;
+    }
+    if (st.trusted) {
+      vscode.window.showInformationMessage(`Arbor: ${st.repo} is trusted with its current settings.`);
+      return;
+    }
+    if (await this.trustUI.ask(st)) {
+      await this.trustUI.grant(st);
+      vscode.window.showInformationMessage(`Arbor: trusted ${st.repo}.`);
+    }
   }
 
   /** The session an argument names, or one the user picks. */

@@ -13,6 +13,7 @@ const rpc = require('vscode-languageserver-protocol/node');
 const P = require('../out/protocol');
 const { SessionStore } = require('../out/sessions');
 const { EventBuffer, renderTranscript } = require('../out/transcript');
+const { withTrust, trustPrompt } = require('../out/trust');
 const { makeEnv, startFakeModel, stopDaemon, script, waitFor } = require('./harness');
 
 const bin = process.env.ARBOR_BIN;
@@ -187,6 +188,36 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
       assert.match(e.message, /no-such-session/);
       return true;
     });
+  });
+
+  await t.test('an untrusted arbor.json: create refused with CodeUntrusted, then trusted through the prompt and retried', async () => {
+    const marker = path.join(fx.root, 'setup-ran');
+    const file = path.join(fx.repo, 'arbor.json');
+    fs.writeFileSync(file, JSON.stringify({ worktree: { command: `touch ${marker}` } }));
+    try {
+      const params = { task: 'add one and one', dir: fx.repo };
+      await assert.rejects(conn.sendRequest(P.MethodSessionCreate, params), e => {
+        assert.equal(e.code, P.CodeUntrusted);
+        assert.equal(e.data.settings[0].name, 'worktree.command');
+        assert.match(e.message, /arbor trust /);
+        return true;
+      });
+      assert.ok(!fs.existsSync(marker), 'the untrusted setup command ran');
+      const shown = [];
+      const s = await withTrust(() => conn.sendRequest(P.MethodSessionCreate, params), {
+        ask: async st => { shown.push(trustPrompt(st).detail); return true; },
+        grant: st => conn.sendRequest(P.MethodTrustGrant, { dir: st.repo, hash: st.hash }),
+      });
+      assert.match(s.branch, /^arbor\//);
+      assert.equal(shown.length, 1);
+      assert.ok(shown[0].includes(`touch ${marker}`), shown[0]);
+      assert.ok(fs.existsSync(marker), 'the trusted setup command did not run');
+      const st = await conn.sendRequest(P.MethodTrustGet, { dir: fx.repo });
+      assert.equal(st.trusted, true);
+      await waitFor('the trusted session settles', 60000, () => ['idle', 'failed'].includes(store.get(s.id)?.state));
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
   });
 
   await t.test('arbor/daemon.status', async () => {

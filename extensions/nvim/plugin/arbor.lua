@@ -62,3 +62,7 @@ end, { nargs = '?', bang = true, complete = complete_id, desc = 'Arbor: discard 
 cmd('ArborStatus', function()
   arbor().status()
 end, { desc = 'Arbor: daemon status' })
+
+cmd('ArborTrust', function(o)
+  arbor().trust(o.args ~= '' and o.args or nil)
+end, { nargs = '?', complete = 'dir', desc = "Arbor: review and trust a repository's arbor.json settings" })

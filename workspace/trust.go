@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -31,10 +32,25 @@ import (
 // The record lives in $XDG_DATA_HOME/arbor/trust.json, which the CLI and the daemon share and
 // the daemon reads again on every load.
 //
-// Which settings are guarded is declared beside each setting in fileConfig: a `trust:"…"` tag
-// (what the setting can do, shown to the user) guards it, and `safe:"…"` lists values that
-// weaken nothing and need no trust. A model entry is the one rule that needs code
-// (modelGuards): its baseURL is harmless alone and dangerous with a key.
+// Which settings are guarded is the table below, by JSON path: what the setting can do (shown
+// to the user) and the values that weaken nothing and need no trust. Guarding a new setting
+// (a gate command, an end condition) is one line here. A model entry is the one rule that
+// needs code (modelGuards): its baseURL is harmless alone and dangerous with a key.
+
+type guard struct {
+	why  string
+	safe []string // values as fmt.Sprint prints them
+}
+
+var guarded = map[string]guard{
+	"kernelPython":     {why: "runs as the kernels' Python, on your machine"},
+	"worktree.command": {why: "runs on your machine in every new session worktree"},
+	"sandbox":          {why: "weakens or turns off the sandbox around model-written code", safe: []string{"bwrap"}},
+	"allowNetwork":     {why: "gives model-written code the network", safe: []string{"false"}},
+	"network":          {why: "gives model-written code the network", safe: []string{"false"}},
+	"sandboxHome":      {why: "lets model-written code read these paths of your home directory"},
+	"kernelEnv":        {why: "passes these variables of the daemon's environment to model-written code"},
+}
 
 // Setting is one guarded setting a repository's arbor.json sets.
 type Setting struct {
@@ -120,62 +136,43 @@ func (f *fileConfig) guard(root, file string, ov Overrides) (Trust, error) {
 	return t, nil
 }
 
-// tagGuards lists the fields of v (a struct, fields addressed as prefix+name) that carry a
-// trust tag and are set to an unsafe value, descending into struct pointers.
+// tagGuards lists the fields of v (a struct, fields addressed as prefix+name) that the
+// guarded table names and that are set to an unsafe value, descending into struct pointers.
 func tagGuards(v reflect.Value, prefix string) []Setting {
 	var out []Setting
-	for i := 0; i < v.NumField(); i++ {
-		sf, fv := v.Type().Field(i), v.Field(i)
-		name := prefix + strings.Split(sf.Tag.Get("json"), ",")[0]
-		why, guarded := sf.Tag.Lookup("trust")
-		if !guarded {
-			if fv.Kind() == reflect.Pointer && !fv.IsNil() && fv.Elem().Kind() == reflect.Struct {
-				out = append(out, tagGuards(fv.Elem(), name+".")...)
-			}
-			continue
-		}
-		if fv.IsZero() {
-			continue // not set in this file
-		}
-		val := reflect.Indirect(fv).Interface()
-		if safe, ok := sf.Tag.Lookup("safe"); ok && isSafe(val, safe) {
-			continue
-		}
-		out = append(out, Setting{Name: name, Value: asciiJSON(val), Why: why})
-	}
+	walkGuarded(v, prefix, func(name string, g guard, fv reflect.Value) {
+		out = append(out, Setting{Name: name, Value: asciiJSON(reflect.Indirect(fv).Interface()), Why: g.why})
+	})
 	return out
 }
 
-func isSafe(v any, safe string) bool {
-	for _, s := range strings.Split(safe, ",") {
-		if fmt.Sprint(v) == s {
-			return true
+// walkGuarded calls fn for each field of v set to an unsafe value of a guarded setting.
+func walkGuarded(v reflect.Value, prefix string, fn func(name string, g guard, fv reflect.Value)) {
+	for i := 0; i < v.NumField(); i++ {
+		sf, fv := v.Type().Field(i), v.Field(i)
+		name := prefix + strings.Split(sf.Tag.Get("json"), ",")[0]
+		g, ok := guarded[name]
+		if !ok {
+			if fv.Kind() == reflect.Pointer && !fv.IsNil() && fv.Elem().Kind() == reflect.Struct {
+				walkGuarded(fv.Elem(), name+".", fn)
+			}
+			continue
 		}
+		if fv.IsZero() || slices.Contains(g.safe, fmt.Sprint(reflect.Indirect(fv).Interface())) {
+			continue // not set in this file, or set to what weakens nothing
+		}
+		fn(name, g, fv)
 	}
-	return false
 }
 
 // stripGuarded unsets every guarded setting of f, so an untrusted file applies only the
 // rest: the value below (the user config's, or the default) stays.
 func (f *fileConfig) stripGuarded(ov Overrides) {
-	stripTagged(reflect.ValueOf(f).Elem())
+	walkGuarded(reflect.ValueOf(f).Elem(), "", func(_ string, _ guard, fv reflect.Value) {
+		fv.Set(reflect.Zero(fv.Type()))
+	})
 	for _, s := range f.modelGuards(ov) {
 		delete(f.Models, strings.TrimPrefix(s.Name, "models."))
-	}
-}
-
-func stripTagged(v reflect.Value) {
-	for i := 0; i < v.NumField(); i++ {
-		sf, fv := v.Type().Field(i), v.Field(i)
-		if _, guarded := sf.Tag.Lookup("trust"); guarded {
-			if safe, ok := sf.Tag.Lookup("safe"); !ok || fv.IsZero() || !isSafe(reflect.Indirect(fv).Interface(), safe) {
-				fv.Set(reflect.Zero(fv.Type()))
-			}
-			continue
-		}
-		if fv.Kind() == reflect.Pointer && !fv.IsNil() && fv.Elem().Kind() == reflect.Struct {
-			stripTagged(fv.Elem())
-		}
 	}
 }
 

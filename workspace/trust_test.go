@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -269,7 +270,8 @@ func FuzzConfigFile(f *testing.F) {
 		if cfg.Trust.Trusted != (len(cfg.Trust.Settings) == 0) {
 			t.Fatalf("%q: trusted %v with settings %v and nothing granted", data, cfg.Trust.Trusted, cfg.Trust.Settings)
 		}
-		if cfg.KernelPython != "" || cfg.Worktree.Command != "" || cfg.AllowNetwork || cfg.Sandbox != "" && cfg.Sandbox != "bwrap" {
+		weakSandbox := cfg.Sandbox != Defaults().Sandbox && !slices.Contains(guarded["sandbox"].safe, cfg.Sandbox)
+		if cfg.KernelPython != "" || cfg.Worktree.Command != "" || cfg.AllowNetwork || weakSandbox {
 			t.Fatalf("%q: an untrusted guarded setting was applied: %+v", data, cfg)
 		}
 		for name, m := range cfg.Models {
@@ -281,4 +283,32 @@ func FuzzConfigFile(f *testing.F) {
 			t.Fatalf("%q: refusal without the command: %v", data, err)
 		}
 	})
+}
+
+// TestGuardTableNamesSettings: every path in the guarded table is a setting of fileConfig, so
+// a misspelt entry cannot leave its setting unguarded. The sandbox settings in pending are
+// being added; their entries are inert until they exist.
+func TestGuardTableNamesSettings(t *testing.T) {
+	pending := map[string]bool{"network": true, "sandboxHome": true, "kernelEnv": true}
+	for name := range guarded {
+		typ, ok := reflect.TypeFor[fileConfig](), false
+		for _, part := range strings.Split(name, ".") {
+			ok = false
+			for typ.Kind() == reflect.Pointer {
+				typ = typ.Elem()
+			}
+			if typ.Kind() != reflect.Struct {
+				break
+			}
+			for i := 0; i < typ.NumField(); i++ {
+				if strings.Split(typ.Field(i).Tag.Get("json"), ",")[0] == part {
+					typ, ok = typ.Field(i).Type, true
+					break
+				}
+			}
+		}
+		if !ok && !pending[name] {
+			t.Errorf("guarded names %q, which is no setting of fileConfig", name)
+		}
+	}
 }

@@ -17,6 +17,13 @@ import (
 	"github.com/arborhq/arbor/workspace"
 )
 
+// RequestError is a request the caller got wrong (an empty task, no directory); the message
+// says what to send instead. The server answers it as invalid params, not as an internal
+// error.
+type RequestError string
+
+func (e RequestError) Error() string { return string(e) }
+
 // CreateRequest starts a session.
 type CreateRequest struct {
 	Task      string
@@ -33,7 +40,7 @@ type CreateRequest struct {
 func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, error) {
 	req.Task = strings.TrimSpace(req.Task)
 	if req.Task == "" {
-		return nil, errors.New("create session: the task is empty")
+		return nil, RequestError("create session: the task is empty; say what the session should do")
 	}
 	var parent *Session
 	ws, base := (*Workspace)(nil), ""
@@ -51,7 +58,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		}
 	} else {
 		if req.Dir == "" {
-			return nil, errors.New("create session: no directory given; run it inside a git repository")
+			return nil, RequestError("create session: no directory given; run it inside a git repository")
 		}
 		w, err := s.workspaceFor(req.Dir)
 		if err != nil {

@@ -34,7 +34,10 @@ type conn struct {
 
 	attachMu sync.Mutex // serialises arbor/session.attach on this connection
 
+	budget *budget // requests in flight and their bytes
+
 	mu            sync.Mutex
+	initStarted   bool // an initialize request was read
 	initialized   bool
 	shutdown      bool
 	rootDir       string
@@ -63,8 +66,11 @@ func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 		srv: srv, log: srv.log, out: make(chan outMsg, queueLen),
 		attached: map[string]bool{}, replaying: map[string][]eventlog.Record{}, behind: map[string]uint64{}, progress: map[string]string{}, progressBegun: map[string]chan struct{}{}, progressOpen: map[string]bool{},
 		inflight: map[jsonrpc2.ID]context.CancelFunc{},
+		budget:   newBudget(srv.opts.MaxInFlight, srv.opts.MaxInFlightBytes),
 	}
-	c.rpc = jsonrpc2.NewConn(newStream(nc))
+	st := newStream(nc)
+	st.writeTimeout = srv.opts.WriteTimeout
+	c.rpc = jsonrpc2.NewConn(st)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.life = ctx

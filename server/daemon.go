@@ -25,6 +25,14 @@ type DaemonOptions struct {
 	Version     string
 	Logger      *slog.Logger
 	Agents      *agents.Service
+
+	// Per-connection bounds (0 = the defaults): requests in flight (64) and the bytes of
+	// their params (64 MiB); past them the daemon stops reading that connection until
+	// replies drain. WriteTimeout (30 s) disconnects a client that does not read what it is
+	// sent for that long.
+	MaxInFlight      int
+	MaxInFlightBytes int
+	WriteTimeout     time.Duration
 }
 
 // Validate checks required fields.
@@ -34,6 +42,9 @@ func (o DaemonOptions) Validate() error {
 	}
 	if o.Agents == nil {
 		return errors.New("daemon: no agents service")
+	}
+	if o.MaxInFlight < 0 || o.MaxInFlightBytes < 0 || o.WriteTimeout < 0 {
+		return errors.New("daemon: negative per-connection bound")
 	}
 	return nil
 }
@@ -63,6 +74,15 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = defaultMaxInFlight
+	}
+	if opts.MaxInFlightBytes == 0 {
+		opts.MaxInFlightBytes = defaultMaxInFlightBytes
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = defaultWriteTimeout
 	}
 	if err := hardenProcess(); err != nil {
 		// Without /proc or prctl (not Linux-like) the daemon still serves; say what is missing.

@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"unicode/utf8"
 
 	"github.com/arborhq/arbor/agents"
 	"github.com/arborhq/arbor/gitstate"
@@ -18,6 +20,27 @@ type errInvalidParams struct{ msg string }
 
 func (e errInvalidParams) Error() string { return e.msg }
 
+// maxEcho bounds how much of a client's input comes back in an error message or goes to the
+// log: a 30 MB "dir" must not come back as a 60 MB error. maxErrorMessage bounds a whole
+// message, which may quote an input more than once.
+const (
+	maxEcho         = 256
+	maxErrorMessage = 2048
+)
+
+// clip shortens s to about max bytes (never splitting a UTF-8 sequence), saying how much was
+// left out.
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…[%d more bytes]", s[:cut], len(s)-cut)
+}
+
 // toRPCError maps Go errors to JSON-RPC codes in one place; the message stays the Go error's,
 // which names what was wrong.
 func toRPCError(err error) error {
@@ -26,24 +49,28 @@ func toRPCError(err error) error {
 	}
 	var rpcErr *jsonrpc2.Error
 	if errors.As(err, &rpcErr) {
-		return err
+		e := *rpcErr // a copy: the error may be shared
+		e.Message = clip(e.Message, maxErrorMessage)
+		return &e
 	}
 	var untrusted *workspace.UntrustedError
 	if errors.As(err, &untrusted) {
 		// The data is what an editor needs to ask the user and grant: the settings and hash.
 		data, _ := json.Marshal(trustState(untrusted.Trust))
 		raw := json.RawMessage(data)
-		e := jsonrpc2.NewError(CodeUntrusted, err.Error())
+		e := jsonrpc2.NewError(CodeUntrusted, clip(err.Error(), maxErrorMessage))
 		e.Data = &raw
 		return e
 	}
 	code := jsonrpc2.InternalError
 	var ip errInvalidParams
+	var req agents.RequestError
+	var outside *workspace.OutsideError
 	var dirty *gitstate.DirtyError
 	var conflict *gitstate.ConflictError
 	switch {
-	case errors.As(err, &ip):
-		code = jsonrpc2.InvalidParams
+	case errors.As(err, &ip), errors.As(err, &req), errors.As(err, &outside), errors.Is(err, workspace.ErrNoDirectory):
+		code = jsonrpc2.InvalidParams // the client's input was wrong; the message says how
 	case errors.As(err, &dirty), errors.As(err, &conflict):
 		code = CodeConflict // the messages name the files
 	case errors.Is(err, agents.ErrUnknownSession):
@@ -59,5 +86,5 @@ func toRPCError(err error) error {
 	case errors.Is(err, errShuttingDown):
 		code = CodeShuttingDown
 	}
-	return jsonrpc2.NewError(code, err.Error())
+	return jsonrpc2.NewError(code, clip(err.Error(), maxErrorMessage))
 }

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.lsp.dev/jsonrpc2"
 )
@@ -28,6 +29,9 @@ const MaxMessageBytes = 32 << 20
 // maxHeaderLine caps one header line; LSP sends two short ones.
 const maxHeaderLine = 1024
 
+// defaultWriteTimeout is how long the daemon waits for a client to take one message.
+const defaultWriteTimeout = 30 * time.Second
+
 // stream is a jsonrpc2.Stream with LSP header framing, a size cap, and recovery from a
 // malformed body: the peer gets a parse error naming the problem and the connection goes on.
 type stream struct {
@@ -35,6 +39,9 @@ type stream struct {
 	in   *bufio.Reader
 	wmu  sync.Mutex
 	max  int64
+	// writeTimeout bounds each write (0 = none). A write that times out closes the
+	// connection: the peer stopped reading, and a half-written frame cannot be resumed.
+	writeTimeout time.Duration
 }
 
 func newStream(conn io.ReadWriteCloser) *stream {
@@ -75,7 +82,7 @@ func (s *stream) Read(ctx context.Context) (jsonrpc2.Message, int64, error) {
 			if json.Valid(data) {
 				code = jsonrpc2.InvalidRequest
 			}
-			s.writeError(requestID(data), code, "malformed JSON-RPC message: "+err.Error())
+			s.writeError(requestID(data), code, clip("malformed JSON-RPC message: "+err.Error(), maxEcho))
 			continue
 		}
 		return msg, total, nil
@@ -125,7 +132,8 @@ func requestID(data []byte) json.RawMessage {
 	var probe struct {
 		ID json.RawMessage `json:"id"`
 	}
-	if json.Unmarshal(data, &probe) == nil && len(probe.ID) > 0 {
+	// An id is a number or a short string; a huge one is not echoed (the reply gets null).
+	if json.Unmarshal(data, &probe) == nil && len(probe.ID) > 0 && len(probe.ID) <= maxEcho {
 		return probe.ID
 	}
 	return nil
@@ -146,11 +154,18 @@ func (s *stream) writeError(id json.RawMessage, code jsonrpc2.Code, msg string) 
 func (s *stream) writeRaw(body []byte) (int64, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	n, err := fmt.Fprintf(s.conn, "Content-Length: %d\r\n\r\n", len(body))
-	if err != nil {
-		return int64(n), err
+	dl, _ := s.conn.(interface{ SetWriteDeadline(time.Time) error })
+	if s.writeTimeout > 0 && dl != nil {
+		dl.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	}
-	m, err := s.conn.Write(body)
+	n, err := fmt.Fprintf(s.conn, "Content-Length: %d\r\n\r\n", len(body))
+	m := 0
+	if err == nil {
+		m, err = s.conn.Write(body)
+	}
+	if err != nil && s.writeTimeout > 0 {
+		s.conn.Close()
+	}
 	return int64(n + m), err
 }
 

@@ -3,7 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path"
+	"path/filepath"
+	"strings"
 
 	"github.com/arborhq/arbor/gitstate"
 )
@@ -38,6 +42,9 @@ func (c *conn) sessionFileAt(ctx context.Context, p FileAtParams) (*FileAtResult
 	if p.Side != "base" && p.Side != "head" {
 		return nil, errInvalidParams{`fileAt: side must be "base" or "head", got "` + p.Side + `"`}
 	}
+	if err := checkRelPath(p.Path); err != nil {
+		return nil, err
+	}
 	data, err := c.srv.agents.FileAt(ctx, p.ID, p.Path, p.Side)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, gitstate.ErrNotFound) {
 		return &FileAtResult{Missing: true}, nil
@@ -46,4 +53,14 @@ func (c *conn) sessionFileAt(ctx context.Context, p FileAtParams) (*FileAtResult
 		return nil, err
 	}
 	return &FileAtResult{Content: string(data)}, nil
+}
+
+// checkRelPath refuses a file path that is not relative to the repository root (absolute,
+// empty, or climbing out with ..) as bad input, before it reaches git.
+func checkRelPath(file string) error {
+	p := path.Clean(filepath.ToSlash(file))
+	if file == "" || p == "." || path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+		return errInvalidParams{fmt.Sprintf("path %q: want a file path relative to the repository root", clip(file, maxEcho))}
+	}
+	return nil
 }

@@ -14,6 +14,12 @@ import (
 // notification handles the notifications the daemon acts on; others are ignored as LSP
 // requires.
 func (c *conn) notification(ctx context.Context, method string, params json.RawMessage) {
+	c.mu.Lock()
+	started := c.initStarted
+	c.mu.Unlock()
+	if !started && method != "exit" {
+		return // LSP: notifications before initialize are dropped
+	}
 	switch method {
 	case "initialized":
 		c.mu.Lock()
@@ -45,15 +51,25 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 		c.notification(ctx, req.Method(), req.Params())
 		return nil
 	}
+	if err := c.admit(req.Method()); err != nil {
+		return reply(ctx, nil, err)
+	}
 	r, ok := routes[req.Method()]
 	if !ok {
-		if why := notBuilt(req.Method()); why != "" {
+		method := clip(req.Method(), maxEcho)
+		if why := notBuilt(method); why != "" {
 			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, why))
 		}
-		if strings.HasPrefix(req.Method(), "$/") {
-			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, "method not supported: "+req.Method()))
+		if strings.HasPrefix(method, "$/") {
+			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, "method not supported: "+method))
 		}
-		return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, fmt.Sprintf("method %q is not part of the arbor protocol", req.Method())))
+		return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, fmt.Sprintf("method %q is not part of the arbor protocol", method)))
+	}
+	// Wait for room before starting the request: this is the read loop, so a client with too
+	// much in flight is not read from until its replies drain.
+	size := len(req.Params())
+	if err := c.budget.acquire(ctx, size); err != nil {
+		return nil // the connection is ending
 	}
 	done, reqCtx := func() {}, ctx
 	if r.cancellable {
@@ -76,6 +92,7 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 	c.requests.Add(1)
 	go func() {
 		defer c.requests.Done()
+		defer c.budget.release(size) // after the reply is written (or failed)
 		if err := c.srv.waitReady(ctx, req.Method()); err != nil {
 			done()
 			reply(ctx, nil, toRPCError(err))
@@ -85,7 +102,7 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 		cancelled := reqCtx.Err() != nil && ctx.Err() == nil
 		done()
 		if err != nil {
-			c.log.Debug("request failed", "method", req.Method(), "err", err)
+			c.log.Debug("request failed", "method", req.Method(), "err", clip(err.Error(), maxErrorMessage))
 			if cancelled && errors.Is(err, context.Canceled) {
 				// Only a failure the cancel caused is reported as one; anything else keeps its
 				// own error (and message), so the client learns what really happened.
@@ -97,6 +114,27 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 			c.srv.Stop() // only now: the reply must reach the client first
 		}
 	}()
+	return nil
+}
+
+// admit applies LSP's lifecycle rules to a request: nothing but initialize before
+// initialize (ServerNotInitialized), initialize only once, and nothing after shutdown
+// (InvalidRequest). initialize counts from the moment it is read: a client must wait for its
+// reply before sending more, and one that does not is not worth a race.
+func (c *conn) admit(method string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.shutdown:
+		return jsonrpc2.NewError(jsonrpc2.InvalidRequest, "the client asked for shutdown; only the exit notification is accepted now")
+	case method == "initialize" && c.initStarted:
+		return jsonrpc2.NewError(jsonrpc2.InvalidRequest, "initialize was already called on this connection")
+	case method == "initialize":
+		c.initStarted = true
+		return nil
+	case !c.initStarted:
+		return jsonrpc2.NewError(CodeServerNotInitialized, fmt.Sprintf("%s: send initialize first (LSP: no request before initialize)", clip(method, maxEcho)))
+	}
 	return nil
 }
 

@@ -321,13 +321,14 @@ type FellBehindParams struct {
 // JSON-RPC error codes of arbor/* methods (besides the standard -32700…-32603). Every error
 // also carries a message a user can act on; errors.go maps Go errors to these in one place.
 const (
-	CodeUnknownSession   = -32001 // no session with that id (or the prefix is ambiguous)
-	CodeNotRepository    = -32002 // the directory is not inside a git repository
-	CodeModelUnavailable = -32003 // no model configured, or the named model is unknown
-	CodeConflict         = -32004 // dirty files or merge conflicts block the operation
-	CodeShuttingDown     = -32005 // the daemon is stopping
-	CodeInvalidState     = -32006 // the session cannot do that in its current state
-	CodeNoGitIdentity    = -32007 // git has no user.name/user.email to commit with; the message says how to set them
-	CodeUntrusted        = -32008 // the repository's arbor.json sets guarded settings not trusted yet; data is a TrustState
-	CodeRequestCancelled = -32800 // the client cancelled the request with $/cancelRequest (LSP's code)
+	CodeUnknownSession       = -32001 // no session with that id (or the prefix is ambiguous)
+	CodeServerNotInitialized = -32002 // LSP's code: a request other than initialize came before initialize
+	CodeNotRepository        = -32009 // the directory is not inside a git repository
+	CodeModelUnavailable     = -32003 // no model configured, or the named model is unknown
+	CodeConflict             = -32004 // dirty files or merge conflicts block the operation
+	CodeShuttingDown         = -32005 // the daemon is stopping
+	CodeInvalidState         = -32006 // the session cannot do that in its current state
+	CodeNoGitIdentity        = -32007 // git has no user.name/user.email to commit with; the message says how to set them
+	CodeUntrusted            = -32008 // the repository's arbor.json sets guarded settings not trusted yet; data is a TrustState
+	CodeRequestCancelled     = -32800 // the client cancelled the request with $/cancelRequest (LSP's code)
 )

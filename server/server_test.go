@@ -42,6 +42,12 @@ type testDaemon struct {
 // (Unix socket paths are limited to 108 bytes) and stops it when the test ends.
 func startTestDaemon(t *testing.T, sockDir string) *testDaemon {
 	t.Helper()
+	return startTestDaemonOpts(t, sockDir, nil)
+}
+
+// startTestDaemonOpts is startTestDaemon with the daemon's options adjusted by set.
+func startTestDaemonOpts(t *testing.T, sockDir string, set func(*DaemonOptions)) *testDaemon {
+	t.Helper()
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	if sockDir == "" {
 		base, err := os.MkdirTemp("", "ab")
@@ -57,7 +63,11 @@ func startTestDaemon(t *testing.T, sockDir string) *testDaemon {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &testDaemon{sock: filepath.Join(sockDir, "arbor.sock"), stop: cancel, done: make(chan error, 1)}
-	go func() { d.done <- RunDaemon(ctx, DaemonOptions{Socket: d.sock, Agents: svc, Version: "test"}) }()
+	opts := DaemonOptions{Socket: d.sock, Agents: svc, Version: "test"}
+	if set != nil {
+		set(&opts)
+	}
+	go func() { d.done <- RunDaemon(ctx, opts) }()
 	t.Cleanup(func() { d.shutdown(t) })
 	for deadline := time.Now().Add(hangGuard); ; time.Sleep(5 * time.Millisecond) {
 		nc, err := net.Dial("unix", d.sock)
@@ -111,7 +121,19 @@ type rawConn struct {
 	br *bufio.Reader
 }
 
+// raw connects and initializes (id 0), as every client must before its first request.
 func (d *testDaemon) raw(t *testing.T) *rawConn {
+	t.Helper()
+	r := d.rawUninitialized(t)
+	r.call(0, "initialize", map[string]any{"capabilities": map[string]any{}})
+	if m := r.reply(); m.Error != nil {
+		t.Fatalf("initialize: %+v", m.Error)
+	}
+	return r
+}
+
+// rawUninitialized connects and sends nothing.
+func (d *testDaemon) rawUninitialized(t *testing.T) *rawConn {
 	t.Helper()
 	nc, err := net.Dial("unix", d.sock)
 	if err != nil {
@@ -119,6 +141,15 @@ func (d *testDaemon) raw(t *testing.T) *rawConn {
 	}
 	t.Cleanup(func() { nc.Close() })
 	return &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+// initClient initializes a typed client, as the CLI does.
+func initClient(t *testing.T, c *Client) *Client {
+	t.Helper()
+	if err := c.Call(t.Context(), "initialize", map[string]any{"capabilities": map[string]any{}}, nil); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	return c
 }
 
 func (r *rawConn) send(s string) {
@@ -458,7 +489,7 @@ func TestDaemonStopReplyArrives(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := NewClient(t.Context(), nc, nil)
+		c := initClient(t, NewClient(t.Context(), nc, nil))
 		var st DaemonStatusResult
 		if err := c.Call(t.Context(), MethodDaemonStop, nil, &st); err != nil || st.PID != os.Getpid() {
 			failures++
@@ -556,7 +587,7 @@ func TestAttachWhileAppending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewClient(t.Context(), nc, nil)
+	c := initClient(t, NewClient(t.Context(), nc, nil))
 	defer c.Close()
 	var s Session
 	if err := c.Call(t.Context(), MethodSessionCreate, &SessionCreateParams{Task: "burst of cells", Dir: repo}, &s); err != nil {
@@ -651,6 +682,7 @@ func attachOnce(t *testing.T, sock, id string) ([]uint64, bool) {
 		}
 	})
 	defer c.Close()
+	initClient(t, c)
 	var ar AttachResult
 	if err := c.Call(t.Context(), MethodSessionAttach, &AttachParams{ID: id}, &ar); err != nil {
 		return nil, false

@@ -39,8 +39,10 @@ export const StateStopped = 'stopped';
 export const StateFailed = 'failed';
 /** no session with that id (or the prefix is ambiguous) */
 export const CodeUnknownSession = -32001;
+/** LSP's code: a request other than initialize came before initialize */
+export const CodeServerNotInitialized = -32002;
 /** the directory is not inside a git repository */
-export const CodeNotRepository = -32002;
+export const CodeNotRepository = -32009;
 /** no model configured, or the named model is unknown */
 export const CodeModelUnavailable = -32003;
 /** dirty files or merge conflicts block the operation */

@@ -39,8 +39,10 @@ M.StateStopped = 'stopped'
 M.StateFailed = 'failed'
 -- no session with that id (or the prefix is ambiguous)
 M.CodeUnknownSession = -32001
+-- LSP's code: a request other than initialize came before initialize
+M.CodeServerNotInitialized = -32002
 -- the directory is not inside a git repository
-M.CodeNotRepository = -32002
+M.CodeNotRepository = -32009
 -- no model configured, or the named model is unknown
 M.CodeModelUnavailable = -32003
 -- dirty files or merge conflicts block the operation

@@ -48,8 +48,8 @@ var guarded = map[string]guard{
 	"sandbox":          {why: "weakens or turns off the sandbox around model-written code", safe: []string{"bwrap"}},
 	"allowNetwork":     {why: "gives model-written code the network", safe: []string{"false"}},
 	"network":          {why: "gives model-written code the network", safe: []string{"false"}},
-	"sandboxHome":      {why: "lets model-written code read these paths of your home directory"},
-	"kernelEnv":        {why: "passes these variables of the daemon's environment to model-written code"},
+	"sandboxHome":      {why: "lets model-written code read these paths of your home directory", safe: []string{"[]"}},
+	"kernelEnv":        {why: "passes these variables of the daemon's environment to model-written code", safe: []string{"[]"}},
 }
 
 // Setting is one guarded setting a repository's arbor.json sets.
@@ -89,21 +89,33 @@ type UntrustedError struct {
 // maxInMessage bounds each value in an error message; the full value is in the file.
 const maxInMessage = 200
 
+// maxListed bounds the settings part of a message: the command to run comes first, so a
+// message clipped by a transport still says what to do.
+const maxListed = 1200
+
 func (e *UntrustedError) Error() string {
 	t := e.Trust
 	var b strings.Builder
 	switch {
 	case e.Stale:
-		fmt.Fprintf(&b, "%s changed since its settings were reviewed; nothing was trusted. It now sets:", t.File)
+		fmt.Fprintf(&b, "%s changed since its settings were reviewed, so nothing was trusted; review them again (arbor trust %s). It now sets:",
+			t.File, ShellQuote(t.Repo))
 	case t.Changed:
-		fmt.Fprintf(&b, "%s changed settings that run commands or send your keys elsewhere since you trusted it; they take effect only once trusted again:", t.File)
+		fmt.Fprintf(&b, "%s changed settings that run commands or send your keys elsewhere since you trusted it; they take effect once you review them and run: arbor trust %s",
+			t.File, ShellQuote(t.Repo))
 	default:
-		fmt.Fprintf(&b, "%s sets settings that run commands or send your keys elsewhere, and this repository is not trusted; they take effect only once trusted:", t.File)
+		fmt.Fprintf(&b, "%s sets settings that run commands or send your keys elsewhere, and this repository is not trusted; they take effect once you review them and run: arbor trust %s",
+			t.File, ShellQuote(t.Repo))
 	}
-	for _, s := range t.Settings {
-		fmt.Fprintf(&b, "\n  %s = %s (%s)", s.Name, clip(s.Value, maxInMessage), s.Why)
+	start := b.Len()
+	for i, s := range t.Settings {
+		line := fmt.Sprintf("\n  %s = %s (%s)", s.Name, clip(s.Value, maxInMessage), s.Why)
+		if b.Len()-start+len(line) > maxListed {
+			fmt.Fprintf(&b, "\n  and %d more (arbor trust lists them all)", len(t.Settings)-i)
+			break
+		}
+		b.WriteString(line)
 	}
-	fmt.Fprintf(&b, "\nreview them, then run: arbor trust %s", ShellQuote(t.Repo))
 	return b.String()
 }
 

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -231,6 +232,18 @@ func TestShownValues(t *testing.T) {
 	}
 	if msg := a.Check().Error(); len(msg) > 1000 {
 		t.Errorf("message of %d bytes", len(msg))
+	}
+	// Many settings: the message stays bounded, and the command comes before the list.
+	var models []string
+	for i := range 40 {
+		models = append(models, fmt.Sprintf(`"m%02d":{"baseURL":"http://evil.example/%s","apiKeyEnv":"K"}`, i, strings.Repeat("p", 150)))
+	}
+	os.WriteFile(filepath.Join(root, "arbor.json"), []byte(`{"models":{`+strings.Join(models, ",")+`}}`), 0o600)
+	many, _ := TrustOf(root, Overrides{})
+	msg := many.Check().Error()
+	first, _, _ := strings.Cut(msg, "\n")
+	if len(msg) > 2000 || !strings.HasSuffix(first, "arbor trust "+realPath(root)) || !strings.Contains(msg, "more (arbor trust lists them all)") {
+		t.Errorf("message of %d bytes for %d settings:\n%s", len(msg), len(many.Settings), msg)
 	}
 	os.WriteFile(filepath.Join(root, "arbor.json"), []byte(`{"worktree":{"command":"make\u001b[2K\u202e`+pad+`y"}}`), 0o600)
 	b, _ := TrustOf(root, Overrides{})

@@ -48,12 +48,14 @@ bench: build
 	$(ARBOR) bench agents
 
 # Long crash and fork soaks: 1,000 kill -9 cycles of the event log, every byte offset of a
-# 1,000-record log, 500 fork/checkpoint/discard operations with random kills, and 30 daemon
-# kill -9 cycles with sessions running.
+# 1,000-record log, 500 fork/checkpoint/discard operations with random kills, 30 daemon
+# kill -9 cycles with sessions running, and a client sending 100,000 requests without reading
+# a reply (daemon RSS and a healthy client's p99 against the same run's baseline).
 soak: build
 	ARBOR_SOAK=1 $(GO) test -count=1 -timeout 60m -run 'TestCrash|TestTruncateEveryOffset' ./agents/eventlog/
 	ARBOR_SOAK_GIT=1 $(GO) test -count=1 -timeout 60m -run TestSoakSmall ./gitstate/gitbench/
 	ARBOR_SOAK=1 $(GO) test -count=1 -timeout 60m -run TestDaemonKill ./cmd/arbor/
+	ARBOR_SOAK=1 $(GO) test -count=1 -timeout 10m -run TestSoakNonReadingClient -v ./cmd/arbor/
 
 lint:
 	gofmt -l . | tee /dev/stderr | (! read)

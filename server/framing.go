@@ -111,13 +111,13 @@ func (s *stream) readHeader() (length int64, total int64, err error) {
 		}
 		name, value, ok := strings.Cut(line, ":")
 		if !ok {
-			return 0, total, fmt.Errorf("invalid header line %q: want \"Name: value\"", line)
+			return 0, total, fmt.Errorf("invalid header line %q: want \"Name: value\"", clip(line, maxEcho))
 		}
 		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
 			value = strings.TrimSpace(value)
 			length, err = strconv.ParseInt(value, 10, 64)
 			if err != nil || length <= 0 {
-				return 0, total, fmt.Errorf("invalid Content-Length %q: want a positive number of bytes", value)
+				return 0, total, fmt.Errorf("invalid Content-Length %q: want a positive number of bytes", clip(value, maxEcho))
 			}
 		}
 	}

@@ -260,6 +260,12 @@ func FuzzStreamRead(f *testing.F) {
 		if total > int64(len(data)) {
 			t.Errorf("Read counted %d bytes of a %d-byte input", total, len(data))
 		}
+		// Every error reply is well framed, and echoes a bounded part of the input.
+		for _, r := range fc.replies(t) {
+			if len(r.ID) > maxEcho || r.Error == nil || len(r.Error.Message) > maxErrorMessage+64 {
+				t.Errorf("error reply echoes too much: id %d bytes, %+v", len(r.ID), r.Error)
+			}
+		}
 		// The read buffer, the largest body the cap allows, its decoding (a few times its size),
 		// and the error replies: anything beyond is an allocation the peer chose.
 		if budget := uint64(256<<10 + 64*len(data)); n > budget {

@@ -35,6 +35,7 @@ func cmdDaemon(ctx context.Context, args []string) error {
 	fs.StringVar(&ov.KernelPython, "kernel-python", ov.KernelPython, "Python with ipykernel (ARBOR_KERNEL_PYTHON)")
 	maxKernels := fs.Int("max-kernels", 16, "kernel processes alive at once; idle ones beyond it are parked (snapshot, stop)")
 	plain := fs.Bool("plain-kernels", false, "launch each kernel plainly instead of forking a pre-imported template")
+	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "disconnect a client that does not read what it is sent for this long")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -51,6 +52,7 @@ func cmdDaemon(ctx context.Context, args []string) error {
 	}
 	return server.RunDaemon(ctx, server.DaemonOptions{
 		Socket: *socket, IdleTimeout: *idle, Version: version, Logger: logger, Agents: svc,
+		WriteTimeout: *writeTimeout,
 	})
 }
 

@@ -38,7 +38,13 @@ func TestSecondDaemonIsRefused(t *testing.T) {
 // stops it, and waits for it so it leaves no zombie.
 func (e *env) startDaemon(args ...string) *exec.Cmd {
 	e.t.Helper()
-	cmd := exec.Command(arborBin, append([]string{"daemon", "--socket", e.sock}, args...)...)
+	return e.startDaemonBin(arborBin, args...)
+}
+
+// startDaemonBin is startDaemon with another build of arbor.
+func (e *env) startDaemonBin(bin string, args ...string) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(bin, append([]string{"daemon", "--socket", e.sock}, args...)...)
 	cmd.Dir, cmd.Env = e.root, e.environ()
 	logf, err := os.Create(filepath.Join(e.root, "foreground-daemon.log"))
 	if err != nil {

@@ -227,7 +227,10 @@ func (k *Kernel) env() []string {
 		"MPLBACKEND=agg",
 	)
 	if k.opts.Sandbox != "" {
-		env = append(env, "XDG_CACHE_HOME="+filepath.Join(k.opts.StateDir, "cache"))
+		// IPython's profile lives in the cache, not the empty scratch $HOME: made once, not at
+		// every start.
+		cache := filepath.Join(k.opts.StateDir, "cache")
+		env = append(env, "XDG_CACHE_HOME="+cache, "IPYTHONDIR="+filepath.Join(cache, "ipython"))
 	}
 	env = append(env, sandbox.Filter(k.opts.Env, k.opts.EnvDeny)...)
 	if k.bridge != nil {

@@ -152,8 +152,12 @@ func (k *Kernel) adopt(ctx context.Context, opts Options) error {
 		env[name] = v
 	}
 	envJSON, _ := json.Marshal(env)
-	code := fmt.Sprintf("import os as __o, json as __j\n__o.chdir(%s)\n__o.environ.update(__j.loads(%s))\ndel __o, __j",
-		strconv.Quote(opts.Dir), strconv.Quote(string(envJSON)))
+	// The pooled kernel booted with the allowlist alone; a name the session denies goes too,
+	// should a model's key sit in an allowed variable.
+	denyJSON, _ := json.Marshal(append([]string{}, opts.EnvDeny...))
+	code := fmt.Sprintf("import os as __o, json as __j\n__o.chdir(%s)\n__o.environ.update(__j.loads(%s))\n"+
+		"[__o.environ.pop(__n, None) for __n in __j.loads(%s)]\ndel __o, __j",
+		strconv.Quote(opts.Dir), strconv.Quote(string(envJSON)), strconv.Quote(string(denyJSON)))
 	var report string
 	if opts.Restore != "" {
 		report = filepath.Join(opts.StateDir, "restore-"+newID()[:8]+".json")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,10 +33,11 @@ func sandboxArgv(o Options, python string, argv []string) ([]string, error) {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	spec := sandbox.Spec{
-		Dir:       dir,
-		Writable:  append([]string{o.StateDir}, o.sandboxBinds...),
-		ReadOnly:  append(pythonDirs(python), o.SandboxReadOnly...),
-		Hide:      o.SandboxHide,
+		Dir:      dir,
+		Writable: append([]string{o.StateDir}, o.sandboxBinds...),
+		// Fresh slices: pythonDirs' is shared by every kernel, and Options' are the caller's.
+		ReadOnly:  append(slices.Clone(pythonDirs(python)), o.SandboxReadOnly...),
+		Hide:      slices.Clone(o.SandboxHide),
 		HomeAllow: o.SandboxHome,
 		Tmp:       filepath.Join(o.StateDir, "tmp"),
 		Network:   o.AllowNetwork,

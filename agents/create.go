@@ -203,7 +203,7 @@ func (s *Session) setupWorktree(ctx context.Context) error {
 	}
 	err := s.ws.Repo.SetupWorktree(ctx, s.meta.Worktree, gitstate.Setup{
 		Copy: w.Copy, Link: w.Link, Command: w.Command, Timeout: w.CommandTimeout,
-		Env: []string{"ARBOR_SESSION=" + s.meta.ID},
+		Env: []string{"ARBOR_SESSION=" + s.meta.ID}, Exec: s.setupCommand,
 	})
 	if err != nil {
 		s.append(ctx, event.WorktreeSetup{OK: false, Error: err.Error()})

@@ -81,16 +81,18 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 	}
 	snap := s.snapshotDir()
 	opts := kernel.Options{
-		Python:       s.cfg.KernelPython,
-		Dir:          s.meta.Worktree,
-		StateDir:     filepath.Join(s.dir, "kernel"),
-		Snapshot:     snap,
-		Revive:       true,
-		Sandbox:      s.cfg.Sandbox,
-		AllowNetwork: s.cfg.AllowNetwork,
-		Env:          []string{"ARBOR_SESSION=" + s.meta.ID},
-		Host:         hostHandler{s},
-		Logger:       s.svc.log.With("session", s.meta.ID),
+		Python:   s.cfg.KernelPython,
+		Dir:      s.meta.Worktree,
+		StateDir: filepath.Join(s.dir, "kernel"),
+		Snapshot: snap,
+		Revive:   true,
+		Env:      []string{"ARBOR_SESSION=" + s.meta.ID},
+		Host:     hostHandler{s},
+		Logger:   s.svc.log.With("session", s.meta.ID),
+	}
+	if err := s.kernelOptions(&opts); err != nil {
+		s.append(ctx, event.Kernel{Event: "start_failed", Error: err.Error()})
+		return nil, "", fmt.Errorf("start kernel: %w", err)
 	}
 	if _, err := os.Stat(filepath.Join(snap, "manifest.json")); err == nil {
 		opts.Restore = snap
@@ -111,7 +113,11 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 			s.svc.log.Warn("continue cell numbers", "session", s.meta.ID, "err", err, "status", statusOf(r))
 		}
 	}
-	started := event.Kernel{Event: "started", PID: k.PID()}
+	sandboxed := opts.Sandbox != ""
+	started := event.Kernel{Event: "started", PID: k.PID(), Sandboxed: &sandboxed}
+	if !sandboxed {
+		s.svc.log.Warn("kernel runs unsandboxed", "session", s.meta.ID, "sandbox", s.cfg.Sandbox, "reason", s.svc.sandbox.Reason)
+	}
 	if m := k.Restored(); m != nil {
 		summary := m.Summary()
 		if m.Error == "" && m.Cell > 0 && m.Cell < last {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,31 +44,5 @@ func TestIdleSessionGoesInactiveAndRevivesWithNamespace(t *testing.T) {
 	}
 	if got := e.svc.Info(s).Usage.HumanInterventions; got != 1 {
 		t.Errorf("human interventions = %d, want 1", got)
-	}
-}
-
-const sandboxScript = `{"rules":[
- {"when":{"task":"^escape","turn":1},"code":"import os\nopen('inside.txt','w').write('ok')\ntry:\n    open(os.path.expanduser('~/arbor-escape-test.txt'),'w').write('x')\n    print('ESCAPED')\nexcept OSError as e:\n    print('refused:', type(e).__name__)"},
- {"when":{"task":"^escape"},"text":"done"}
-],"default":{"text":"ok"}}`
-
-func TestSandboxFromConfig(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bubblewrap not installed")
-	}
-	e := newEnv(t, sandboxScript)
-	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"sandbox":"bwrap"}`), 0o644)
-	s := e.create("escape the worktree")
-	e.settled(s)
-	outs := e.events(s, event.TypeToolFinished)
-	if len(outs) == 0 {
-		t.Fatal("no tool result")
-	}
-	out := fmt.Sprint(outs[0]["output"])
-	if strings.Contains(out, "ESCAPED") || !strings.Contains(out, "refused") {
-		t.Errorf("sandboxed cell output: %s", out)
-	}
-	if got := git(t, e.repo, "show", s.meta.Branch+":inside.txt"); got != "ok" {
-		t.Errorf("write inside the worktree did not land: %q", got)
 	}
 }

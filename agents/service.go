@@ -36,6 +36,7 @@ import (
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/kernel"
+	"github.com/arborhq/arbor/sandbox"
 	"github.com/arborhq/arbor/workspace"
 )
 
@@ -51,6 +52,8 @@ type Options struct {
 	PlainKernels bool
 	// Overrides are the daemon's flags and environment; they beat every config file.
 	Overrides workspace.Overrides
+	// SocketDir is the daemon's control socket directory: invisible to sandboxed code.
+	SocketDir string
 	Logger    *slog.Logger
 
 	turnHook func(s *Session, turn int) // tests: runs at the start of every turn
@@ -90,6 +93,7 @@ type Service struct {
 	sessions   map[string]*Session
 	listeners  map[int]Listener
 	kernels    kernelStarter
+	sandbox    sandbox.Status // the probe's, at New
 	nextL      int
 	closed     bool
 }
@@ -103,15 +107,21 @@ func New(opts Options) (*Service, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	st := sandbox.Probe(ctx)
+	pool := 0 // sandboxed kernels (the default where bwrap works) never come from the pool
+	if !st.Available {
+		pool = 1
+		opts.Logger.Warn("sandbox unavailable: kernels run unsandboxed unless the configuration requires the sandbox", "reason", st.Reason)
+	}
 	var kernels kernelStarter = plainKernels{}
 	if !opts.PlainKernels {
 		kernels = &managedKernels{cfg: kernel.ManagerConfig{
 			Python: opts.Overrides.KernelPython, StateDir: filepath.Join(opts.StateDir, "kernels"),
-			MaxLive: opts.MaxKernels, PoolSize: 1, Fork: true, Logger: opts.Logger}}
+			MaxLive: opts.MaxKernels, PoolSize: pool, Fork: true, Logger: opts.Logger}}
 	}
 	return &Service{
-		kernels: kernels,
-		opts:    opts, log: opts.Logger, ctx: ctx, cancel: cancel,
+		kernels: kernels, sandbox: st,
+		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		workspaces: map[string]*Workspace{},
 		sessions:   map[string]*Session{},
 		listeners:  map[int]Listener{},

@@ -24,6 +24,10 @@ type Setup struct {
 	Command string        // run with `sh -c` in the new worktree after copying; "" for none
 	Env     []string      // extra environment for Command, "KEY=value"
 	Timeout time.Duration // for Command; 0 means 10 minutes
+	// Exec builds the command that runs Command in dir with Env (agents: in the session's
+	// sandbox, with the kernels' environment rules); nil runs `sh -c` with the daemon's
+	// environment.
+	Exec func(ctx context.Context, dir, command string, env []string) (*exec.Cmd, error)
 }
 
 // Validate reports paths that are absolute or leave the worktree.
@@ -116,6 +120,12 @@ func (r *Repo) SetupWorktree(ctx context.Context, dir string, s Setup) error {
 	cmd := exec.CommandContext(cctx, "sh", "-c", s.Command)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), s.Env...)
+	if s.Exec != nil {
+		var err error
+		if cmd, err = s.Exec(cctx, dir, s.Command, s.Env); err != nil {
+			return &SetupError{Step: "command", Path: s.Command, Err: err}
+		}
+	}
 	var out tailBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

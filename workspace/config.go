@@ -59,10 +59,19 @@ type Config struct {
 	// IdleTimeout moves an idle session to inactive (kernel snapshotted and stopped),
 	// ("idleTimeout": "30m"); 0 never does.
 	IdleTimeout time.Duration
-	// Sandbox runs kernels under "bwrap" (bubblewrap): read-only system, writable worktree and
-	// session directory, private /tmp, no network unless AllowNetwork. "" runs them plainly.
-	Sandbox      string
+	// Sandbox is how kernels and setup commands are confined: SandboxAuto (bubblewrap where
+	// the daemon's probe found it works, else unsandboxed with a warning), SandboxBwrap
+	// (required: a kernel fails to start without it) or SandboxOff.
+	Sandbox string
+	// AllowNetwork ("network") gives sandboxed code the host's network; off, it has only a
+	// loopback of its own.
 	AllowNetwork bool
+	// SandboxHome lists paths relative to $HOME that sandboxed code may read; the rest of
+	// $HOME, and ~/.ssh always, is invisible.
+	SandboxHome []string
+	// KernelEnv names variables kernels inherit beyond the built-in allowlist
+	// (sandbox.AllowedEnv). A model's apiKeyEnv is never passed, even when named here.
+	KernelEnv []string
 	// Worktree prepares each new session worktree with what a checkout lacks.
 	Worktree WorktreeSetup
 	// Trust says which guarded settings the repository's arbor.json sets and whether they
@@ -104,9 +113,56 @@ func OverridesFromEnv() Overrides {
 	}
 }
 
+// The sandbox modes.
+const (
+	SandboxAuto  = "auto"
+	SandboxBwrap = "bwrap"
+	SandboxOff   = "off"
+)
+
+func checkSandbox(mode string) error {
+	switch mode {
+	case "", SandboxAuto, SandboxBwrap, SandboxOff:
+		return nil
+	}
+	return fmt.Errorf("sandbox %q: want \"auto\" (the default), \"bwrap\" or \"off\"", mode)
+}
+
+// sandboxMode maps the old spelling of auto, "", to it.
+func sandboxMode(mode string) string {
+	if mode == "" {
+		return SandboxAuto
+	}
+	return mode
+}
+
+func checkEnvName(name string) error {
+	if name == "" || strings.ContainsAny(name, "=\x00") {
+		return fmt.Errorf("kernelEnv %q: want a variable name", name)
+	}
+	if strings.HasPrefix(name, "ARBOR_") {
+		return fmt.Errorf("kernelEnv %q: Arbor's own settings are never passed to kernels", name)
+	}
+	return nil
+}
+
+// KeyEnvs lists the variables the configured models read their API keys from: never passed to
+// model-written code.
+func (c Config) KeyEnvs() []string {
+	var names []string
+	for _, m := range c.Models {
+		if m.APIKeyEnv != "" {
+			names = append(names, m.APIKeyEnv)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 // Defaults are the built-in values under every layer.
 func Defaults() Config {
 	return Config{
+		Sandbox:      SandboxAuto,
 		MaxTurnSteps: 40,
 		OutputBudget: 8 << 10,
 		CellTimeout:  10 * time.Minute,
@@ -210,8 +266,8 @@ func (c Config) Validate() error {
 	if c.IdleTimeout < 0 || c.Worktree.CommandTimeout < 0 {
 		return errors.New("config: idleTimeout and worktree.timeout cannot be negative")
 	}
-	if c.Sandbox != "" && c.Sandbox != "bwrap" {
-		return fmt.Errorf("config: sandbox %q: want \"bwrap\" or nothing", c.Sandbox)
+	if err := checkSandbox(c.Sandbox); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	for name, m := range c.Models {
 		if err := checkToolMode(m.ToolMode); err != nil {

@@ -53,7 +53,12 @@ func TestLoadLayers(t *testing.T) {
 		{name: "repo false and 0 over user true and 2",
 			user: `{"allowNetwork":true,"maxDepth":2,"sandbox":"bwrap","idleTimeout":"1h"}`,
 			repo: `{"allowNetwork":false,"maxDepth":0,"sandbox":"","idleTimeout":"0s"}`,
-			want: func(c *Config) { c.AllowNetwork, c.MaxDepth, c.Sandbox, c.IdleTimeout = false, 0, "", 0 }},
+			want: func(c *Config) { c.AllowNetwork, c.MaxDepth, c.Sandbox, c.IdleTimeout = false, 0, SandboxAuto, 0 }}, // "" is the old auto
+		{name: "sandbox settings", user: `{"sandbox":"off","network":true,"sandboxHome":[".config/tool"],"kernelEnv":["MY_HOME"]}`,
+			repo: `{"sandbox":"bwrap","kernelEnv":["OTHER"]}`,
+			want: func(c *Config) {
+				c.Sandbox, c.AllowNetwork, c.SandboxHome, c.KernelEnv = SandboxBwrap, true, []string{".config/tool"}, []string{"OTHER"}
+			}},
 		{name: "repo silent keeps user", user: `{"allowNetwork":true,"maxRunning":3,"cellTimeout":"2m"}`, repo: `{}`,
 			want: func(c *Config) { c.AllowNetwork, c.MaxRunning, c.CellTimeout = true, 3, 2*time.Minute }},
 		{name: "repo duration over user", user: `{"cellTimeout":"5m","maxTurnSteps":10}`, repo: `{"cellTimeout":"90s","outputBudget":100}`,
@@ -134,7 +139,11 @@ func TestLoadErrors(t *testing.T) {
 		{"bool as a string", "", `{"allowNetwork":"yes"}`, `allowNetwork: got a JSON string, want true or false`},
 		{"unknown setting", "", `{"bogus":1}`, `unknown setting "bogus"`},
 		{"tool mode", "", `{"models":{"x":{"toolMode":"smoke"}}}`, `models.x.toolMode "smoke": want "tools" or "fenced"`},
-		{"sandbox", "", `{"sandbox":"docker"}`, `sandbox "docker": want "bwrap" or ""`},
+		{"sandbox", "", `{"sandbox":"docker"}`, `sandbox "docker": want "auto" (the default), "bwrap" or "off"`},
+		{"network disagrees", "", `{"network":true,"allowNetwork":false}`, `network true and allowNetwork false disagree`},
+		{"sandboxHome ssh", "", `{"sandboxHome":[".ssh/config"]}`, `sandboxHome ".ssh/config": ~/.ssh always stays hidden`},
+		{"sandboxHome outside", "", `{"sandboxHome":["../x"]}`, `sandboxHome "../x": want a path inside $HOME`},
+		{"kernelEnv arbor", "", `{"kernelEnv":["ARBOR_API_KEY_ENV"]}`, `kernelEnv "ARBOR_API_KEY_ENV": Arbor's own settings`},
 		{"syntax", "", "{\n\"maxDepth\": 2,\n}", `line 3: invalid character '}'`},
 		{"two objects", "", `{} {}`, `unexpected content after the settings object`},
 		{"empty", "", ` `, `empty file: want a JSON object of settings`},
@@ -160,6 +169,13 @@ func TestLoadErrors(t *testing.T) {
 				t.Errorf("err = %v\nwant %s: %s…", err, file, tc.want)
 			}
 		})
+	}
+}
+
+func TestKeyEnvs(t *testing.T) {
+	c := Config{Models: map[string]Model{"a": {APIKeyEnv: "OPENAI_KEY"}, "b": {}, "c": {APIKeyEnv: "AWS_SECRET_ACCESS_KEY"}}}
+	if got := strings.Join(c.KeyEnvs(), " "); got != "AWS_SECRET_ACCESS_KEY OPENAI_KEY" {
+		t.Errorf("KeyEnvs = %q", got)
 	}
 }
 

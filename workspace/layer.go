@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // fileConfig is one configuration file (arbor.json, the user config) as written. A nil field
@@ -32,7 +34,10 @@ type fileConfig struct {
 	IdleTimeout  *string          `json:"idleTimeout"`
 	Sandbox      *string          `json:"sandbox"`
 	AllowNetwork *bool            `json:"allowNetwork"`
-	Worktree     *fileWorktree    `json:"worktree"` // replaces the lower one as a whole
+	Network      *bool            `json:"network"`     // the same as allowNetwork, which it replaces
+	SandboxHome  []string         `json:"sandboxHome"` // replaces the lower one as a whole
+	KernelEnv    []string         `json:"kernelEnv"`   // replaces the lower one as a whole
+	Worktree     *fileWorktree    `json:"worktree"`    // replaces the lower one as a whole
 }
 
 type fileWorktree struct {
@@ -134,10 +139,32 @@ func (f fileConfig) apply(cfg *Config, root string) error {
 		}
 		cfg.Models[name] = m
 	}
-	if f.Sandbox != nil && *f.Sandbox != "" && *f.Sandbox != "bwrap" {
-		return fmt.Errorf("sandbox %q: want \"bwrap\" or \"\"", *f.Sandbox)
+	if f.Sandbox != nil {
+		if err := checkSandbox(*f.Sandbox); err != nil {
+			return err
+		}
+		cfg.Sandbox = sandboxMode(*f.Sandbox)
 	}
-	set(&cfg.Sandbox, f.Sandbox)
+	if f.Network != nil && f.AllowNetwork != nil && *f.Network != *f.AllowNetwork {
+		return fmt.Errorf("network %v and allowNetwork %v disagree: keep only network", *f.Network, *f.AllowNetwork)
+	}
+	set(&cfg.AllowNetwork, f.Network)
+	if f.SandboxHome != nil {
+		for _, rel := range f.SandboxHome {
+			if err := sandbox.CheckHomeAllow(rel); err != nil {
+				return err
+			}
+		}
+		cfg.SandboxHome = f.SandboxHome
+	}
+	if f.KernelEnv != nil {
+		for _, name := range f.KernelEnv {
+			if err := checkEnvName(name); err != nil {
+				return err
+			}
+		}
+		cfg.KernelEnv = f.KernelEnv
+	}
 	for _, n := range []struct {
 		name     string
 		dst, src *int

@@ -158,6 +158,8 @@ type Kernel struct {
 	Restored string `json:"restored,omitempty"` // the namespace restored at start
 	Summary  string `json:"summary,omitempty"`  // of a snapshot
 	Error    string `json:"error,omitempty"`
+	// Sandboxed says, on "started", whether the kernel runs in the sandbox.
+	Sandboxed *bool `json:"sandboxed,omitempty"`
 }
 
 // SubagentSpawned is a child session started by this one.

@@ -1,0 +1,183 @@
+package agents
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/arborhq/arbor/agents/event"
+	"github.com/arborhq/arbor/sandbox"
+)
+
+// sandboxCell is one cell run by a scripted session whose task starts with "probe".
+func sandboxScript(t *testing.T, code string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"rules": []map[string]any{
+			{"when": map[string]any{"task": "^probe", "turn": 1}, "code": code},
+			{"when": map[string]any{"task": "^probe"}, "text": "done"},
+		},
+		"default": map[string]any{"text": "ok"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// userConfig writes the user's config (not the repository's, which needs trust for some
+// settings) for the service of e.
+func userConfig(t *testing.T, body string) {
+	t.Helper()
+	dir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
+	os.MkdirAll(dir, 0o700)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func needSandbox(t *testing.T) {
+	t.Helper()
+	if st := sandbox.Probe(t.Context()); !st.Available {
+		if os.Getenv("ARBOR_REQUIRE_KERNEL") == "1" {
+			t.Fatalf("sandbox unavailable: %s", st.Reason)
+		}
+		t.Skipf("sandbox unavailable: %s", st.Reason)
+	}
+}
+
+func startedSandboxed(t *testing.T, e *testEnv, s *Session) any {
+	t.Helper()
+	for _, ev := range e.events(s, event.TypeKernel) {
+		if ev["event"] == "started" {
+			return ev["sandboxed"]
+		}
+	}
+	t.Fatal("no kernel started event")
+	return nil
+}
+
+const sessionProbe = `import os, subprocess
+def probe(name, f):
+    try:
+        print(name, "OPEN", repr(f())[:80])
+    except Exception as e:
+        print(name, "BLOCKED", type(e).__name__)
+probe("main-tree", lambda: open(%q).read())
+probe("ssh", lambda: open(os.path.expanduser("~/.ssh/id_rsa")).read())
+probe("sessions", lambda: os.listdir(%q))
+print("key-in-env", "OPENAI_KEY" in os.environ, "MY_TOOL" in os.environ)
+print("git", subprocess.run(["git", "log", "--oneline"], capture_output=True, text=True).stdout.strip())
+open("inside.txt", "w").write("ok")`
+
+// A session with the default configuration gets a sandboxed kernel (where bubblewrap works):
+// its cell cannot read the user's tree, ~/.ssh or the other sessions, never sees a model's key
+// even when declared in kernelEnv, and git works in its worktree with the repository under /tmp.
+func TestDefaultSessionIsSandboxed(t *testing.T) {
+	needSandbox(t)
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh/id_rsa"), []byte("PRIVATE"), 0o600)
+	t.Setenv("HOME", home)
+	t.Setenv("OPENAI_KEY", "sk-planted")
+	t.Setenv("MY_TOOL", "1")
+	repo := filepath.Join(t.TempDir(), "repo")
+	code := fmt.Sprintf(sessionProbe, filepath.Join(repo, "main.py"), filepath.Join(repo, ".git/arbor/sessions"))
+	e := newEnvIn(t, sandboxScript(t, code), repo)
+	userConfig(t, `{"kernelEnv":["MY_TOOL","OPENAI_KEY"],"models":{"other":{"baseURL":"http://127.0.0.1:1","apiKeyEnv":"OPENAI_KEY"}}}`)
+	os.MkdirAll(filepath.Join(repo, ".git/arbor/sessions/another/kernel"), 0o700)
+	s := e.create("probe the sandbox")
+	e.settled(s)
+	if got := startedSandboxed(t, e, s); got != true {
+		t.Errorf("kernel started with sandboxed=%v, want true", got)
+	}
+	outs := e.events(s, event.TypeToolFinished)
+	if len(outs) == 0 {
+		t.Fatal("no tool result")
+	}
+	out := fmt.Sprint(outs[0]["output"])
+	// Only its own session directory is there, bound back over the mask.
+	for _, want := range []string{"main-tree BLOCKED", "ssh BLOCKED", "sessions OPEN ['" + s.meta.ID + "']", "key-in-env False True", "git ", "init"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cell output lacks %q:\n%s", want, out)
+		}
+	}
+	if got := git(t, e.repo, "show", s.meta.Branch+":inside.txt"); got != "ok" {
+		t.Errorf("write inside the worktree did not land: %q", got)
+	}
+}
+
+// "off" runs the kernel unsandboxed and says so; the environment rules still hold.
+func TestSandboxOff(t *testing.T) {
+	t.Setenv("OPENAI_KEY", "sk-planted")
+	repo := filepath.Join(t.TempDir(), "repo")
+	e := newEnvIn(t, sandboxScript(t, `import os; print("main", os.path.exists(`+fmt.Sprintf("%q", filepath.Join(repo, "main.py"))+`), "OPENAI_KEY" in os.environ)`), repo)
+	userConfig(t, `{"sandbox":"off","kernelEnv":["OPENAI_KEY"],"models":{"other":{"baseURL":"http://127.0.0.1:1","apiKeyEnv":"OPENAI_KEY"}}}`)
+	s := e.create("probe unsandboxed")
+	e.settled(s)
+	if got := startedSandboxed(t, e, s); got != false {
+		t.Errorf("kernel started with sandboxed=%v, want false", got)
+	}
+	if out := fmt.Sprint(e.events(s, event.TypeToolFinished)[0]["output"]); !strings.Contains(out, "main True False") {
+		t.Errorf("unsandboxed cell: %s", out)
+	}
+}
+
+// "bwrap" where bubblewrap cannot work fails the kernel's start with the probe's reason and
+// what to do, instead of running unsandboxed.
+func TestSandboxRequiredButUnavailable(t *testing.T) {
+	e := newEnv(t, sandboxScript(t, "print('RAN')"))
+	e.svc.sandbox = sandbox.Status{Reason: "bwrap: Failed to make / slave"}
+	userConfig(t, `{"sandbox":"bwrap"}`)
+	s := e.create("probe required")
+	e.settled(s)
+	var failed string
+	for _, ev := range e.events(s, event.TypeKernel) {
+		if ev["event"] == "start_failed" {
+			failed = fmt.Sprint(ev["error"])
+		}
+		if ev["event"] == "started" {
+			t.Error("a kernel started without the required sandbox")
+		}
+	}
+	if !strings.Contains(failed, "Failed to make / slave") || !strings.Contains(failed, `"sandbox": "auto"`) {
+		t.Errorf("start_failed error = %q", failed)
+	}
+	for _, ev := range e.events(s, event.TypeToolFinished) {
+		if strings.Contains(fmt.Sprint(ev["output"]), "RAN") {
+			t.Error("the cell ran")
+		}
+	}
+}
+
+// The worktree setup command runs in the session's sandbox with the kernels' environment: it
+// cannot read the user's tree or ~/.ssh, nor see a model's key, and still writes its worktree.
+func TestSetupCommandSandboxed(t *testing.T) {
+	needSandbox(t)
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh/id_rsa"), []byte("PRIVATE"), 0o600)
+	t.Setenv("HOME", home)
+	t.Setenv("OPENAI_KEY", "sk-planted")
+	repo := filepath.Join(t.TempDir(), "repo")
+	e := newEnvIn(t, sandboxScript(t, "print(open('.probe').read())"), repo)
+	cmd := fmt.Sprintf(`{ cat %s || echo tree-hidden; cat ~/.ssh/id_rsa || echo ssh-hidden; echo key=${OPENAI_KEY:-unset}; git log --oneline | wc -l; } > .probe 2>/dev/null`,
+		filepath.Join(repo, "main.py"))
+	b, _ := json.Marshal(map[string]any{"worktree": map[string]any{"command": cmd},
+		"models": map[string]any{"other": map[string]any{"baseURL": "http://127.0.0.1:1", "apiKeyEnv": "OPENAI_KEY"}}})
+	userConfig(t, string(b))
+	s := e.create("probe setup")
+	e.settled(s)
+	if ev := e.events(s, event.TypeWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != true {
+		t.Fatalf("worktree_setup events: %v", ev)
+	}
+	out := fmt.Sprint(e.events(s, event.TypeToolFinished)[0]["output"])
+	for _, want := range []string{"tree-hidden", "ssh-hidden", "key=unset", "1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("setup command's view lacks %q:\n%s", want, out)
+		}
+	}
+}

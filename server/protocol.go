@@ -271,6 +271,18 @@ type DaemonStatusResult struct {
 	ModelBaseURL string `json:"modelBaseURL,omitempty"`
 	Model        string `json:"model,omitempty"`
 	APIKeyEnv    string `json:"apiKeyEnv,omitempty"`
+	// Sandbox is what the daemon's bubblewrap probe found when it started.
+	Sandbox SandboxStatus `json:"sandbox"`
+}
+
+// SandboxStatus says whether kernels can be sandboxed here. Mode is what a session with the
+// default configuration ("sandbox": "auto") gets: "bwrap", or "unsandboxed" when bubblewrap
+// cannot work (Reason says why). A repository's "sandbox" setting may still ask for "off", or
+// require "bwrap" and then fail to start its kernels.
+type SandboxStatus struct {
+	Mode      string `json:"mode"`
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // TrustParams names a repository by any directory inside it ("" = the client's root).

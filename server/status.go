@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"os"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 func (c *conn) daemonStatus(ctx context.Context, _ Empty) (*DaemonStatusResult, error) {
@@ -13,7 +15,15 @@ func (c *conn) daemonStatus(ctx context.Context, _ Empty) (*DaemonStatusResult, 
 		Sessions: s.agents.Count(), Live: s.agents.Live(), Clients: int(s.clients.Load()),
 		Workspaces:   s.agents.Workspaces(),
 		ModelBaseURL: ov.ModelBaseURL, Model: ov.Model, APIKeyEnv: ov.APIKeyEnv,
+		Sandbox: sandboxStatus(s.agents.Sandbox()),
 	}, nil
+}
+
+func sandboxStatus(st sandbox.Status) SandboxStatus {
+	if st.Available {
+		return SandboxStatus{Mode: "bwrap", Available: true}
+	}
+	return SandboxStatus{Mode: "unsandboxed", Reason: st.Reason}
 }
 
 // daemonStop answers; handle stops the daemon once the reply is written.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -46,7 +47,7 @@ func cmdDaemon(ctx context.Context, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	svc, err := agents.New(agents.Options{StateDir: *stateDir, Overrides: ov, Logger: logger,
-		MaxKernels: *maxKernels, PlainKernels: *plain})
+		MaxKernels: *maxKernels, PlainKernels: *plain, SocketDir: filepath.Dir(*socket)})
 	if err != nil {
 		return err
 	}

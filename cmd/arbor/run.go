@@ -40,8 +40,12 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	if note := staleModelNote(ctx, c, workspace.OverridesFromEnv()); note != "" {
-		fmt.Fprintln(os.Stderr, note)
+	if st, err := server.DaemonStatus.Call(ctx, c, server.Empty{}); err == nil {
+		for _, note := range []string{staleModelNote(st, workspace.OverridesFromEnv()), sandboxNote(st, abs)} {
+			if note != "" {
+				fmt.Fprintln(os.Stderr, note)
+			}
+		}
 	}
 	s, err := server.SessionCreate.Call(ctx, c, server.SessionCreateParams{Task: task, Dir: abs, Model: *model})
 	if err != nil {
@@ -58,11 +62,7 @@ func cmdRun(ctx context.Context, args []string) error {
 // staleModelNote says when this shell's ARBOR_MODEL_* settings differ from those the running
 // daemon started with: the daemon keeps its own until it stops, which surprises whoever just
 // exported new ones.
-func staleModelNote(ctx context.Context, c *server.Client, mine workspace.Overrides) string {
-	st, err := server.DaemonStatus.Call(ctx, c, server.Empty{})
-	if err != nil {
-		return ""
-	}
+func staleModelNote(st *server.DaemonStatusResult, mine workspace.Overrides) string {
 	var theirs, ours []string
 	for _, v := range []struct{ name, mine, daemon string }{
 		{"ARBOR_MODEL_BASE_URL", mine.ModelBaseURL, st.ModelBaseURL},
@@ -79,6 +79,25 @@ func staleModelNote(ctx context.Context, c *server.Client, mine workspace.Overri
 	}
 	return fmt.Sprintf("arbor: note: the running daemon (pid %d) uses the model settings it started with (%s), not this shell's (%s); "+
 		"run `arbor daemon stop` and the next command starts one with yours", st.PID, strings.Join(theirs, " "), strings.Join(ours, " "))
+}
+
+// sandboxNote warns when the session's kernel will run unsandboxed: the repository's
+// configuration turned the sandbox off, or bubblewrap cannot work where the daemon runs. A
+// configuration that requires it fails the kernel's start instead, with the reason.
+func sandboxNote(st *server.DaemonStatusResult, dir string) string {
+	mode := workspace.SandboxAuto
+	if root, err := workspace.FindRoot(dir); err == nil {
+		if cfg, err := workspace.Load(root, workspace.Overrides{}); err == nil {
+			mode = cfg.Sandbox
+		}
+	}
+	switch {
+	case mode == workspace.SandboxOff:
+		return `arbor: warning: "sandbox": "off" in the configuration: kernels run unsandboxed, and model-written code has your user's full access`
+	case mode != workspace.SandboxBwrap && !st.Sandbox.Available:
+		return "arbor: warning: kernels run unsandboxed, and model-written code has your user's full access: " + st.Sandbox.Reason
+	}
+	return ""
 }
 
 // follower prints a session's events until it settles.

@@ -21,6 +21,11 @@ local P = require('arbor.protocol')
 check(P.MethodSessionCreate == 'arbor/session.create', 'protocol.MethodSessionCreate')
 check(vim.fn.exists(':ArborRun') == 2 and vim.fn.exists(':ArborSessions') == 2, 'plugin/arbor.lua did not define :ArborRun and :ArborSessions')
 
+local arbor = require('arbor')
+check(arbor.sandbox_warning({ sandbox = { mode = 'bwrap', available = true } }) == nil, 'sandbox warning for a sandboxing daemon')
+local sw = arbor.sandbox_warning({ sandbox = { mode = 'unsandboxed', available = false, reason = 'bwrap: Failed to make / slave' } })
+check(sw and sw:find('unsandboxed', 1, true) and sw:find('Failed to make / slave', 1, true), 'sandbox warning: ' .. tostring(sw))
+
 local store = require('arbor.store')
 store.replace({
   { id = 'aaaa1111xxxx', task = 'root task', state = 'idle', model = 'scripted', branch = 'arbor/root-aaaa1111',

@@ -174,7 +174,8 @@ export class Commands {
 
   async daemonStatus(): Promise<void> {
     const st = await this.client.status();
-    vscode.window.showInformationMessage(`Arbor daemon ${st.version} (pid ${st.pid}): ${st.live} live of ${st.sessions} sessions, ${st.clients} clients, socket ${st.socket}`);
+    const sandbox = st.sandbox?.available ? 'kernels sandboxed (bwrap)' : `kernels UNSANDBOXED: ${st.sandbox?.reason ?? 'unknown'}`;
+    vscode.window.showInformationMessage(`Arbor daemon ${st.version} (pid ${st.pid}): ${st.live} live of ${st.sessions} sessions, ${st.clients} clients, socket ${st.socket}; ${sandbox}`);
   }
 
   /** Asks with a modal warning listing the settings; grants exactly what it showed. */

@@ -7,7 +7,7 @@ import * as P from './protocol';
 import { ArborClient } from './client';
 import { Commands } from './commands';
 import { FileAtProvider, TranscriptProvider, fileScheme, transcriptScheme } from './documents';
-import { SessionStore, isBusy } from './sessions';
+import { SessionStore, isBusy, sandboxWarning } from './sessions';
 import { SessionTreeProvider } from './tree';
 
 let client: ArborClient | undefined;
@@ -84,6 +84,7 @@ async function startClient(c: ArborClient, handlers: Parameters<ArborClient['sta
   try {
     await c.start(handlers);
     view.message = undefined;
+    void warnUnsandboxed(c);
     // The daemon sends arbor/sessionTree after initialized; ask too, so an older daemon also works.
     const res = await c.sessions({});
     store.apply({ full: false, sessions: res.sessions ?? [] });
@@ -95,6 +96,16 @@ async function startClient(c: ArborClient, handlers: Parameters<ArborClient['sta
       `Arbor: could not start \`${vscode.workspace.getConfiguration('arbor').get('path')} lsp\`: ${msg}. Set "arbor.path" to the arbor binary.`,
       'Open Settings');
     if (choice) await vscode.commands.executeCommand('workbench.action.openSettings', 'arbor.path');
+  }
+}
+
+/** Says so, once per connection, when the daemon's kernels cannot be sandboxed here. */
+async function warnUnsandboxed(c: ArborClient): Promise<void> {
+  try {
+    const note = sandboxWarning(await c.status());
+    if (note) void vscode.window.showWarningMessage(note);
+  } catch {
+    // an older daemon, or one going away: the status command still reports it
   }
 }
 

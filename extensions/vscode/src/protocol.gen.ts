@@ -107,6 +107,13 @@ export interface DaemonStatusResult {
   modelBaseURL?: string;
   model?: string;
   apiKeyEnv?: string;
+  sandbox: SandboxStatus;
+}
+
+export interface SandboxStatus {
+  mode: string;
+  available: boolean;
+  reason?: string;
 }
 
 export interface AcceptParams {
@@ -421,6 +428,7 @@ export interface Kernel {
   restored?: string;
   summary?: string;
   error?: string;
+  sandboxed?: boolean;
 }
 
 export interface SubagentSpawned {

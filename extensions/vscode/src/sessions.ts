@@ -1,6 +1,6 @@
 // The client's picture of the daemon's session tree, fed by arbor/sessionTree and arbor/sessions.
 // No vscode import: the protocol tests load it from plain Node.
-import { Session, SessionTreeParams, Usage, StateRunning, StateAdmitted } from './protocol';
+import { DaemonStatusResult, Session, SessionTreeParams, Usage, StateRunning, StateAdmitted } from './protocol';
 
 export class SessionStore {
   private readonly byId = new Map<string, Session>();
@@ -93,4 +93,10 @@ export function sessionOrigin(s: Session): string | undefined {
 
 export function isBusy(s: Session): boolean {
   return s.state === StateRunning || s.state === StateAdmitted;
+}
+
+/** The warning to show when the daemon's kernels cannot be sandboxed here; undefined when they can. */
+export function sandboxWarning(st: DaemonStatusResult): string | undefined {
+  if (!st.sandbox || st.sandbox.available) return undefined;
+  return `Arbor: kernels run unsandboxed — model-written code has your user's full access. ${st.sandbox.reason ?? ''}`.trim();
 }

@@ -4,7 +4,7 @@
 'use strict';
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const { SessionStore, formatTokens, sessionTitle, sessionDescription, sessionOrigin } = require('../out/sessions');
+const { SessionStore, formatTokens, sessionTitle, sessionDescription, sessionOrigin, sandboxWarning } = require('../out/sessions');
 const { readTs } = require('../../test/generated');
 const { loadGolden, sessionFromLog } = require('./golden');
 
@@ -76,4 +76,11 @@ test('labels show state, model, rolled-up tokens, branch, and where a fork came 
   assert.equal(sessionOrigin(session('fork')), 'fork of 8e6a9ede at event 20');
   assert.equal(sessionOrigin(session('root')), undefined);
   assert.match(session('failure').error, /the model refused this request$/);
+});
+
+test('a daemon that cannot sandbox kernels is a warning; one that can is none', () => {
+  assert.equal(sandboxWarning({ sandbox: { mode: 'bwrap', available: true } }), undefined);
+  const w = sandboxWarning({ sandbox: { mode: 'unsandboxed', available: false, reason: 'bwrap: Failed to make / slave' } });
+  assert.match(w, /unsandboxed/);
+  assert.match(w, /Failed to make \/ slave/);
 });

@@ -33,6 +33,25 @@ local function warn(msg)
   client.notify(msg, vim.log.levels.WARN)
 end
 
+--- The warning for a daemon whose kernels cannot be sandboxed here (nil when they can).
+function M.sandbox_warning(st)
+  local sb = type(st) == 'table' and st.sandbox or nil
+  if type(sb) ~= 'table' or sb.available then
+    return nil
+  end
+  return "kernels run unsandboxed — model-written code has your user's full access. " .. (sb.reason or '')
+end
+
+-- On every (re)connect: say so when the daemon cannot sandbox kernels.
+client.on_init(function()
+  client.request(P.MethodDaemonStatus, {}, function(err, st)
+    local note = not err and M.sandbox_warning(st)
+    if note then
+      warn(note)
+    end
+  end)
+end)
+
 --- The selection of a range command ({line1, line2} 1-based, inclusive) as a protocol Selection.
 local function selection(line1, line2)
   local bufnr = vim.api.nvim_get_current_buf()
@@ -254,8 +273,10 @@ function M.status()
       warn('status: ' .. client.error_message(err))
       return
     end
-    client.notify(string.format('daemon %s pid %d: %d live of %d sessions, %d clients, socket %s',
-      st.version or '?', st.pid or 0, st.live or 0, st.sessions or 0, st.clients or 0, st.socket or '?'))
+    local sb = type(st.sandbox) == 'table' and st.sandbox or {}
+    local sandbox = sb.available and 'kernels sandboxed (bwrap)' or ('kernels UNSANDBOXED: ' .. (sb.reason or 'unknown'))
+    client.notify(string.format('daemon %s pid %d: %d live of %d sessions, %d clients, socket %s; %s',
+      st.version or '?', st.pid or 0, st.live or 0, st.sessions or 0, st.clients or 0, st.socket or '?', sandbox))
   end)
 end
 

@@ -98,6 +98,12 @@ M.EventDiscarded = 'discarded'
 ---@field modelBaseURL? string
 ---@field model? string
 ---@field apiKeyEnv? string
+---@field sandbox arbor.SandboxStatus
+
+---@class arbor.SandboxStatus
+---@field mode string
+---@field available boolean
+---@field reason? string
 
 ---@class arbor.AcceptParams
 ---@field id string
@@ -365,6 +371,7 @@ M.EventDiscarded = 'discarded'
 ---@field restored? string
 ---@field summary? string
 ---@field error? string
+---@field sandboxed? boolean
 
 ---@class arbor.SubagentSpawned
 ---@field id string
@@ -425,7 +432,8 @@ M.EventDiscarded = 'discarded'
 -- The JSON fields of each type, in order: what the daemon sends.
 M.fields = {
   Empty = {  },
-  DaemonStatusResult = { 'pid', 'version', 'socket', 'started', 'sessions', 'live', 'clients', 'workspaces', 'modelBaseURL', 'model', 'apiKeyEnv' },
+  DaemonStatusResult = { 'pid', 'version', 'socket', 'started', 'sessions', 'live', 'clients', 'workspaces', 'modelBaseURL', 'model', 'apiKeyEnv', 'sandbox' },
+  SandboxStatus = { 'mode', 'available', 'reason' },
   AcceptParams = { 'id', 'files', 'hunks', 'mode', 'head' },
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
@@ -472,7 +480,7 @@ M.fields = {
   TurnFailed = { 'turn', 'error', 'checkpoint' },
   Interrupted = { 'turn', 'reason' },
   Recovered = { 'previousState', 'worktree' },
-  Kernel = { 'event', 'pid', 'restored', 'summary', 'error' },
+  Kernel = { 'event', 'pid', 'restored', 'summary', 'error', 'sandboxed' },
   SubagentSpawned = { 'id', 'name', 'branch', 'task' },
   MessageSent = { 'text', 'receipts' },
   Receipt = { 'to', 'name', 'role', 'status' },

@@ -45,7 +45,7 @@ type guard struct {
 var guarded = map[string]guard{
 	"kernelPython":     {why: "runs as the kernels' Python, on your machine"},
 	"worktree.command": {why: "runs on your machine in every new session worktree"},
-	"sandbox":          {why: "weakens or turns off the sandbox around model-written code", safe: []string{"bwrap"}},
+	"sandbox":          {why: "weakens or turns off the sandbox around model-written code", safe: []string{"bwrap", "auto", ""}},
 	"allowNetwork":     {why: "gives model-written code the network", safe: []string{"false"}},
 	"network":          {why: "gives model-written code the network", safe: []string{"false"}},
 	"sandboxHome":      {why: "lets model-written code read these paths of your home directory", safe: []string{"[]"}},

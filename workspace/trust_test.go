@@ -48,7 +48,10 @@ func TestGuardedSettings(t *testing.T) {
 		{name: "kernelPython", repo: `{"kernelPython":"/tmp/evil"}`, want: []string{"kernelPython"}},
 		{name: "worktree.command", repo: `{"worktree":{"copy":["a"],"command":"make"}}`, want: []string{"worktree.command"}},
 		{name: "sandbox bwrap is safe", repo: `{"sandbox":"bwrap"}`, want: []string{}},
-		{name: "sandbox off", repo: `{"sandbox":""}`, want: []string{"sandbox"}},
+		{name: "sandbox off", repo: `{"sandbox":"off"}`, want: []string{"sandbox"}},
+		{name: "sandbox auto is safe, and its old spelling", repo: `{"sandbox":""}`, want: []string{}},
+		{name: "network, home paths and declared variables", repo: `{"network":true,"sandboxHome":[".aws"],"kernelEnv":["AWS_SECRET_ACCESS_KEY"]}`,
+			want: []string{"kernelEnv", "network", "sandboxHome"}},
 		{name: "network off is safe", repo: `{"allowNetwork":false}`, want: []string{}},
 		{name: "network on", repo: `{"allowNetwork":true}`, want: []string{"allowNetwork"}},
 		{name: "model with URL and key", repo: `{"models":{"x":{"baseURL":"http://evil/v1","apiKeyEnv":"AWS_SECRET_ACCESS_KEY"}}}`,
@@ -63,7 +66,7 @@ func TestGuardedSettings(t *testing.T) {
 			ov: Overrides{Model: "x", ModelBaseURL: "http://user/v1", APIKeyEnv: "K"}, want: []string{}},
 		{name: "overrides of another model", repo: `{"models":{"x":{"baseURL":"http://evil/v1","apiKeyEnv":"AWS"},"y":{"baseURL":"http://ok/v1"}}}`,
 			ov: Overrides{Model: "y", APIKeyEnv: "K"}, want: []string{"models.x", "models.y"}},
-		{name: "all at once, sorted", repo: `{"worktree":{"command":"make"},"kernelPython":"/p","allowNetwork":true,"sandbox":"","models":{"m":{"baseURL":"u","apiKeyEnv":"k"}}}`,
+		{name: "all at once, sorted", repo: `{"worktree":{"command":"make"},"kernelPython":"/p","allowNetwork":true,"sandbox":"off","models":{"m":{"baseURL":"u","apiKeyEnv":"k"}}}`,
 			want: []string{"allowNetwork", "kernelPython", "models.m", "sandbox", "worktree.command"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -284,7 +287,8 @@ func FuzzConfigFile(f *testing.F) {
 			t.Fatalf("%q: trusted %v with settings %v and nothing granted", data, cfg.Trust.Trusted, cfg.Trust.Settings)
 		}
 		weakSandbox := cfg.Sandbox != Defaults().Sandbox && !slices.Contains(guarded["sandbox"].safe, cfg.Sandbox)
-		if cfg.KernelPython != "" || cfg.Worktree.Command != "" || cfg.AllowNetwork || weakSandbox {
+		if cfg.KernelPython != "" || cfg.Worktree.Command != "" || cfg.AllowNetwork || weakSandbox ||
+			len(cfg.SandboxHome) > 0 || len(cfg.KernelEnv) > 0 {
 			t.Fatalf("%q: an untrusted guarded setting was applied: %+v", data, cfg)
 		}
 		for name, m := range cfg.Models {

@@ -180,3 +180,39 @@ def sh(cmd):
 		t.Error("sandboxed /tmp is the host's")
 	}
 }
+
+// The same attacks from a daemon running as an ordinary user: when the suite runs as root, it
+// runs TestSandboxAttacks again as nobody (a copy of this test binary, since go test's build
+// dir is private), so both ways are tried.
+func TestSandboxAttacksAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("already not root: TestSandboxAttacks ran as this user")
+	}
+	testBwrap(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		missing(t, "no setpriv (util-linux) to run the attacks as another user: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "arbor-asuser-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kernel.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+		bin, "-test.run=^TestSandboxAttacks$", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir, "TMPDIR="+dir, "ARBOR_REQUIRE_KERNEL=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxAttacks") {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+}

@@ -134,19 +134,17 @@ func TestCommandPID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The init forks, then the child execs: until then it still runs bwrap.
 	var pid int
+	var b []byte
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if pid, err = CommandPID(child); err == nil {
-			break
+			if b, _ = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); strings.HasPrefix(string(b), "sleep\x0030") {
+				return
+			}
 		}
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if !strings.HasPrefix(string(b), "sleep\x0030") {
-		t.Errorf("pid %d runs %q, want the sandboxed sleep", pid, b)
-	}
+	t.Errorf("pid %d (%v) runs %q, want the sandboxed sleep", pid, err, b)
 }
 
 func TestEnv(t *testing.T) {

@@ -16,8 +16,9 @@ import (
 // a fork after the command changed is refused the same way.
 func TestCreateRefusedUntilTrusted(t *testing.T) {
 	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
-	marker := filepath.Join(t.TempDir(), "ran")
-	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"touch `+marker+`"}}`), 0o644)
+	// The command runs in the session's sandbox, which sees only its worktree writable: the
+	// marker it leaves is there (and there is no worktree before trust).
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"touch ran"}}`), 0o644)
 	_, err := e.svc.Create(context.Background(), CreateRequest{Task: "hello", Dir: e.repo})
 	var ue *workspace.UntrustedError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "worktree.command") || !strings.Contains(err.Error(), "arbor trust ") {
@@ -29,22 +30,19 @@ func TestCreateRefusedUntilTrusted(t *testing.T) {
 	if out := git(t, e.repo, "branch", "--list", "arbor/*"); out != "" {
 		t.Errorf("a refused create left branches: %s", out)
 	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("the untrusted setup command ran")
-	}
 
 	e.trust()
 	s := e.create("hello")
 	e.settled(s)
-	if _, err := os.Stat(marker); err != nil {
+	if _, err := os.Stat(filepath.Join(s.meta.Worktree, "ran")); err != nil {
 		t.Fatalf("the trusted setup command did not run: %v", err)
 	}
 
-	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"touch `+marker+`.2"}}`), 0o644)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"touch ran.2"}}`), 0o644)
 	if _, err := e.svc.Fork(context.Background(), s.meta.ID, 0, ""); !errors.As(err, &ue) || !ue.Trust.Changed {
 		t.Fatalf("Fork after a changed command = %v, want an *UntrustedError saying it changed", err)
 	}
-	if _, err := os.Stat(marker + ".2"); err == nil {
-		t.Fatal("the changed, untrusted setup command ran")
+	if infos, _ := e.svc.List(e.repo); len(infos) != 1 {
+		t.Fatalf("a refused fork left a session (and ran the changed command): %+v", infos)
 	}
 }

@@ -36,7 +36,8 @@ func sandboxArgv(o Options, python string, argv []string) ([]string, error) {
 		Dir:      dir,
 		Writable: append([]string{o.StateDir}, o.sandboxBinds...),
 		// Fresh slices: pythonDirs' is shared by every kernel, and Options' are the caller's.
-		ReadOnly:  append(slices.Clone(pythonDirs(python)), o.SandboxReadOnly...),
+		// The interpreter itself too: a wrapper script may live outside its prefix.
+		ReadOnly:  append(append(slices.Clone(pythonDirs(python)), python), o.SandboxReadOnly...),
 		Hide:      slices.Clone(o.SandboxHide),
 		HomeAllow: o.SandboxHome,
 		Tmp:       filepath.Join(o.StateDir, "tmp"),

@@ -16,9 +16,37 @@ import (
 	"time"
 )
 
+// userConfig writes e's user config ($XDG_CONFIG_HOME/arbor/config.json).
+func (e *env) userConfig(t *testing.T, body string) {
+	t.Helper()
+	dir := filepath.Join(e.vars["XDG_CONFIG_HOME"], "arbor")
+	os.MkdirAll(dir, 0o700)
+	writeFile(t, filepath.Join(dir, "config.json"), body)
+}
+
+// Sandboxed (the default where bubblewrap works), the socket is not there at all: its
+// directory is hidden, and the grandchild's parent is the sandbox's own init.
+func TestSandboxedCellCannotSeeTheDaemon(t *testing.T) {
+	t.Parallel()
+	needSandbox(t)
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.repo, "sockpath.txt"), e.sock+"\n")
+	e.git(e.repo, "add", "sockpath.txt")
+	e.git(e.repo, "commit", "-q", "-m", "socket path")
+	r := e.mustArbor("run", "probe the daemon socket")
+	for _, want := range []string{"direct: connect failed: FileNotFoundError", "grandchild: ppid 1: connect failed: FileNotFoundError"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("want %q:\n%s", want, r)
+		}
+	}
+}
+
+// Unsandboxed ("sandbox": "off"), the socket is reachable and the daemon refuses the peer
+// because it descends from a kernel.
 func TestCellCannotDriveTheDaemon(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	e.userConfig(t, `{"sandbox":"off"}`)
 	// The cell learns the socket from a file in the repository, as model-written code could
 	// learn it from anywhere.
 	writeFile(t, filepath.Join(e.repo, "sockpath.txt"), e.sock+"\n")

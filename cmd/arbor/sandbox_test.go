@@ -7,8 +7,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/arborhq/arbor/sandbox"
 	"github.com/arborhq/arbor/server"
 )
+
+func needSandbox(t *testing.T) {
+	t.Helper()
+	if st := sandbox.Probe(t.Context()); !st.Available {
+		if os.Getenv("ARBOR_REQUIRE_KERNEL") == "1" {
+			t.Fatalf("sandbox unavailable: %s", st.Reason)
+		}
+		t.Skipf("sandbox unavailable: %s", st.Reason)
+	}
+}
 
 // arbor run warns whenever the session's kernel will run unsandboxed: the user's configuration
 // turned the sandbox off, or the daemon found bubblewrap cannot work (unless the configuration

@@ -100,8 +100,13 @@ func TestTrustBlocksKeyExfiltration(t *testing.T) {
 func TestTrustBlocksWorktreeCommand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	marker := filepath.Join(e.root, "marker")
-	cmd := "touch " + marker
+	// The command runs in the session's sandbox, where only the worktree is writable: the
+	// marker is left there, and looked for in every session worktree.
+	cmd := "touch marker"
+	ran := func(name string) bool {
+		m, _ := filepath.Glob(filepath.Join(e.repo, ".git", "arbor", "worktrees", "*", name))
+		return len(m) > 0
+	}
 	writeFile(t, filepath.Join(e.repo, "arbor.json"), `{"worktree":{"command":"`+cmd+`"}}`)
 	e.refused(e.arbor("run", "hello"), "worktree.command", cmd)
 
@@ -110,14 +115,14 @@ func TestTrustBlocksWorktreeCommand(t *testing.T) {
 		t.Fatalf("arbor trust without a terminal or --yes:\n%s", r)
 	}
 	e.refused(e.arbor("run", "hello"), "worktree.command")
-	if _, err := os.Stat(marker); err == nil {
+	if ran("marker") {
 		t.Fatal("the untrusted worktree command ran")
 	}
 
 	e.mustArbor("trust", "--yes", e.repo)
 	e.mustArbor("run", "hello")
-	if _, err := os.Stat(marker); err != nil {
-		t.Fatalf("the trusted command did not run: %v", err)
+	if !ran("marker") {
+		t.Fatal("the trusted command did not run")
 	}
 	if r := e.mustArbor("trust"); !strings.Contains(r.stdout, "already trusted") {
 		t.Errorf("arbor trust of a trusted repository:\n%s", r)
@@ -126,10 +131,9 @@ func TestTrustBlocksWorktreeCommand(t *testing.T) {
 	writeFile(t, filepath.Join(e.repo, "arbor.json"), `{"worktree":{"command":"`+cmd+`"},"maxTurnSteps":7}`)
 	e.mustArbor("run", "hello")
 
-	os.Remove(marker)
 	writeFile(t, filepath.Join(e.repo, "arbor.json"), `{"worktree":{"command":"`+cmd+`.2"},"maxTurnSteps":7}`)
 	e.refused(e.arbor("run", "hello"), "changed", cmd+".2")
-	if _, err := os.Stat(marker + ".2"); err == nil {
+	if ran("marker.2") {
 		t.Fatal("the changed, untrusted worktree command ran")
 	}
 

@@ -107,6 +107,14 @@ func TestTrustBlocksWorktreeCommand(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(e.repo, ".git", "arbor", "worktrees", "*", name))
 		return len(m) > 0
 	}
+	// The attack first: a command that writes outside the repository gets no run at all.
+	outside := filepath.Join(e.root, "outside-marker")
+	attack := "touch marker; touch " + outside
+	writeFile(t, filepath.Join(e.repo, "arbor.json"), `{"worktree":{"command":"`+attack+`"}}`)
+	e.refused(e.arbor("run", "hello"), "worktree.command", attack)
+	if _, err := os.Stat(outside); err == nil || ran("marker") {
+		t.Fatal("the untrusted worktree command ran")
+	}
 	writeFile(t, filepath.Join(e.repo, "arbor.json"), `{"worktree":{"command":"`+cmd+`"}}`)
 	e.refused(e.arbor("run", "hello"), "worktree.command", cmd)
 

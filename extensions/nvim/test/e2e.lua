@@ -320,23 +320,24 @@ local function run()
 
   -- An arbor.json with a setup command: the create is refused until trusted; the prompt shows
   -- the command; "Trust and continue" grants it and the create runs, and so does the command.
-  local marker = vim.fn.tempname()
-  vim.fn.writefile({ vim.fn.json_encode({ worktree = { command = 'touch ' .. marker } }) }, 'arbor.json')
+  -- The command runs in the session's sandbox, where only its worktree is writable: the marker
+  -- is left there, and there is no worktree before trust.
+  vim.fn.writefile({ vim.fn.json_encode({ worktree = { command = 'touch setup-ran' } }) }, 'arbor.json')
   local trust = require('arbor.trust')
   local shown = {}
   trust.confirm = function(msg)
     table.insert(shown, msg)
-    return vim.fn.filereadable(marker) == 0 -- the command has not run before the answer
+    return true
   end
   local trusted_session
   arbor.run('add one and one', { on_created = function(x) trusted_session = x end })
   wait_for('the create in the untrusted repository did not succeed after trusting it', 30000, function()
     return trusted_session ~= nil
   end)
-  if #shown ~= 1 or not shown[1]:find('touch ' .. marker, 1, true) then
+  if #shown ~= 1 or not shown[1]:find('touch setup-ran', 1, true) then
     error('the trust prompt did not show the command once: ' .. vim.inspect(shown), 0)
   end
-  if vim.fn.filereadable(marker) ~= 1 then
+  if vim.fn.filereadable(trusted_session.worktree .. '/setup-ran') ~= 1 then
     error('the trusted setup command did not run', 0)
   end
   os.remove('arbor.json')

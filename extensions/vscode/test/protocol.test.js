@@ -191,9 +191,11 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
   });
 
   await t.test('an untrusted arbor.json: create refused with CodeUntrusted, then trusted through the prompt and retried', async () => {
-    const marker = path.join(fx.root, 'setup-ran');
+    // The command runs in the session's sandbox, where only its worktree is writable: the
+    // marker is left there (and before trust there is no worktree at all).
+    const command = 'touch setup-ran';
     const file = path.join(fx.repo, 'arbor.json');
-    fs.writeFileSync(file, JSON.stringify({ worktree: { command: `touch ${marker}` } }));
+    fs.writeFileSync(file, JSON.stringify({ worktree: { command } }));
     try {
       const params = { task: 'add one and one', dir: fx.repo };
       await assert.rejects(conn.sendRequest(P.MethodSessionCreate, params), e => {
@@ -202,7 +204,6 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
         assert.match(e.message, /arbor trust /);
         return true;
       });
-      assert.ok(!fs.existsSync(marker), 'the untrusted setup command ran');
       const shown = [];
       const s = await withTrust(() => conn.sendRequest(P.MethodSessionCreate, params), {
         ask: async st => { shown.push(trustPrompt(st).detail); return true; },
@@ -210,8 +211,8 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
       });
       assert.match(s.branch, /^arbor\//);
       assert.equal(shown.length, 1);
-      assert.ok(shown[0].includes(`touch ${marker}`), shown[0]);
-      assert.ok(fs.existsSync(marker), 'the trusted setup command did not run');
+      assert.ok(shown[0].includes(command), shown[0]);
+      assert.ok(fs.existsSync(path.join(s.worktree, 'setup-ran')), 'the trusted setup command did not run');
       const st = await conn.sendRequest(P.MethodTrustGet, { dir: fx.repo });
       assert.equal(st.trusted, true);
       await waitFor('the trusted session settles', 60000, () => ['idle', 'failed'].includes(store.get(s.id)?.state));

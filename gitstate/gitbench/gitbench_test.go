@@ -31,7 +31,9 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("figure %q: spread %+v, want 2 runs around %v", f.Name, s, f.Value)
 		}
 	}
-	if n := rep.Figures[4].Note; !strings.HasPrefix(n, "12/12 succeeded over 2 rounds (git: 12/12)") {
+	// Every fork of ours must succeed. The reference's count is reported, not required: plain
+	// `git worktree add` run 6 at once loses some to git's own lock files on a loaded machine.
+	if n := rep.Figures[4].Note; !strings.HasPrefix(n, "12/12 succeeded over 2 rounds (git: ") {
 		t.Errorf("concurrent note = %q, want 12/12 succeeded over 2 rounds", n)
 	}
 	var b strings.Builder

@@ -32,6 +32,8 @@ var scriptJSON []byte
 const Task = "Rename area_of to rect_area across the project and keep the tests passing"
 
 var project = map[string]string{
+	// As in any Python project: running the tests writes bytecode that is nobody's work.
+	".gitignore": "__pycache__/\n",
 	"geometry.py": `"""Shapes and their measures."""
 
 

@@ -18,4 +18,14 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// The diff a newcomer reads holds the rename and nothing else.
+	var files []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f, ok := strings.CutPrefix(line, "diff --git a/"); ok {
+			files = append(files, strings.Fields(f)[0])
+		}
+	}
+	if strings.Join(files, " ") != "geometry.py report.py test_geometry.py" {
+		t.Errorf("demo diff covers %v, want the three renamed files", files)
+	}
 }

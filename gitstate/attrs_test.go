@@ -160,11 +160,22 @@ func TestAttributesMatchGit(t *testing.T) {
 func gitWriteTree(t *testing.T, dir string) string {
 	t.Helper()
 	idx := filepath.Join(t.TempDir(), "index")
-	b, err := os.ReadFile(filepath.Join(git(t, dir, "rev-parse", "--absolute-git-dir"), "index"))
+	orig := filepath.Join(git(t, dir, "rev-parse", "--absolute-git-dir"), "index")
+	b, err := os.ReadFile(orig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(idx, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The copy keeps the index's mtime: git tells a racily clean entry (a file changed in the
+	// same tick the index was written) by comparing with it, and a fresh mtime would make it
+	// trust a stale stat and stage the old content.
+	fi, err := os.Stat(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(idx, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"GIT_INDEX_FILE=" + idx}

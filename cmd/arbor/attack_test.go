@@ -6,15 +6,12 @@ package main
 // sandbox on (the default) and off (the user's opt-out).
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -98,11 +95,8 @@ except BaseException as e:
 print('ATTACK ' + json.dumps(r))
 `
 
-// attackWorld is one daemon's world for the attack, owned by uid (0 = this process's user).
-type attackWorld struct {
-	*env
-	cred *syscall.Credential
-}
+// attackWorld is one daemon's world for the attack, run as a throwaway user when env.cred is set.
+type attackWorld struct{ *env }
 
 func newAttackWorld(t *testing.T, as *osUser, sandboxMode, secret string, port int) *attackWorld {
 	t.Helper()
@@ -140,7 +134,7 @@ func newAttackWorld(t *testing.T, as *osUser, sandboxMode, secret string, port i
 	}
 	if as != nil {
 		uid, gid := as.uid, as.gid
-		w.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+		e.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 		e.vars["USER"], e.vars["LOGNAME"] = as.name, as.name
 		for _, d := range []string{e.root, e.sockDir} {
 			chownTree(t, d, uid, gid)
@@ -164,35 +158,10 @@ func chownTree(t *testing.T, dir string, uid, gid int) {
 	})
 }
 
-// run is e.arbor as the world's user.
-func (w *attackWorld) run(args ...string) result {
-	w.t.Helper()
-	if w.cred == nil {
-		return w.arbor(args...)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, arborBin, args...)
-	cmd.Dir = w.repo
-	cmd.Env = w.environ()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: w.cred}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 10 * time.Second
-	err := cmd.Run()
-	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		w.t.Fatalf("arbor %s: %v", strings.Join(args, " "), err)
-	}
-	return r
-}
-
 // stop stops the world's daemon as its user (the shared cleanup then finds nothing left).
 func (w *attackWorld) stop() {
 	if w.cred != nil {
-		w.run("daemon", "stop")
+		w.arbor("daemon", "stop")
 	}
 }
 
@@ -201,22 +170,22 @@ func (w *attackWorld) attack() (map[string]string, result) {
 	w.t.Helper()
 	// Only the daemon holds the key: it starts with it, the commands after it run without, so
 	// a hit in some process's environ can only be the daemon's.
-	if r := w.run("ls"); r.code != 0 {
+	if r := w.arbor("ls"); r.code != 0 {
 		w.t.Fatalf("start the daemon:\n%s", r)
 	}
 	secret := w.vars["OPENAI_KEY"]
 	w.vars["OPENAI_KEY"] = ""
 	defer func() { w.vars["OPENAI_KEY"] = secret }()
-	nb := w.run("run", "neighbour session")
+	nb := w.arbor("run", "neighbour session")
 	if nb.code != 0 {
 		w.t.Fatalf("neighbour session:\n%s", nb)
 	}
-	r := w.run("run", "attack the daemon")
+	r := w.arbor("run", "attack the daemon")
 	if r.code != 0 {
 		w.t.Fatalf("attack session:\n%s", r)
 	}
 	id := sessionID(w.t, r)
-	logr := w.run("log", "--json", id)
+	logr := w.arbor("log", "--json", id)
 	for _, ev := range parseEvents(w.t, logr) {
 		if ev.Type != "tool_finished" {
 			continue

@@ -115,6 +115,7 @@ type env struct {
 	sock    string
 	repo    string
 	vars    map[string]string
+	cred    *syscall.Credential // run the binary as this user; nil = as the test
 }
 
 // newEnv makes a fresh world with a committed git repository and registers a cleanup that
@@ -237,6 +238,9 @@ func (e *env) arborIn(dir string, args ...string) result {
 	cmd := exec.CommandContext(ctx, arborBin, args...)
 	cmd.Dir = dir
 	cmd.Env = e.environ()
+	if e.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// An autostarted daemon inherits no pipe of ours (it logs to a file), so Wait returns

@@ -162,6 +162,19 @@ func SocketPath() string {
 	return filepath.Join(UserDirs().Runtime, "arbor.sock")
 }
 
+// DataDir is $XDG_DATA_HOME/arbor (or ~/.local/share/arbor): the user's trust record and global
+// harness. "" when there is no home directory to put it in.
+func DataDir() string {
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "arbor")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".local", "share", "arbor")
+}
+
 // UserConfigPath is $XDG_CONFIG_HOME/arbor/config.json (or ~/.config/arbor/config.json).
 func UserConfigPath() string {
 	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {

@@ -279,14 +279,10 @@ func realPath(p string) string {
 
 // TrustPath is $XDG_DATA_HOME/arbor/trust.json (or ~/.local/share/arbor/trust.json).
 func TrustPath() string {
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "arbor", "trust.json")
+	if d := DataDir(); d != "" {
+		return filepath.Join(d, "trust.json")
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".local", "share", "arbor", "trust.json")
+	return ""
 }
 
 // TrustRecord is one trusted repository.

@@ -210,3 +210,34 @@ func decodeEntry(k Kind, id string, files map[string][]byte) (Entry, error) {
 	}
 	return e, nil
 }
+
+// Scope is where an entry applies: one session, the repository (its sessions share it), or
+// the user's every repository.
+type Scope string
+
+const (
+	ScopeSession   Scope = "session"
+	ScopeWorkspace Scope = "workspace"
+	ScopeGlobal    Scope = "global"
+)
+
+// Scopes lists them narrowest first: the order in which a narrower entry shadows a wider one.
+var Scopes = []Scope{ScopeSession, ScopeWorkspace, ScopeGlobal}
+
+// ParseScope accepts a scope by name.
+func ParseScope(s string) (Scope, error) {
+	for _, sc := range Scopes {
+		if s == string(sc) {
+			return sc, nil
+		}
+	}
+	return "", fmt.Errorf("unknown harness scope %q: want session, workspace or global", s)
+}
+
+// Ref is the scope's ref: refs/arbor/harness/<scope>, and …/session/<id> for a session's.
+func (sc Scope) Ref(session string) string {
+	if sc == ScopeSession {
+		return "refs/arbor/harness/session/" + session
+	}
+	return "refs/arbor/harness/" + string(sc)
+}

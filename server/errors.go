@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/arborhq/arbor/agents"
+	"github.com/arborhq/arbor/agents/harness"
 	"github.com/arborhq/arbor/gitstate"
 	"github.com/arborhq/arbor/workspace"
 	"go.lsp.dev/jsonrpc2"
@@ -62,6 +63,15 @@ func toRPCError(err error) error {
 		e.Data = &raw
 		return e
 	}
+	var stale *harness.StaleError
+	if errors.As(err, &stale) {
+		// The data names the current version, so an editor can reread and offer the edit again.
+		data, _ := json.Marshal(HarnessStale{Kind: string(stale.Kind), ID: stale.ID, Read: stale.Read, Current: stale.Current})
+		raw := json.RawMessage(data)
+		e := jsonrpc2.NewError(CodeStale, clip(err.Error(), maxErrorMessage))
+		e.Data = &raw
+		return e
+	}
 	code := jsonrpc2.InternalError
 	var ip errInvalidParams
 	var req agents.RequestError
@@ -69,10 +79,12 @@ func toRPCError(err error) error {
 	var dirty *gitstate.DirtyError
 	var conflict *gitstate.ConflictError
 	switch {
-	case errors.As(err, &ip), errors.As(err, &req), errors.As(err, &outside), errors.Is(err, workspace.ErrNoDirectory):
+	case errors.As(err, &ip), errors.As(err, &req), errors.Is(err, harness.ErrInvalid), errors.As(err, &outside), errors.Is(err, workspace.ErrNoDirectory):
 		code = jsonrpc2.InvalidParams // the client's input was wrong; the message says how
 	case errors.As(err, &dirty), errors.As(err, &conflict):
 		code = CodeConflict // the messages name the files
+	case errors.Is(err, harness.ErrNotFound):
+		code = CodeNotFound
 	case errors.Is(err, agents.ErrUnknownSession):
 		code = CodeUnknownSession
 	case errors.Is(err, workspace.ErrNotRepo), errors.Is(err, gitstate.ErrNotRepo), errors.Is(err, gitstate.ErrNoCommits):

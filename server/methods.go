@@ -44,6 +44,14 @@ var (
 	TrustGet       Method[TrustParams, *TrustState]        = MethodTrustGet
 	TrustGrant     Method[TrustGrantParams, *TrustState]   = MethodTrustGrant
 	TrustRevoke    Method[TrustParams, *TrustState]        = MethodTrustRevoke
+
+	HarnessList     Method[HarnessListParams, *HarnessListResult]       = MethodHarnessList
+	HarnessGet      Method[HarnessGetParams, *HarnessEntry]             = MethodHarnessGet
+	HarnessPut      Method[HarnessPutParams, *HarnessWriteResult]       = MethodHarnessPut
+	HarnessDelete   Method[HarnessDeleteParams, *HarnessWriteResult]    = MethodHarnessDelete
+	HarnessHistory  Method[HarnessHistoryParams, *HarnessHistoryResult] = MethodHarnessHistory
+	HarnessDiff     Method[HarnessDiffParams, *HarnessDiffResult]       = MethodHarnessDiff
+	HarnessRollback Method[HarnessRollbackParams, *HarnessWriteResult]  = MethodHarnessRollback
 )
 
 // Notification is a daemon → client notification with its params type P.
@@ -117,6 +125,13 @@ func buildRoutes() map[string]route {
 		register(TrustGet, (*conn).trustGet),
 		register(TrustGrant, (*conn).trustGrant),
 		register(TrustRevoke, (*conn).trustRevoke),
+		register(HarnessList, (*conn).harnessList),
+		register(HarnessGet, (*conn).harnessGet),
+		register(HarnessPut, (*conn).harnessPut),
+		register(HarnessDelete, (*conn).harnessDelete),
+		register(HarnessHistory, (*conn).harnessHistory),
+		register(HarnessDiff, (*conn).harnessDiff),
+		register(HarnessRollback, (*conn).harnessRollback),
 	} {
 		if _, dup := m[r.name]; dup {
 			panic("server: method registered twice: " + r.name)

@@ -17,25 +17,32 @@ import (
 
 // Requests, client → daemon.
 const (
-	MethodSessionCreate  = "arbor/session.create"
-	MethodSessions       = "arbor/sessions"
-	MethodSessionGet     = "arbor/session.get"
-	MethodSessionAttach  = "arbor/session.attach"
-	MethodSessionDetach  = "arbor/session.detach"
-	MethodSessionLog     = "arbor/session.log"
-	MethodSessionSend    = "arbor/session.send"
-	MethodSessionStop    = "arbor/session.stop"
-	MethodSessionFork    = "arbor/session.fork"
-	MethodSessionDiff    = "arbor/session.diff"
-	MethodSessionFileAt  = "arbor/session.fileAt"
-	MethodSessionAccept  = "arbor/session.accept"
-	MethodSessionMerge   = "arbor/session.merge"
-	MethodSessionDiscard = "arbor/session.discard"
-	MethodDaemonStatus   = "arbor/daemon.status"
-	MethodDaemonStop     = "arbor/daemon.stop"
-	MethodTrustGet       = "arbor/trust.get"
-	MethodTrustGrant     = "arbor/trust.grant"
-	MethodTrustRevoke    = "arbor/trust.revoke"
+	MethodSessionCreate   = "arbor/session.create"
+	MethodSessions        = "arbor/sessions"
+	MethodSessionGet      = "arbor/session.get"
+	MethodSessionAttach   = "arbor/session.attach"
+	MethodSessionDetach   = "arbor/session.detach"
+	MethodSessionLog      = "arbor/session.log"
+	MethodSessionSend     = "arbor/session.send"
+	MethodSessionStop     = "arbor/session.stop"
+	MethodSessionFork     = "arbor/session.fork"
+	MethodSessionDiff     = "arbor/session.diff"
+	MethodSessionFileAt   = "arbor/session.fileAt"
+	MethodSessionAccept   = "arbor/session.accept"
+	MethodSessionMerge    = "arbor/session.merge"
+	MethodSessionDiscard  = "arbor/session.discard"
+	MethodDaemonStatus    = "arbor/daemon.status"
+	MethodDaemonStop      = "arbor/daemon.stop"
+	MethodTrustGet        = "arbor/trust.get"
+	MethodTrustGrant      = "arbor/trust.grant"
+	MethodTrustRevoke     = "arbor/trust.revoke"
+	MethodHarnessList     = "arbor/harness.list"
+	MethodHarnessGet      = "arbor/harness.get"
+	MethodHarnessPut      = "arbor/harness.put"
+	MethodHarnessDelete   = "arbor/harness.delete"
+	MethodHarnessHistory  = "arbor/harness.history"
+	MethodHarnessDiff     = "arbor/harness.diff"
+	MethodHarnessRollback = "arbor/harness.rollback"
 )
 
 // Notifications, daemon → client.
@@ -317,6 +324,148 @@ type TrustState struct {
 	Command  string         `json:"command"`        // the CLI command that trusts it
 }
 
+// HarnessScope names one scope's harness store: Scope is "session", "workspace" (the default:
+// the repository containing Dir, shared by its sessions) or "global" (the user's); Session is
+// the session whose scope "session" means. Dir "" is the client's root folder.
+type HarnessScope struct {
+	Dir     string `json:"dir,omitempty"`
+	Scope   string `json:"scope,omitempty"`
+	Session string `json:"session,omitempty"`
+}
+
+// HarnessSpec is a subagent's role: what rlm(task, spec=id) starts a child with.
+type HarnessSpec struct {
+	Instructions string `json:"instructions"`
+	Model        string `json:"model,omitempty"`
+	MaxTurnSteps int    `json:"maxTurnSteps,omitempty"`
+}
+
+// HarnessEntry is one harness entry. Kind is "note", "memory", "skill" or "subagent"; a note or
+// memory has a Body, a skill a Module (its Python source) and a Body (its doc), a subagent a
+// Spec. Version is the commit that last changed it (ignored on put).
+type HarnessEntry struct {
+	Kind    string       `json:"kind"`
+	ID      string       `json:"id"`
+	Title   string       `json:"title"`
+	Body    string       `json:"body,omitempty"`
+	Module  string       `json:"module,omitempty"`
+	Spec    *HarnessSpec `json:"spec,omitempty"`
+	Version string       `json:"version,omitempty"`
+}
+
+// HarnessListParams lists a scope's entries, of one kind or ("") of every kind.
+type HarnessListParams struct {
+	HarnessScope
+	Kind string `json:"kind,omitempty"`
+}
+
+// HarnessListResult is a scope's entries, by kind (note, memory, skill, subagent) then id.
+// Ref is the git ref the scope lives on; Head its newest commit ("" before the first change).
+type HarnessListResult struct {
+	Scope   string         `json:"scope"`
+	Ref     string         `json:"ref"`
+	Head    string         `json:"head"`
+	Entries []HarnessEntry `json:"entries"`
+}
+
+// HarnessGetParams reads one entry as it is now, or as it was at Version (a commit of the
+// scope, or a unique prefix of one).
+type HarnessGetParams struct {
+	HarnessScope
+	Kind    string `json:"kind"`
+	ID      string `json:"id"`
+	Version string `json:"version,omitempty"`
+}
+
+// HarnessPutParams creates an entry (Base "") or updates it (Base = the version read). A stale
+// Base is refused with CodeStale, whose data (a HarnessStale) names the current version.
+type HarnessPutParams struct {
+	HarnessScope
+	Entry HarnessEntry `json:"entry"`
+	Base  string       `json:"base,omitempty"`
+}
+
+// HarnessDeleteParams removes an entry; Base is the version read.
+type HarnessDeleteParams struct {
+	HarnessScope
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+	Base string `json:"base"`
+}
+
+// HarnessRollbackParams restores an entry as it was at Version (absent, if it did not exist
+// there), as a new commit: history is never rewritten.
+type HarnessRollbackParams struct {
+	HarnessScope
+	Kind    string `json:"kind"`
+	ID      string `json:"id"`
+	Version string `json:"version"`
+}
+
+// HarnessWriteResult is the version a put, delete or rollback made. Unchanged: the entry was
+// already so, and Version is its current one.
+type HarnessWriteResult struct {
+	Version   string `json:"version"`
+	Unchanged bool   `json:"unchanged,omitempty"`
+}
+
+// HarnessHistoryParams lists the versions of one entry (Kind and ID) or of the whole scope.
+type HarnessHistoryParams struct {
+	HarnessScope
+	Kind string `json:"kind,omitempty"`
+	ID   string `json:"id,omitempty"`
+}
+
+// HarnessChange is who made a change and why: the commit's trailers. Author is "agent",
+// "user" or "refine"; Trigger the event seqs that prompted it.
+type HarnessChange struct {
+	Author   string   `json:"author"`
+	Session  string   `json:"session,omitempty"`
+	Turn     int      `json:"turn,omitempty"`
+	Trigger  []uint64 `json:"trigger,omitempty"`
+	Intended string   `json:"intended,omitempty"`
+	Observed string   `json:"observed,omitempty"`
+}
+
+// HarnessVersion is one commit of a scope's history.
+type HarnessVersion struct {
+	Commit  string        `json:"commit"`
+	Time    time.Time     `json:"time"`
+	Subject string        `json:"subject"`
+	Change  HarnessChange `json:"change"`
+}
+
+// HarnessHistoryResult lists versions newest first.
+type HarnessHistoryResult struct {
+	Versions []HarnessVersion `json:"versions"`
+}
+
+// HarnessDiffParams asks for the unified diff of one entry's files (or, without Kind, the
+// whole scope's) between two versions: From "" is before the first change, To "" is now.
+type HarnessDiffParams struct {
+	HarnessScope
+	Kind string `json:"kind,omitempty"`
+	ID   string `json:"id,omitempty"`
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+}
+
+// HarnessDiffResult is `git diff From To` of the entry's files, with the versions resolved.
+type HarnessDiffResult struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Patch string `json:"patch"`
+}
+
+// HarnessStale is the data of a CodeStale error: the write was based on Read, but the entry's
+// current version is Current ("" = it was deleted; Read "" = it exists already).
+type HarnessStale struct {
+	Kind    string `json:"kind"`
+	ID      string `json:"id"`
+	Read    string `json:"read"`
+	Current string `json:"current"`
+}
+
 // SessionTreeParams is the arbor/sessionTree notification: the full list on attach, then
 // single sessions as they change.
 type SessionTreeParams struct {
@@ -342,5 +491,7 @@ const (
 	CodeInvalidState         = -32006 // the session cannot do that in its current state
 	CodeNoGitIdentity        = -32007 // git has no user.name/user.email to commit with; the message says how to set them
 	CodeUntrusted            = -32008 // the repository's arbor.json sets guarded settings not trusted yet; data is a TrustState
+	CodeStale                = -32010 // a harness write named a version that is no longer current; data is a HarnessStale
+	CodeNotFound             = -32011 // no harness entry (or version) by that name; the message says what exists
 	CodeRequestCancelled     = -32800 // the client cancelled the request with $/cancelRequest (LSP's code)
 )

@@ -28,6 +28,13 @@ export const MethodDaemonStop = 'arbor/daemon.stop';
 export const MethodTrustGet = 'arbor/trust.get';
 export const MethodTrustGrant = 'arbor/trust.grant';
 export const MethodTrustRevoke = 'arbor/trust.revoke';
+export const MethodHarnessList = 'arbor/harness.list';
+export const MethodHarnessGet = 'arbor/harness.get';
+export const MethodHarnessPut = 'arbor/harness.put';
+export const MethodHarnessDelete = 'arbor/harness.delete';
+export const MethodHarnessHistory = 'arbor/harness.history';
+export const MethodHarnessDiff = 'arbor/harness.diff';
+export const MethodHarnessRollback = 'arbor/harness.rollback';
 export const NotifyEvent = 'arbor/event';
 export const NotifySessionTree = 'arbor/sessionTree';
 export const NotifyFellBehind = 'arbor/fellBehind';
@@ -55,6 +62,10 @@ export const CodeInvalidState = -32006;
 export const CodeNoGitIdentity = -32007;
 /** the repository's arbor.json sets guarded settings not trusted yet; data is a TrustState */
 export const CodeUntrusted = -32008;
+/** a harness write named a version that is no longer current; data is a HarnessStale */
+export const CodeStale = -32010;
+/** no harness entry (or version) by that name; the message says what exists */
+export const CodeNotFound = -32011;
 /** the client cancelled the request with $/cancelRequest (LSP's code) */
 export const CodeRequestCancelled = -32800;
 
@@ -114,6 +125,120 @@ export interface SandboxStatus {
   mode: string;
   available: boolean;
   reason?: string;
+}
+
+export interface HarnessDeleteParams {
+  dir?: string;
+  scope?: string;
+  session?: string;
+  kind: string;
+  id: string;
+  base: string;
+}
+
+export interface HarnessWriteResult {
+  version: string;
+  unchanged?: boolean;
+}
+
+export interface HarnessDiffParams {
+  dir?: string;
+  scope?: string;
+  session?: string;
+  kind?: string;
+  id?: string;
+  from?: string;
+  to?: string;
+}
+
+export interface HarnessDiffResult {
+  from: string;
+  to: string;
+  patch: string;
+}
+
+export interface HarnessGetParams {
+  dir?: string;
+  scope?: string;
+  session?: string;
+  kind: string;
+  id: string;
+  version?: string;
+}
+
+export interface HarnessEntry {
+  kind: string;
+  id: string;
+  title: string;
+  body?: string;
+  module?: string;
+  spec?: HarnessSpec;
+  version?: string;
+}
+
+export interface HarnessSpec {
+  instructions: string;
+  model?: string;
+  maxTurnSteps?: number;
+}
+
+export interface HarnessHistoryParams {
+  dir?: string;
+  scope?: string;
+  session?: string;
+  kind?: string;
+  id?: string;
+}
+
+export interface HarnessHistoryResult {
+  versions: HarnessVersion[];
+}
+
+export interface HarnessVersion {
+  commit: string;
+  time: string /* RFC 3339 */;
+  subject: string;
+  change: HarnessChange;
+}
+
+export interface HarnessChange {
+  author: string;
+  session?: string;
+  turn?: number;
+  trigger?: number[];
+  intended?: string;
+  observed?: string;
+}
+
+export interface HarnessListParams {
+  dir?: string;
+  scope?: string;
+  session?: string;
+  kind?: string;
+}
+
+export interface HarnessListResult {
+  scope: string;
+  ref: string;
+  head: string;
+  entries: HarnessEntry[];
+}
+
+export interface HarnessPutParams {
+  dir?: string;
+  scope?: string;
+  session?: string;
+  entry: HarnessEntry;
+  base?: string;
+}
+
+export interface HarnessRollbackParams {
+  dir?: string;
+  scope?: string;
+  session?: string;
+  kind: string;
+  id: string;
+  version: string;
 }
 
 export interface AcceptParams {
@@ -557,6 +682,13 @@ export type TypedEvent = { [K in EventType]: Omit<Event, 'type' | 'data'> & { ty
 export interface Requests {
   'arbor/daemon.status': { params: Empty; result: DaemonStatusResult };
   'arbor/daemon.stop': { params: Empty; result: DaemonStatusResult };
+  'arbor/harness.delete': { params: HarnessDeleteParams; result: HarnessWriteResult };
+  'arbor/harness.diff': { params: HarnessDiffParams; result: HarnessDiffResult };
+  'arbor/harness.get': { params: HarnessGetParams; result: HarnessEntry };
+  'arbor/harness.history': { params: HarnessHistoryParams; result: HarnessHistoryResult };
+  'arbor/harness.list': { params: HarnessListParams; result: HarnessListResult };
+  'arbor/harness.put': { params: HarnessPutParams; result: HarnessWriteResult };
+  'arbor/harness.rollback': { params: HarnessRollbackParams; result: HarnessWriteResult };
   'arbor/session.accept': { params: AcceptParams; result: AcceptResult };
   'arbor/session.attach': { params: AttachParams; result: AttachResult };
   'arbor/session.create': { params: SessionCreateParams; result: Session };

@@ -28,6 +28,13 @@ M.MethodDaemonStop = 'arbor/daemon.stop'
 M.MethodTrustGet = 'arbor/trust.get'
 M.MethodTrustGrant = 'arbor/trust.grant'
 M.MethodTrustRevoke = 'arbor/trust.revoke'
+M.MethodHarnessList = 'arbor/harness.list'
+M.MethodHarnessGet = 'arbor/harness.get'
+M.MethodHarnessPut = 'arbor/harness.put'
+M.MethodHarnessDelete = 'arbor/harness.delete'
+M.MethodHarnessHistory = 'arbor/harness.history'
+M.MethodHarnessDiff = 'arbor/harness.diff'
+M.MethodHarnessRollback = 'arbor/harness.rollback'
 M.NotifyEvent = 'arbor/event'
 M.NotifySessionTree = 'arbor/sessionTree'
 M.NotifyFellBehind = 'arbor/fellBehind'
@@ -55,6 +62,10 @@ M.CodeInvalidState = -32006
 M.CodeNoGitIdentity = -32007
 -- the repository's arbor.json sets guarded settings not trusted yet; data is a TrustState
 M.CodeUntrusted = -32008
+-- a harness write named a version that is no longer current; data is a HarnessStale
+M.CodeStale = -32010
+-- no harness entry (or version) by that name; the message says what exists
+M.CodeNotFound = -32011
 -- the client cancelled the request with $/cancelRequest (LSP's code)
 M.CodeRequestCancelled = -32800
 
@@ -104,6 +115,105 @@ M.EventDiscarded = 'discarded'
 ---@field mode string
 ---@field available boolean
 ---@field reason? string
+
+---@class arbor.HarnessDeleteParams
+---@field dir? string
+---@field scope? string
+---@field session? string
+---@field kind string
+---@field id string
+---@field base string
+
+---@class arbor.HarnessWriteResult
+---@field version string
+---@field unchanged? boolean
+
+---@class arbor.HarnessDiffParams
+---@field dir? string
+---@field scope? string
+---@field session? string
+---@field kind? string
+---@field id? string
+---@field from? string
+---@field to? string
+
+---@class arbor.HarnessDiffResult
+---@field from string
+---@field to string
+---@field patch string
+
+---@class arbor.HarnessGetParams
+---@field dir? string
+---@field scope? string
+---@field session? string
+---@field kind string
+---@field id string
+---@field version? string
+
+---@class arbor.HarnessEntry
+---@field kind string
+---@field id string
+---@field title string
+---@field body? string
+---@field module? string
+---@field spec? arbor.HarnessSpec
+---@field version? string
+
+---@class arbor.HarnessSpec
+---@field instructions string
+---@field model? string
+---@field maxTurnSteps? number
+
+---@class arbor.HarnessHistoryParams
+---@field dir? string
+---@field scope? string
+---@field session? string
+---@field kind? string
+---@field id? string
+
+---@class arbor.HarnessHistoryResult
+---@field versions arbor.HarnessVersion[]
+
+---@class arbor.HarnessVersion
+---@field commit string
+---@field time string
+---@field subject string
+---@field change arbor.HarnessChange
+
+---@class arbor.HarnessChange
+---@field author string
+---@field session? string
+---@field turn? number
+---@field trigger? number[]
+---@field intended? string
+---@field observed? string
+
+---@class arbor.HarnessListParams
+---@field dir? string
+---@field scope? string
+---@field session? string
+---@field kind? string
+
+---@class arbor.HarnessListResult
+---@field scope string
+---@field ref string
+---@field head string
+---@field entries arbor.HarnessEntry[]
+
+---@class arbor.HarnessPutParams
+---@field dir? string
+---@field scope? string
+---@field session? string
+---@field entry arbor.HarnessEntry
+---@field base? string
+
+---@class arbor.HarnessRollbackParams
+---@field dir? string
+---@field scope? string
+---@field session? string
+---@field kind string
+---@field id string
+---@field version string
 
 ---@class arbor.AcceptParams
 ---@field id string
@@ -434,6 +544,21 @@ M.fields = {
   Empty = {  },
   DaemonStatusResult = { 'pid', 'version', 'socket', 'started', 'sessions', 'live', 'clients', 'workspaces', 'modelBaseURL', 'model', 'apiKeyEnv', 'sandbox' },
   SandboxStatus = { 'mode', 'available', 'reason' },
+  HarnessDeleteParams = { 'dir', 'scope', 'session', 'kind', 'id', 'base' },
+  HarnessWriteResult = { 'version', 'unchanged' },
+  HarnessDiffParams = { 'dir', 'scope', 'session', 'kind', 'id', 'from', 'to' },
+  HarnessDiffResult = { 'from', 'to', 'patch' },
+  HarnessGetParams = { 'dir', 'scope', 'session', 'kind', 'id', 'version' },
+  HarnessEntry = { 'kind', 'id', 'title', 'body', 'module', 'spec', 'version' },
+  HarnessSpec = { 'instructions', 'model', 'maxTurnSteps' },
+  HarnessHistoryParams = { 'dir', 'scope', 'session', 'kind', 'id' },
+  HarnessHistoryResult = { 'versions' },
+  HarnessVersion = { 'commit', 'time', 'subject', 'change' },
+  HarnessChange = { 'author', 'session', 'turn', 'trigger', 'intended', 'observed' },
+  HarnessListParams = { 'dir', 'scope', 'session', 'kind' },
+  HarnessListResult = { 'scope', 'ref', 'head', 'entries' },
+  HarnessPutParams = { 'dir', 'scope', 'session', 'entry', 'base' },
+  HarnessRollbackParams = { 'dir', 'scope', 'session', 'kind', 'id', 'version' },
   AcceptParams = { 'id', 'files', 'hunks', 'mode', 'head' },
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
@@ -522,6 +647,13 @@ M.event_payloads = {
 M.requests = {
   ['arbor/daemon.status'] = { params = 'arbor.Empty', result = 'arbor.DaemonStatusResult' },
   ['arbor/daemon.stop'] = { params = 'arbor.Empty', result = 'arbor.DaemonStatusResult' },
+  ['arbor/harness.delete'] = { params = 'arbor.HarnessDeleteParams', result = 'arbor.HarnessWriteResult' },
+  ['arbor/harness.diff'] = { params = 'arbor.HarnessDiffParams', result = 'arbor.HarnessDiffResult' },
+  ['arbor/harness.get'] = { params = 'arbor.HarnessGetParams', result = 'arbor.HarnessEntry' },
+  ['arbor/harness.history'] = { params = 'arbor.HarnessHistoryParams', result = 'arbor.HarnessHistoryResult' },
+  ['arbor/harness.list'] = { params = 'arbor.HarnessListParams', result = 'arbor.HarnessListResult' },
+  ['arbor/harness.put'] = { params = 'arbor.HarnessPutParams', result = 'arbor.HarnessWriteResult' },
+  ['arbor/harness.rollback'] = { params = 'arbor.HarnessRollbackParams', result = 'arbor.HarnessWriteResult' },
   ['arbor/session.accept'] = { params = 'arbor.AcceptParams', result = 'arbor.AcceptResult' },
   ['arbor/session.attach'] = { params = 'arbor.AttachParams', result = 'arbor.AttachResult' },
   ['arbor/session.create'] = { params = 'arbor.SessionCreateParams', result = 'arbor.Session' },

@@ -148,11 +148,9 @@ func (c *conn) harnessHistory(ctx context.Context, p HarnessHistoryParams) (*Har
 	if err != nil {
 		return nil, err
 	}
-	var k harness.Kind
-	if p.Kind != "" || p.ID != "" {
-		if k, err = parseKind(p.Kind); err != nil {
-			return nil, err
-		}
+	k, err := entryOrScope(p.Kind, p.ID)
+	if err != nil {
+		return nil, err
 	}
 	vs, err := st.History(ctx, k, p.ID)
 	if err != nil {
@@ -173,11 +171,9 @@ func (c *conn) harnessDiff(ctx context.Context, p HarnessDiffParams) (*HarnessDi
 	if err != nil {
 		return nil, err
 	}
-	var k harness.Kind
-	if p.Kind != "" || p.ID != "" {
-		if k, err = parseKind(p.Kind); err != nil {
-			return nil, err
-		}
+	k, err := entryOrScope(p.Kind, p.ID)
+	if err != nil {
+		return nil, err
 	}
 	res := &HarnessDiffResult{}
 	if p.From != "" {
@@ -228,6 +224,17 @@ func (c *conn) harnessStore(ctx context.Context, p HarnessScope) (*harness.Store
 	}
 	st, err := c.srv.agents.HarnessStore(ctx, dir, sc, p.Session)
 	return st, sc, err
+}
+
+// entryOrScope reads the kind and id of a request about one entry, or ("", "") the whole scope.
+func entryOrScope(kind, id string) (harness.Kind, error) {
+	if kind == "" && id == "" {
+		return "", nil
+	}
+	if kind == "" || id == "" {
+		return "", errInvalidParams{msg: "name one entry by kind and id, or neither for the whole scope"}
+	}
+	return parseKind(kind)
 }
 
 func parseKind(s string) (harness.Kind, error) {

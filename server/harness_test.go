@@ -164,6 +164,16 @@ func TestHarnessOverProtocol(t *testing.T) {
 	repoHead := strings.TrimSpace(gitRun(t, repo, "rev-parse", "HEAD"))
 	_, err = HarnessRollback.Call(ctx, c, HarnessRollbackParams{HarnessScope: ws, Kind: "note", ID: "x", Version: repoHead})
 	rpcErr(err, CodeNotFound, "no version")
+	_, err = HarnessHistory.Call(ctx, c, HarnessHistoryParams{HarnessScope: ws, Kind: "note"})
+	rpcErr(err, int64(jsonrpc2.InvalidParams), "by kind and id")
+	all, err := HarnessHistory.Call(ctx, c, HarnessHistoryParams{HarnessScope: ws})
+	if n := strings.Count(gitRun(t, repo, "log", "--format=%H", "refs/arbor/harness/workspace"), "\n"); err != nil || len(all.Versions) != n || all.Versions[0].Commit != del.Version {
+		t.Fatalf("scope history = %d versions (git log: %d), %v", len(all.Versions), n, err)
+	}
+	whole, err := HarnessDiff.Call(ctx, c, HarnessDiffParams{HarnessScope: ws})
+	if err != nil || !strings.Contains(whole.Patch, "+++ b/memories/layout.md") || !strings.Contains(whole.Patch, "+++ b/subagents/reviewer.json") {
+		t.Fatalf("diff of the whole scope from its start = %+v, %v", whole, err)
+	}
 	_, err = HarnessList.Call(ctx, c, HarnessListParams{HarnessScope: HarnessScope{Scope: "session"}})
 	rpcErr(err, int64(jsonrpc2.InvalidParams), "needs a session id")
 	_, err = HarnessList.Call(ctx, c, HarnessListParams{HarnessScope: HarnessScope{Scope: "session", Session: "nosuch"}})

@@ -136,6 +136,19 @@ func TestHarnessCLI(t *testing.T) {
 		t.Fatalf("the note is in the tree after rm: %s", out)
 	}
 
+	// The global scope is the user's bare repository under $XDG_DATA_HOME, in no repository.
+	other := t.TempDir()
+	if r := e.arborIn(other, "harness", "edit", "--scope", "global", "memory", "editor", "--title", "Editor", "--body", "The user edits with vim."); r.code != 0 {
+		t.Fatalf("global edit outside any repository:\n%s", r)
+	}
+	global := filepath.Join(e.vars["XDG_DATA_HOME"], "arbor", "harness")
+	if got := e.git(global, "show", "refs/arbor/harness/global:memories/editor.md"); got != "# Editor\n\nThe user edits with vim.\n" {
+		t.Fatalf("git show of the global memory: %q", got)
+	}
+	if r := e.mustArbor("harness", "ls", "--kind", "memory"); strings.Contains(r.stdout, "editor") {
+		t.Fatalf("the global memory shows in the workspace scope:\n%s", r)
+	}
+
 	// Bad input names what was wrong and what exists.
 	fails(e.arbor("harness", "show", "note", "tests-first"), "no such harness entry", "has no note entries")
 	fails(e.arbor("harness", "show", "skill", "nope"), "has skill entries fmt_check")

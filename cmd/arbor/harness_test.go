@@ -15,6 +15,7 @@ import (
 // rollback is a new commit restoring the old text, and an edit based on a version another
 // writer replaced meanwhile is refused naming the current version, with the edit kept.
 func TestHarnessCLI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const ref = "refs/arbor/harness/workspace"
 	show := func(path string) string { t.Helper(); return e.git(e.repo, "show", ref+":"+path) }
@@ -166,4 +167,30 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestHarnessCLISessionScope: --scope session edits the session's own ref, beside the
+// workspace's in the repository, and nothing else.
+func TestHarnessCLISessionScope(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := sessionID(t, e.mustArbor("run", "compute two"))
+	fails := e.arbor("harness", "ls", "--scope", "session")
+	if fails.code == 0 || !strings.Contains(fails.stderr, "needs a session id") {
+		t.Fatalf("session scope without --session:\n%s", fails)
+	}
+	e.mustArbor("harness", "edit", "--scope", "session", "--session", id, "note", "short-cells", "--title", "Short cells", "--body", "Keep cells short.")
+	refs := strings.Fields(e.git(e.repo, "for-each-ref", "--format=%(refname)", "refs/arbor/harness/"))
+	if len(refs) != 1 || !strings.HasPrefix(refs[0], "refs/arbor/harness/session/"+id) {
+		t.Fatalf("harness refs %v, want the session's alone", refs)
+	}
+	if got := e.git(e.repo, "show", refs[0]+":notes/short-cells.md"); got != "# Short cells\n\nKeep cells short.\n" {
+		t.Fatalf("git show: %q", got)
+	}
+	if r := e.mustArbor("harness", "ls", "--scope", "session", "--session", id); !strings.Contains(r.stdout, "short-cells") {
+		t.Fatalf("ls of the session scope:\n%s", r)
+	}
+	if r := e.mustArbor("harness", "ls"); !strings.Contains(r.stdout, "no entries") {
+		t.Fatalf("the session's note shows in the workspace scope:\n%s", r)
+	}
 }

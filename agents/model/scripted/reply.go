@@ -13,10 +13,11 @@ import (
 
 // conversation is what rules match against.
 type conversation struct {
-	task  string // first user message
-	last  string // newest message
-	turn  int    // assistant messages so far + 1
-	chars int    // characters of the whole request, for usage estimates
+	task   string // first user message
+	last   string // newest message
+	system string // the system messages, joined
+	turn   int    // assistant messages so far + 1
+	chars  int    // characters of the whole request, for usage estimates
 }
 
 func summarize(msgs []openai.ChatCompletionMessage) conversation {
@@ -27,6 +28,9 @@ func summarize(msgs []openai.ChatCompletionMessage) conversation {
 		c.chars += len(text)
 		for _, tc := range m.ToolCalls {
 			c.chars += len(tc.Function.Arguments)
+		}
+		if m.Role == openai.ChatMessageRoleSystem {
+			c.system += text
 		}
 		if m.Role == openai.ChatMessageRoleUser && !taskSet {
 			c.task, taskSet = text, true
@@ -58,6 +62,9 @@ func (s *Script) match(c conversation) (int, Reply) {
 			continue
 		}
 		if r.last != nil && !r.last.MatchString(c.last) {
+			continue
+		}
+		if r.system != nil && !r.system.MatchString(c.system) {
 			continue
 		}
 		if r.when.Turn != 0 && r.when.Turn != c.turn {

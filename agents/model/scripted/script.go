@@ -75,6 +75,8 @@ type When struct {
 	Task string `json:"task,omitempty"`
 	Turn int    `json:"turn,omitempty"`
 	Last string `json:"last,omitempty"`
+	// System matches the system prompt: what the harness put into the context, say.
+	System string `json:"system,omitempty"`
 }
 
 // Reply is what a rule (or the default) answers.
@@ -110,10 +112,11 @@ type ruleJSON struct {
 }
 
 type rule struct {
-	when  When
-	task  *regexp.Regexp
-	last  *regexp.Regexp
-	reply Reply
+	when   When
+	task   *regexp.Regexp
+	last   *regexp.Regexp
+	system *regexp.Regexp
+	reply  Reply
 }
 
 type scriptJSON struct {
@@ -180,6 +183,9 @@ func compileRule(rj ruleJSON) (rule, error) {
 	}
 	if r.last, err = compileOptional(r.when.Last); err != nil {
 		return r, fmt.Errorf("when.last: %w", err)
+	}
+	if r.system, err = compileOptional(r.when.System); err != nil {
+		return r, fmt.Errorf("when.system: %w", err)
 	}
 	if r.when.Turn < 0 {
 		return r, fmt.Errorf("when.turn: %d is negative; turns count from 1", r.when.Turn)

@@ -32,6 +32,9 @@ type CreateRequest struct {
 	Name      string
 	Model     string // configured model name; "" = the parent's, or the default
 	Selection string // editor context appended to the task
+	// Spec and MaxTurnSteps come from a harness subagent spec (see hostSpawn).
+	Spec         string
+	MaxTurnSteps int
 }
 
 // Create starts a session: branch and worktree from the user's HEAD (or the parent's latest
@@ -100,6 +103,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		Branch:    "arbor/" + gitstate.Slug(req.Task) + "-" + id[:8],
 		Worktree:  filepath.Join(ws.WorktreeDir, id),
 		Workspace: ws.Root, Created: time.Now().UTC(), Selection: req.Selection,
+		Spec: req.Spec, MaxTurnSteps: req.MaxTurnSteps,
 	}
 	if parent != nil {
 		meta.Parent = parent.meta.ID
@@ -158,6 +162,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 // open registers a session object over its (new or existing) log.
 func (s *Service) open(ws *Workspace, meta Meta, cfg workspace.Config, client *model.Client) (*Session, error) {
 	dir := filepath.Join(ws.SessionsDir, meta.ID)
+	if meta.MaxTurnSteps > 0 && meta.MaxTurnSteps < cfg.MaxTurnSteps {
+		cfg.MaxTurnSteps = meta.MaxTurnSteps // its spec's limit, kept across restarts by the log
+	}
 	sess := &Session{svc: s, ws: ws, meta: meta, cfg: cfg, dir: dir, client: client, head: meta.BaseCommit}
 	lg, err := eventlog.Open(filepath.Join(dir, "events.jsonl"), eventlog.Options{Logger: s.log, OnDurable: sess.publish})
 	if err != nil {

@@ -20,6 +20,12 @@ var hostMethods = map[string]hostMethod{
 	"agent_message.send":        hostSend,
 	"agent_message.list_agents": hostListAgents,
 	"agent_message.inbox":       hostInbox,
+	"harness.list":              hostHarnessList,
+	"harness.get":               hostHarnessGet,
+	"harness.put":               hostHarnessPut,
+	"harness.delete":            hostHarnessDelete,
+	"harness.history":           hostHarnessHistory,
+	"harness.search":            hostHarnessSearch,
 }
 
 func (h hostHandler) HandleHost(ctx context.Context, method string, params json.RawMessage) (any, error) {

@@ -86,7 +86,7 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 		StateDir: filepath.Join(s.dir, "kernel"),
 		Snapshot: snap,
 		Revive:   true,
-		Env:      []string{"ARBOR_SESSION=" + s.meta.ID},
+		Env:      []string{"ARBOR_SESSION=" + s.meta.ID, "ARBOR_SKILLS=" + s.skillsDir()},
 		Host:     hostHandler{s},
 		Logger:   s.svc.log.With("session", s.meta.ID),
 	}

@@ -90,6 +90,8 @@ type Session struct {
 	kernel kernelSlot
 	client *model.Client
 
+	harness turnHarness // the harness as of the current turn's start (under mu)
+
 	redactOnce sync.Once
 	redactFn   func(string) string
 }

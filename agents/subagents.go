@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/arborhq/arbor/agents/harness"
 )
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
@@ -44,13 +46,40 @@ func hostSpawn(ctx context.Context, s *Session, raw json.RawMessage) (any, error
 		req.Model = *p.Model
 	}
 	if p.Spec != nil && *p.Spec != "" {
-		return nil, fmt.Errorf("rlm: spec=%q: subagent specs are not available yet; describe the role in the task", *p.Spec)
+		if err := s.applySpec(ctx, &req, *p.Spec); err != nil {
+			return nil, fmt.Errorf("rlm: %w", err)
+		}
 	}
 	child, err := s.svc.Create(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("rlm: %w", err)
 	}
 	return handleOf(s.svc.info(child), "child"), nil
+}
+
+// applySpec gives a child the role of a harness subagent spec (the narrowest scope's of that
+// id): its instructions after the task, its model unless rlm named one, its step limit.
+func (s *Session) applySpec(ctx context.Context, req *CreateRequest, id string) error {
+	for _, sc := range harness.Scopes {
+		st, err := s.harnessStore(ctx, sc)
+		if err != nil {
+			return err
+		}
+		e, err := st.Get(ctx, harness.Subagent, id)
+		if errors.Is(err, harness.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		req.Task += fmt.Sprintf("\n\n[Your role, from the subagent spec %q (%s scope): %s]\n%s", id, sc, e.Title, e.Spec.Instructions)
+		if req.Model == "" {
+			req.Model = e.Spec.Model
+		}
+		req.Spec, req.MaxTurnSteps = id, e.Spec.MaxTurnSteps
+		return nil
+	}
+	return fmt.Errorf("spec=%q: no subagent spec of that id in this session's harness; see await harness.subagents.list()", id)
 }
 
 // checkSpawn enforces the depth limit and unique sibling names; it names a free name when

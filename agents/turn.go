@@ -96,6 +96,7 @@ func (s *Session) runTurns() {
 			cancel()
 			continue // stopped meanwhile: the loop head sees it
 		}
+		s.loadHarness(ctx)
 		err := s.runTurnIsolated(ctx, turn)
 		s.ws.slots.release(s)
 		cancel()
@@ -244,7 +245,10 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 // complete calls the model with the session's context. Retries (429, 5xx, timeouts, a stream
 // cut mid-reply) are recorded as they happen, so a flaky endpoint is visible in the log.
 func (s *Session) complete(ctx context.Context) (*model.Reply, error) {
-	req := model.Request{System: systemPrompt(s.meta), Messages: s.conversation(),
+	s.mu.Lock()
+	block := s.harness.block
+	s.mu.Unlock()
+	req := model.Request{System: systemPrompt(s.meta) + block, Messages: s.conversation(),
 		OnRetry: func(n int, err error) {
 			s.append(ctx, event.ModelRetry{Retry: n, Error: err.Error()})
 		}}

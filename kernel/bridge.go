@@ -57,6 +57,8 @@ var bridgeMethods = map[string]bool{
 	"ping":      true,
 	"rlm.spawn": true, "rlm.list": true, "rlm.stop": true, "rlm.merge": true,
 	"agent_message.send": true, "agent_message.list_agents": true, "agent_message.inbox": true,
+	"harness.list": true, "harness.get": true, "harness.put": true, "harness.delete": true,
+	"harness.search": true, "harness.history": true,
 }
 
 func newBridge(dir string, host HostHandler, log *slog.Logger) (*bridge, error) {

@@ -18,7 +18,7 @@
 // Each kernel is `python arbor_kernel.py conn.json` (or a fork of the fork server): the embedded
 // launcher boots ipykernel's IPKernelApp, restores a namespace snapshot into the user namespace
 // if asked (before the runtime, so restored values never shadow it), installs the Arbor runtime
-// (rlm, agent_message, arbor_ping, ArborError: only what works, listed once in the runtime's
+// (rlm, agent_message, harness, arbor_ping, ArborError: only what works, listed once in the runtime's
 // _SURFACE table) and serves. Channels use ipc:// sockets in the 0700 state directory when the
 // path fits in sun_path, else loopback TCP. Kernels run in their own process group; Close kills
 // the whole group.

@@ -50,6 +50,9 @@ type Config struct {
 	MaxTurnSteps int
 	// OutputBudget is how many bytes of one tool output reach the model (head + tail).
 	OutputBudget int
+	// HarnessBudget is how many tokens (4 characters each) the harness block after the base
+	// prompt may take; 0 means the default (1,500).
+	HarnessBudget int
 	// CellTimeout bounds one kernel execution ("cellTimeout": "10m").
 	CellTimeout time.Duration
 	// MaxDepth bounds the session tree: 2 lets the root and its children spawn, 0 none.

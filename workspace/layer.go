@@ -23,21 +23,22 @@ import (
 // Settings that run commands or weaken the sandbox take effect from a repository's arbor.json
 // only once it is trusted: trust.go's guarded table lists them by JSON path.
 type fileConfig struct {
-	DefaultModel *string          `json:"defaultModel"`
-	Models       map[string]Model `json:"models"` // each entry replaces the lower one of its name
-	KernelPython *string          `json:"kernelPython"`
-	MaxTurnSteps *int             `json:"maxTurnSteps"`
-	OutputBudget *int             `json:"outputBudget"`
-	CellTimeout  *string          `json:"cellTimeout"`
-	MaxDepth     *int             `json:"maxDepth"`
-	MaxRunning   *int             `json:"maxRunning"`
-	IdleTimeout  *string          `json:"idleTimeout"`
-	Sandbox      *string          `json:"sandbox"`
-	AllowNetwork *bool            `json:"allowNetwork"`
-	Network      *bool            `json:"network"`     // the same as allowNetwork, which it replaces
-	SandboxHome  []string         `json:"sandboxHome"` // replaces the lower one as a whole
-	KernelEnv    []string         `json:"kernelEnv"`   // replaces the lower one as a whole
-	Worktree     *fileWorktree    `json:"worktree"`    // replaces the lower one as a whole
+	DefaultModel  *string          `json:"defaultModel"`
+	Models        map[string]Model `json:"models"` // each entry replaces the lower one of its name
+	KernelPython  *string          `json:"kernelPython"`
+	MaxTurnSteps  *int             `json:"maxTurnSteps"`
+	OutputBudget  *int             `json:"outputBudget"`
+	HarnessBudget *int             `json:"harnessBudget"`
+	CellTimeout   *string          `json:"cellTimeout"`
+	MaxDepth      *int             `json:"maxDepth"`
+	MaxRunning    *int             `json:"maxRunning"`
+	IdleTimeout   *string          `json:"idleTimeout"`
+	Sandbox       *string          `json:"sandbox"`
+	AllowNetwork  *bool            `json:"allowNetwork"`
+	Network       *bool            `json:"network"`     // the same as allowNetwork, which it replaces
+	SandboxHome   []string         `json:"sandboxHome"` // replaces the lower one as a whole
+	KernelEnv     []string         `json:"kernelEnv"`   // replaces the lower one as a whole
+	Worktree      *fileWorktree    `json:"worktree"`    // replaces the lower one as a whole
 }
 
 type fileWorktree struct {
@@ -172,6 +173,7 @@ func (f fileConfig) apply(cfg *Config, root string) error {
 	}{
 		{"maxTurnSteps", &cfg.MaxTurnSteps, f.MaxTurnSteps, 1},
 		{"outputBudget", &cfg.OutputBudget, f.OutputBudget, 1},
+		{"harnessBudget", &cfg.HarnessBudget, f.HarnessBudget, 1},
 		{"maxDepth", &cfg.MaxDepth, f.MaxDepth, 0},
 		{"maxRunning", &cfg.MaxRunning, f.MaxRunning, 1},
 	} {

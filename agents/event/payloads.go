@@ -43,6 +43,10 @@ type SessionCreated struct {
 	Workspace  string    `json:"workspace"`         // the repository root
 	Created    time.Time `json:"created"`
 	Selection  string    `json:"selection,omitempty"` // editor context given with the task
+	// Spec names the harness subagent spec a child was started with (rlm(task, spec=…)); its
+	// instructions follow the task, and MaxTurnSteps (when > 0) lowers the turn's step limit.
+	Spec         string `json:"spec,omitempty"`
+	MaxTurnSteps int    `json:"maxTurnSteps,omitempty"`
 }
 
 // StateChanged is a lifecycle change; Reason says why a session failed or stopped.

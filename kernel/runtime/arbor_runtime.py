@@ -1,5 +1,5 @@
 """Arbor's runtime inside every kernel: the host bridge client and the Python surface the model
-uses (rlm, agent_message, arbor_ping, ArborError; _SURFACE lists them).
+uses (rlm, agent_message, harness, arbor_ping, ArborError; _SURFACE lists them).
 
 Every call is an async request over a per-session Unix socket to the daemon, newline-delimited
 JSON: {"id":N,"method":M,"params":{...}} answered by {"id":N,"result":R} or
@@ -210,6 +210,90 @@ class _AgentMessage:
         return "<agent_message: .send(text, receiver_role='parent', receiver_name=None, mode='auto') .list_agents() .inbox()>"
 
 
+_SCOPES = ("session", "workspace", "global")
+
+
+class _HarnessKind:
+    """One kind of harness entry: await .create/.get/.update/.delete/.list/.search/.history."""
+
+    def __init__(self, kind, plural):
+        self._kind, self._plural = kind, plural
+
+    def _fields(self, title, body, module, spec):
+        f = {}
+        if title is not None:
+            f["title"] = _text("title", title)
+        if body is not None:
+            f["body"] = body
+        if module is not None:
+            f["module"] = _text("module", module)
+        if spec is not None:
+            if not isinstance(spec, dict):
+                raise TypeError(f"spec must be a dict like {{'instructions': ...}}, got {type(spec).__name__}")
+            f["spec"] = spec
+        return f
+
+    async def create(self, id, title, body=None, module=None, spec=None, scope="session"):
+        _text("id", id)
+        _choice("scope", scope, _SCOPES)
+        e = dict(self._fields(title, body, module, spec), kind=self._kind, id=id)
+        return await call("harness.put", {"entry": e, "version": "", "scope": scope})
+
+    async def get(self, id, scope=None):
+        _text("id", id)
+        if scope is not None:
+            _choice("scope", scope, _SCOPES)
+        return await call("harness.get", {"kind": self._kind, "id": id, "scope": scope})
+
+    async def update(self, id, title=None, body=None, module=None, spec=None, version=None, scope="session"):
+        """Change the fields given. version is the one you read (a stale one is refused);
+        without it, the current version is read first."""
+        _text("id", id)
+        _choice("scope", scope, _SCOPES)
+        cur = await call("harness.get", {"kind": self._kind, "id": id, "scope": scope})
+        e = {k: cur.get(k) for k in ("kind", "id", "title", "body", "module", "spec") if cur.get(k) is not None}
+        e.update(self._fields(title, body, module, spec))
+        return await call("harness.put", {"entry": e, "version": version or cur["version"], "scope": scope})
+
+    async def delete(self, id, version=None, scope="session"):
+        _text("id", id)
+        _choice("scope", scope, _SCOPES)
+        if version is None:
+            version = (await call("harness.get", {"kind": self._kind, "id": id, "scope": scope}))["version"]
+        return await call("harness.delete", {"kind": self._kind, "id": id, "version": version, "scope": scope})
+
+    async def list(self, scope=None):
+        if scope is not None:
+            _choice("scope", scope, _SCOPES)
+        return await call("harness.list", {"kind": self._kind, "scope": scope})
+
+    async def search(self, query, limit=20):
+        _text("query", query)
+        return await call("harness.search", {"kind": self._kind, "query": query, "limit": int(limit)})
+
+    async def history(self, id, scope="session"):
+        _text("id", id)
+        _choice("scope", scope, _SCOPES)
+        return await call("harness.history", {"kind": self._kind, "id": id, "scope": scope})
+
+    def __repr__(self):
+        return (f"<harness.{self._plural}: await .create(id, title, ...) .get(id) .update(id, ..., version=None) "
+                ".delete(id) .list() .search(query) .history(id)>")
+
+
+class _Harness:
+    """The continual harness: harness.notes, .memories, .skills, .subagents."""
+
+    def __init__(self):
+        self.notes = _HarnessKind("note", "notes")
+        self.memories = _HarnessKind("memory", "memories")
+        self.skills = _HarnessKind("skill", "skills")
+        self.subagents = _HarnessKind("subagent", "subagents")
+
+    def __repr__(self):
+        return "<harness: .notes .memories .skills .subagents (session-scope edits apply at the next turn)>"
+
+
 async def arbor_ping(payload=None):
     """Round-trip payload through the daemon (tests and benchmarks)."""
     return await call("ping", {"payload": payload})
@@ -223,6 +307,7 @@ _SURFACE = {
     "rlm": (_RLM, ("rlm.spawn", "rlm.list", "rlm.stop", "rlm.merge")),
     "agent_message": (_AgentMessage, ("agent_message.send", "agent_message.list_agents", "agent_message.inbox")),
     "arbor_ping": (lambda: arbor_ping, ("ping",)),
+    "harness": (_Harness, ("harness.list", "harness.get", "harness.put", "harness.delete", "harness.search", "harness.history")),
     "ArborError": (lambda: ArborError, ()),
 }
 
@@ -264,8 +349,24 @@ def patch_kernel(kernel):
         kernel._cancel_on_sigint = cancel_on_sigint
 
 
+class _SkillsFinder:
+    """Finds the package arbor_skills in $ARBOR_SKILLS, read at import time (a pooled kernel
+    gets its environment after boot). The daemon rewrites the package at each turn boundary."""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        root = os.environ.get("ARBOR_SKILLS")
+        if name != "arbor_skills" or not root:
+            return None
+        import importlib.machinery
+        return importlib.machinery.PathFinder.find_spec(name, [root])
+
+
 def boot(shell, restore_dir=""):
     """Restore a snapshot (if any) into the user namespace, then install the surface."""
+    import sys
+    if _SkillsFinder not in sys.meta_path:
+        sys.meta_path.append(_SkillsFinder)
     if restore_dir:
         import arbor_snapshot
 

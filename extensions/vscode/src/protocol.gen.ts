@@ -460,6 +460,8 @@ export interface SessionCreated {
   workspace: string;
   created: string /* RFC 3339 */;
   selection?: string;
+  spec?: string;
+  maxTurnSteps?: number;
 }
 
 export interface StateChanged {

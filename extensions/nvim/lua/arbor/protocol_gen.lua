@@ -403,6 +403,8 @@ M.EventDiscarded = 'discarded'
 ---@field workspace string
 ---@field created string
 ---@field selection? string
+---@field spec? string
+---@field maxTurnSteps? number
 
 ---@class arbor.StateChanged
 ---@field state arbor.SessionState
@@ -590,7 +592,7 @@ M.fields = {
   TrustGrantParams = { 'dir', 'hash' },
   SessionTreeParams = { 'full', 'sessions' },
   FellBehindParams = { 'session', 'lastSeq' },
-  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection' },
+  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps' },
   StateChanged = { 'state', 'reason' },
   TurnStarted = { 'turn' },
   MessageQueued = { 'from', 'text', 'mode' },

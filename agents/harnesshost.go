@@ -1,0 +1,235 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/arborhq/arbor/agents/harness"
+)
+
+// The kernel's harness surface (harness.notes|memories|skills|subagents). Reads see every
+// scope, narrowest first; writes from model code go to the session's own scope only: the
+// workspace and global scopes are shared, so their changes are to wait for a review, and
+// until proposals exist the user makes them (`arbor harness edit`). Every write is a commit
+// whose trailers name this session and turn, and takes effect at the next turn boundary.
+
+// scopedEntry is an entry as the kernel sees it: with the scope it came from.
+type scopedEntry struct {
+	harness.Entry
+	Scope harness.Scope `json:"scope"`
+}
+
+func (s *Session) harnessStore(ctx context.Context, sc harness.Scope) (*harness.Store, error) {
+	return s.svc.HarnessStore(ctx, s.ws.Root, sc, s.meta.ID)
+}
+
+// harnessScopes resolves the optional scope of a read: one scope, or all, narrowest first.
+func harnessScopes(scope string) ([]harness.Scope, error) {
+	if scope == "" {
+		return harness.Scopes, nil
+	}
+	sc, err := harness.ParseScope(scope)
+	if err != nil {
+		return nil, err
+	}
+	return []harness.Scope{sc}, nil
+}
+
+// writableScope refuses model-code writes outside the session's scope.
+func writableScope(scope string) (harness.Scope, error) {
+	sc, err := harness.ParseScope(scope)
+	if err != nil {
+		return "", err
+	}
+	if sc != harness.ScopeSession {
+		return "", fmt.Errorf("the %s harness is shared, so its changes wait for review, which is not built yet: edit scope='session', or ask the user to run `arbor harness edit --scope %s`", sc, sc)
+	}
+	return sc, nil
+}
+
+func (s *Session) harnessChange() harness.Change {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return harness.Change{Author: "agent", Session: s.meta.ID, Turn: s.turn}
+}
+
+type harnessRef struct {
+	Kind    harness.Kind `json:"kind"`
+	ID      string       `json:"id"`
+	Scope   string       `json:"scope"`
+	Version string       `json:"version"`
+	Query   string       `json:"query"`
+	Limit   int          `json:"limit"`
+}
+
+func hostHarnessList(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p harnessRef
+	if err := decodeStrict("harness.list", raw, &p); err != nil {
+		return nil, err
+	}
+	return s.harnessEntries(ctx, p.Kind, p.Scope)
+}
+
+// harnessEntries lists kind k over the scopes asked, narrowest first.
+func (s *Session) harnessEntries(ctx context.Context, k harness.Kind, scope string) ([]scopedEntry, error) {
+	if _, err := harness.ParseKind(string(k)); err != nil {
+		return nil, err
+	}
+	scopes, err := harnessScopes(scope)
+	if err != nil {
+		return nil, err
+	}
+	out := []scopedEntry{}
+	for _, sc := range scopes {
+		st, err := s.harnessStore(ctx, sc)
+		if err != nil {
+			return nil, err
+		}
+		es, err := st.List(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			out = append(out, scopedEntry{e, sc})
+		}
+	}
+	return out, nil
+}
+
+func hostHarnessGet(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p harnessRef
+	if err := decodeStrict("harness.get", raw, &p); err != nil {
+		return nil, err
+	}
+	if _, err := harness.ParseKind(string(p.Kind)); err != nil {
+		return nil, err
+	}
+	scopes, err := harnessScopes(p.Scope)
+	if err != nil {
+		return nil, err
+	}
+	for _, sc := range scopes {
+		st, err := s.harnessStore(ctx, sc)
+		if err != nil {
+			return nil, err
+		}
+		e, err := st.Get(ctx, p.Kind, p.ID)
+		if errors.Is(err, harness.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return scopedEntry{e, sc}, nil
+	}
+	return nil, fmt.Errorf("no %s %q in the %s harness; see await harness.%s.list()", p.Kind, p.ID, scopeWords(scopes), pluralOf(p.Kind))
+}
+
+func hostHarnessPut(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p struct {
+		Entry   harness.Entry `json:"entry"`
+		Version string        `json:"version"`
+		Scope   string        `json:"scope"`
+	}
+	if err := decodeStrict("harness.put", raw, &p); err != nil {
+		return nil, err
+	}
+	sc, err := writableScope(p.Scope)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.harnessStore(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	p.Entry.Version = ""
+	v, err := st.Put(ctx, p.Entry, p.Version, s.harnessChange())
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"version": v, "applies": "at the next turn"}, nil
+}
+
+func hostHarnessDelete(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p harnessRef
+	if err := decodeStrict("harness.delete", raw, &p); err != nil {
+		return nil, err
+	}
+	sc, err := writableScope(p.Scope)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.harnessStore(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	v, err := st.Delete(ctx, p.Kind, p.ID, p.Version, s.harnessChange())
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"version": v, "applies": "at the next turn"}, nil
+}
+
+func hostHarnessHistory(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p harnessRef
+	if err := decodeStrict("harness.history", raw, &p); err != nil {
+		return nil, err
+	}
+	sc, err := harness.ParseScope(p.Scope)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.harnessStore(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	return st.History(ctx, p.Kind, p.ID)
+}
+
+// hostHarnessSearch finds entries of a kind over every scope.
+func hostHarnessSearch(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
+	var p harnessRef
+	if err := decodeStrict("harness.search", raw, &p); err != nil {
+		return nil, err
+	}
+	all, err := s.harnessEntries(ctx, p.Kind, "")
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]harness.Entry, len(all))
+	for i := range all {
+		entries[i] = all[i].Entry
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 20
+	}
+	found := harness.Search(entries, p.Query, limit)
+	out := []scopedEntry{}
+	for _, f := range found {
+		for _, e := range all { // the first (narrowest) entry of that id
+			if e.ID == f.ID {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func scopeWords(scopes []harness.Scope) string {
+	if len(scopes) == 1 {
+		return string(scopes[0])
+	}
+	return "session, workspace or global"
+}
+
+func pluralOf(k harness.Kind) string {
+	switch k {
+	case harness.Memory:
+		return "memories"
+	}
+	return string(k) + "s"
+}

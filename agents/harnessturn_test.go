@@ -1,0 +1,88 @@
+package agents
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/arborhq/arbor/agents/event"
+)
+
+// A note the agent writes from its kernel is a commit on the session's harness ref; it does not
+// change the prompt of the turn that wrote it, and it is in the next turn's. A skill written in
+// one turn imports in the next. Shared scopes refuse model-code writes.
+func TestHarnessFromTheKernelAppliesAtTheNextTurn(t *testing.T) {
+	e := newEnv(t, `{"rules":[
+ {"when":{"task":"^learn","last":"^use the skill"},"code":"from arbor_skills import greet\nprint(greet.hello())"},
+ {"when":{"task":"^learn","system":"RULE-XYZ"},"text":"rule visible"},
+ {"when":{"task":"^learn","turn":1},"code":"v = await harness.notes.create('tests-first', 'Run the tests first', body='RULE-XYZ: always run the tests.')\nawait harness.skills.create('greet', 'Say hello', body='hello() -> str', module='def hello():\\n    return \"hi from a skill\"\\n')\ntry:\n    await harness.notes.create('shared', 'x', body='y', scope='workspace')\nexcept ArborError as e:\n    print('refused:', e)\nprint(v['applies'], [n['id'] for n in await harness.notes.list()])"},
+ {"when":{"task":"^learn"},"text":"rule not visible"}
+],"default":{"text":"ok"}}`)
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	s := e.create("learn a rule")
+	e.settled(s)
+	outs := e.events(s, event.TypeToolFinished)
+	if len(outs) != 1 {
+		t.Fatalf("tool results %v", outs)
+	}
+	out := fmt.Sprint(outs[0]["output"])
+	if !strings.Contains(out, "at the next turn ['tests-first']") || !strings.Contains(out, "refused:") || !strings.Contains(out, "review") {
+		t.Errorf("cell output: %s", out)
+	}
+	e.send(s, "again")
+	e.send(s, "use the skill")
+	var texts []string
+	for _, m := range e.events(s, event.TypeAssistantMessage) {
+		if t := fmt.Sprint(m["text"]); t != "" && t != "<nil>" {
+			texts = append(texts, t)
+		}
+	}
+	if len(texts) < 2 || texts[0] != "rule not visible" || texts[1] != "rule visible" {
+		t.Errorf("answers %q: the note must reach the prompt at the next turn, not the one that wrote it", texts)
+	}
+	outs = e.events(s, event.TypeToolFinished)
+	if last := fmt.Sprint(outs[len(outs)-1]["output"]); !strings.Contains(last, "hi from a skill") {
+		t.Errorf("skill import: %s", last)
+	}
+	trailers := git(t, e.repo, "log", "--format=%(trailers)", "refs/arbor/harness/session/"+s.meta.ID)
+	for _, want := range []string{"Arbor-Author: agent", "Arbor-Session: " + s.meta.ID, "Arbor-Turn: 1"} {
+		if !strings.Contains(trailers, want) {
+			t.Errorf("trailers lack %q:\n%s", want, trailers)
+		}
+	}
+	if refs := git(t, e.repo, "for-each-ref", "refs/arbor/harness/workspace"); refs != "" {
+		t.Errorf("the refused workspace write left a ref: %s", refs)
+	}
+}
+
+// rlm(task, spec=id) starts a child with the spec's instructions, model and step limit, and the
+// child's log remembers which spec it ran under.
+func TestSpawnWithASubagentSpec(t *testing.T) {
+	e := newEnv(t, `{"rules":[
+ {"when":{"task":"(?s)^review the change.*ROLE-ABC"},"text":"reviewing as told"},
+ {"when":{"task":"^delegate","turn":1},"code":"await harness.subagents.create('reviewer', 'Reviews a diff', spec={'instructions': 'ROLE-ABC: review only, never edit.', 'maxTurnSteps': 2})\nh = await rlm('review the change', spec='reviewer')\ntry:\n    await rlm('x', spec='nobody')\nexcept ArborError as e:\n    print('refused:', e)\nprint(h.name)"},
+ {"when":{"task":"^delegate"},"text":"ok"}
+],"default":{"text":"no role seen"}}`)
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	p := e.create("delegate a review")
+	e.settled(p)
+	out := fmt.Sprint(e.events(p, event.TypeToolFinished)[0]["output"])
+	if !strings.Contains(out, `refused: rlm: spec="nobody": no subagent spec`) {
+		t.Errorf("cell output: %s", out)
+	}
+	p.mu.Lock()
+	kids := append([]string(nil), p.children...)
+	p.mu.Unlock()
+	if len(kids) != 1 {
+		t.Fatalf("children %v", kids)
+	}
+	kid, _ := e.svc.Get(kids[0])
+	e.settled(kid)
+	if kid.meta.Spec != "reviewer" || kid.cfg.MaxTurnSteps != 2 {
+		t.Errorf("child spec %q, maxTurnSteps %d; want reviewer and 2", kid.meta.Spec, kid.cfg.MaxTurnSteps)
+	}
+	msgs := e.events(kid, event.TypeAssistantMessage)
+	if len(msgs) == 0 || fmt.Sprint(msgs[0]["text"]) != "reviewing as told" {
+		t.Errorf("the child did not get its role's instructions: %v", msgs)
+	}
+}

@@ -37,16 +37,24 @@ func harnessScopes(scope string) ([]harness.Scope, error) {
 	return []harness.Scope{sc}, nil
 }
 
-// writableScope refuses model-code writes outside the session's scope.
-func writableScope(scope string) (harness.Scope, error) {
+// writableStore is the store a model-code write goes to: the session's own scope only.
+func (s *Session) writableStore(ctx context.Context, scope string) (*harness.Store, error) {
 	sc, err := harness.ParseScope(scope)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if sc != harness.ScopeSession {
-		return "", fmt.Errorf("the %s harness is shared, so its changes wait for review, which is not built yet: edit scope='session', or ask the user to run `arbor harness edit --scope %s`", sc, sc)
+		return nil, fmt.Errorf("the %s harness is shared, so its changes wait for review, which is not built yet: edit scope='session', or ask the user to run `arbor harness edit --scope %s`", sc, sc)
 	}
-	return sc, nil
+	return s.harnessStore(ctx, sc)
+}
+
+// written is what a model-code write answers.
+func written(v string, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"version": v, "applies": "at the next turn"}, nil
 }
 
 func (s *Session) harnessChange() harness.Change {
@@ -136,20 +144,12 @@ func hostHarnessPut(ctx context.Context, s *Session, raw json.RawMessage) (any, 
 	if err := decodeStrict("harness.put", raw, &p); err != nil {
 		return nil, err
 	}
-	sc, err := writableScope(p.Scope)
-	if err != nil {
-		return nil, err
-	}
-	st, err := s.harnessStore(ctx, sc)
+	st, err := s.writableStore(ctx, p.Scope)
 	if err != nil {
 		return nil, err
 	}
 	p.Entry.Version = ""
-	v, err := st.Put(ctx, p.Entry, p.Version, s.harnessChange())
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"version": v, "applies": "at the next turn"}, nil
+	return written(st.Put(ctx, p.Entry, p.Version, s.harnessChange()))
 }
 
 func hostHarnessDelete(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
@@ -157,19 +157,11 @@ func hostHarnessDelete(ctx context.Context, s *Session, raw json.RawMessage) (an
 	if err := decodeStrict("harness.delete", raw, &p); err != nil {
 		return nil, err
 	}
-	sc, err := writableScope(p.Scope)
+	st, err := s.writableStore(ctx, p.Scope)
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.harnessStore(ctx, sc)
-	if err != nil {
-		return nil, err
-	}
-	v, err := st.Delete(ctx, p.Kind, p.ID, p.Version, s.harnessChange())
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"version": v, "applies": "at the next turn"}, nil
+	return written(st.Delete(ctx, p.Kind, p.ID, p.Version, s.harnessChange()))
 }
 
 func hostHarnessHistory(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
@@ -198,23 +190,22 @@ func hostHarnessSearch(ctx context.Context, s *Session, raw json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]harness.Entry, len(all))
-	for i := range all {
-		entries[i] = all[i].Entry
+	// Search sees each id once, the narrowest scope's, as the context does.
+	var entries []harness.Entry
+	scopeOf := map[string]harness.Scope{}
+	for _, e := range all {
+		if _, seen := scopeOf[e.ID]; !seen {
+			scopeOf[e.ID] = e.Scope
+			entries = append(entries, e.Entry)
+		}
 	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 20
 	}
-	found := harness.Search(entries, p.Query, limit)
 	out := []scopedEntry{}
-	for _, f := range found {
-		for _, e := range all { // the first (narrowest) entry of that id
-			if e.ID == f.ID {
-				out = append(out, e)
-				break
-			}
-		}
+	for _, e := range harness.Search(entries, p.Query, limit) {
+		out = append(out, scopedEntry{e, scopeOf[e.ID]})
 	}
 	return out, nil
 }

@@ -15,7 +15,7 @@ func TestHarnessFromTheKernelAppliesAtTheNextTurn(t *testing.T) {
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^learn","last":"^use the skill"},"code":"from arbor_skills import greet\nprint(greet.hello())"},
  {"when":{"task":"^learn","system":"RULE-XYZ"},"text":"rule visible"},
- {"when":{"task":"^learn","turn":1},"code":"v = await harness.notes.create('tests-first', 'Run the tests first', body='RULE-XYZ: always run the tests.')\nawait harness.skills.create('greet', 'Say hello', body='hello() -> str', module='def hello():\\n    return \"hi from a skill\"\\n')\ntry:\n    await harness.notes.create('shared', 'x', body='y', scope='workspace')\nexcept ArborError as e:\n    print('refused:', e)\nprint(v['applies'], [n['id'] for n in await harness.notes.list()])"},
+ {"when":{"task":"^learn","turn":1},"code":"v = await harness.notes.create('tests-first', 'Run the tests first', body='RULE-XYZ: always run the tests.')\nawait harness.skills.create('greet', 'Say hello', body='hello() -> str', module='def hello():\\n    return \"hi from a skill\"\\n')\ntry:\n    await harness.notes.create('shared', 'x', body='y', scope='workspace')\nexcept ArborError as e:\n    print('refused:', e)\nprint(v['applies'], [n['id'] for n in await harness.notes.list()], [(n['id'], n['scope']) for n in await harness.notes.search('ALWAYS tests')])"},
  {"when":{"task":"^learn"},"text":"rule not visible"}
 ],"default":{"text":"ok"}}`)
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
@@ -26,7 +26,7 @@ func TestHarnessFromTheKernelAppliesAtTheNextTurn(t *testing.T) {
 		t.Fatalf("tool results %v", outs)
 	}
 	out := fmt.Sprint(outs[0]["output"])
-	if !strings.Contains(out, "at the next turn ['tests-first']") || !strings.Contains(out, "refused:") || !strings.Contains(out, "review") {
+	if !strings.Contains(out, "at the next turn ['tests-first'] [('tests-first', 'session')]") || !strings.Contains(out, "refused:") || !strings.Contains(out, "review") {
 		t.Errorf("cell output: %s", out)
 	}
 	e.send(s, "again")

@@ -25,6 +25,7 @@ type Change struct {
 	Trigger  []uint64 // the event seqs that prompted it
 	Intended string   // the effect the author expects
 	Observed string   // the effect measured, once it is
+	Proposal string   // the proposal this change applies, if it applies one
 }
 
 // Validate checks the author.
@@ -248,41 +249,70 @@ func (s *Store) Rollback(ctx context.Context, k Kind, id, version string, ch Cha
 // errMoved means another writer moved the ref between reading and updating it.
 var errMoved = errors.New("the harness ref moved")
 
+// edit is one entry's change within a commit: its files replaced by files (nil removes it),
+// allowed only while the entry's current version is base.
+type edit struct {
+	k     Kind
+	id    string
+	base  string
+	files []file
+}
+
 // change replaces the entry's files with files (nil: removes it) in one commit on top of head.
-// Losing the ref's compare and swap to another process's change of another entry is not the
-// caller's problem: it tries again on the new head, where its base is checked again.
 func (s *Store) change(ctx context.Context, k Kind, id, base string, ch Change, subject string, files []file) (string, error) {
+	return s.commitEdits(ctx, []edit{{k, id, base, files}}, ch, subject)
+}
+
+// commitEdits makes the edits one commit on the ref. Losing the ref's compare and swap to
+// another process's change of another entry is not the caller's problem: it tries again on the
+// new head, where every base is checked again.
+func (s *Store) commitEdits(ctx context.Context, edits []edit, ch Change, subject string) (string, error) {
 	if err := ch.Validate(); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for try := 0; ; try++ {
-		v, err := s.changeOnce(ctx, k, id, base, ch, subject, files)
+		head, err := s.Head(ctx)
+		if err != nil {
+			return "", err
+		}
+		commit, changed, err := s.build(ctx, head, edits, ch, subject)
+		if err != nil || !changed {
+			return commit, err
+		}
+		err = s.moveRef(ctx, head, commit, subject)
+		if err == nil {
+			return commit, nil
+		}
 		if !errors.Is(err, errMoved) || try == 20 {
-			return v, err
+			return "", err
 		}
 	}
 }
 
-func (s *Store) changeOnce(ctx context.Context, k Kind, id, base string, ch Change, subject string, files []file) (string, error) {
-	head, err := s.Head(ctx)
-	if err != nil {
-		return "", err
-	}
-	p := entryPath(k, id)
-	cur := ""
-	if head != "" {
-		if cur, err = s.lastChangeIfPresent(ctx, head, p); err != nil {
-			return "", err
+// build writes the commit of edits on top of head without moving any ref. Unchanged (the tree
+// is head's) returns head's version of the first entry and changed false.
+func (s *Store) build(ctx context.Context, head string, edits []edit, ch Change, subject string) (commit string, changed bool, _ error) {
+	var first string
+	for i, e := range edits {
+		cur := ""
+		if head != "" {
+			var err error
+			if cur, err = s.lastChangeIfPresent(ctx, head, entryPath(e.k, e.id)); err != nil {
+				return "", false, err
+			}
 		}
-	}
-	if cur != base {
-		return "", &StaleError{Kind: k, ID: id, Read: base, Current: cur}
+		if cur != e.base {
+			return "", false, &StaleError{Kind: e.k, ID: e.id, Read: e.base, Current: cur}
+		}
+		if i == 0 {
+			first = cur
+		}
 	}
 	tmp, err := os.MkdirTemp("", "arbor-harness-")
 	if err != nil {
-		return "", fmt.Errorf("harness: %w", err)
+		return "", false, fmt.Errorf("harness: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	env := []string{"GIT_INDEX_FILE=" + path.Join(tmp, "index")}
@@ -292,60 +322,66 @@ func (s *Store) changeOnce(ctx context.Context, k Kind, id, base string, ch Chan
 		_, err = s.git(ctx, env, nil, "read-tree", "--empty")
 	}
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	// One --index-info batch: mode 0 removes every file of the entry, then its new files.
-	old, err := s.git(ctx, env, nil, "ls-files", "-z", "--", p)
-	if err != nil {
-		return "", err
-	}
+	// One --index-info batch: mode 0 removes every file of each entry, then its new files.
 	var info bytes.Buffer
-	for f := range strings.SplitSeq(old, "\x00") {
-		if f != "" {
-			fmt.Fprintf(&info, "0 %s\t%s\n", strings.Repeat("0", 40), f)
-		}
-	}
-	for _, f := range files {
-		blob, err := s.git(ctx, nil, f.data, "hash-object", "-w", "--stdin")
+	for _, e := range edits {
+		old, err := s.git(ctx, env, nil, "ls-files", "-z", "--", entryPath(e.k, e.id))
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
-		fmt.Fprintf(&info, "100644 %s\t%s\n", strings.TrimSpace(blob), f.path)
+		for f := range strings.SplitSeq(old, "\x00") {
+			if f != "" {
+				fmt.Fprintf(&info, "0 %s\t%s\n", strings.Repeat("0", 40), f)
+			}
+		}
+		for _, f := range e.files {
+			blob, err := s.git(ctx, nil, f.data, "hash-object", "-w", "--stdin")
+			if err != nil {
+				return "", false, err
+			}
+			fmt.Fprintf(&info, "100644 %s\t%s\n", strings.TrimSpace(blob), f.path)
+		}
 	}
 	if _, err := s.git(ctx, env, info.Bytes(), "update-index", "--index-info"); err != nil {
-		return "", err
+		return "", false, err
 	}
 	tree, err := s.git(ctx, env, nil, "write-tree")
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	tree = strings.TrimSpace(tree)
 	if head != "" {
 		if headTree, err := s.git(ctx, nil, nil, "rev-parse", head+"^{tree}"); err == nil && strings.TrimSpace(headTree) == tree {
-			return cur, nil // nothing changed
+			return first, false, nil // nothing changed
 		}
 	}
 	args := []string{"commit-tree", tree}
 	if head != "" {
 		args = append(args, "-p", head)
 	}
-	commit, err := s.git(ctx, signature, []byte(message(subject, ch)), args...)
+	commit, err = s.git(ctx, signature, []byte(message(subject, ch)), args...)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	commit = strings.TrimSpace(commit)
-	old0 := head
-	if old0 == "" {
-		old0 = strings.Repeat("0", 40)
+	return strings.TrimSpace(commit), true, nil
+}
+
+// moveRef moves the ref from head to commit by compare and swap: another writer that moved it
+// meanwhile makes this one fail with errMoved.
+func (s *Store) moveRef(ctx context.Context, head, commit, subject string) error {
+	old := head
+	if old == "" {
+		old = strings.Repeat("0", 40)
 	}
-	// Compare and swap: another writer that moved the ref meanwhile makes this one fail.
-	if _, err := s.git(ctx, nil, nil, "update-ref", "-m", "arbor harness: "+subject, s.ref, commit, old0); err != nil {
+	if _, err := s.git(ctx, nil, nil, "update-ref", "-m", "arbor harness: "+oneLine(subject), s.ref, commit, old); err != nil {
 		if now, herr := s.Head(ctx); herr == nil && now != head {
-			return "", fmt.Errorf("%w while %s %s was written: %w", errMoved, k, id, err)
+			return fmt.Errorf("%w while %q was written: %w", errMoved, oneLine(subject), err)
 		}
-		return "", err
+		return err
 	}
-	return commit, nil
+	return nil
 }
 
 var signature = []string{"GIT_AUTHOR_NAME=Arbor", "GIT_AUTHOR_EMAIL=arbor@localhost",
@@ -359,6 +395,7 @@ const (
 	trailerTrigger  = "Arbor-Trigger"
 	trailerIntended = "Arbor-Intended-Effect"
 	trailerObserved = "Arbor-Observed-Effect"
+	trailerProposal = "Arbor-Proposal"
 )
 
 func message(subject string, ch Change) string {
@@ -384,6 +421,9 @@ func message(subject string, ch Change) string {
 	}
 	if ch.Observed != "" {
 		fmt.Fprintf(&b, "%s: %s\n", trailerObserved, oneLine(ch.Observed))
+	}
+	if ch.Proposal != "" {
+		fmt.Fprintf(&b, "%s: %s\n", trailerProposal, oneLine(ch.Proposal))
 	}
 	return b.String()
 }
@@ -416,6 +456,8 @@ func parseChange(body string) Change {
 			c.Intended = v
 		case trailerObserved:
 			c.Observed = v
+		case trailerProposal:
+			c.Proposal = v
 		}
 	}
 	return c

@@ -30,6 +30,7 @@ func Registered() []Payload {
 		AssistantMessage{}, ModelRetry{}, ToolStarted{}, ToolFinished{}, Checkpoint{},
 		TurnFailed{}, Interrupted{}, Recovered{}, Kernel{}, SubagentSpawned{}, MessageSent{},
 		Compaction{}, WorktreeSetup{}, Forked{}, Accepted{}, Merged{}, Discarded{},
+		HarnessProposed{}, HarnessApplied{}, HarnessRejected{}, HarnessRolledBack{}, Refined{},
 	}
 }
 

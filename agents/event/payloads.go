@@ -4,28 +4,33 @@ import "time"
 
 // Event types. Each has one payload struct below.
 const (
-	TypeSessionCreated   Type = "session_created"
-	TypeStateChanged     Type = "state_changed"
-	TypeTurnStarted      Type = "turn_started"
-	TypeMessageQueued    Type = "message_queued"
-	TypeUserMessage      Type = "user_message"
-	TypeAssistantMessage Type = "assistant_message"
-	TypeModelRetry       Type = "model_retry"
-	TypeToolStarted      Type = "tool_started"
-	TypeToolFinished     Type = "tool_finished"
-	TypeCheckpoint       Type = "checkpoint"
-	TypeTurnFailed       Type = "turn_failed"
-	TypeInterrupted      Type = "interrupted"
-	TypeRecovered        Type = "recovered"
-	TypeKernel           Type = "kernel"
-	TypeSubagentSpawned  Type = "subagent_spawned"
-	TypeMessageSent      Type = "message_sent"
-	TypeCompaction       Type = "compaction"
-	TypeWorktreeSetup    Type = "worktree_setup"
-	TypeForked           Type = "forked"
-	TypeAccepted         Type = "accepted"
-	TypeMerged           Type = "merged"
-	TypeDiscarded        Type = "discarded"
+	TypeSessionCreated    Type = "session_created"
+	TypeStateChanged      Type = "state_changed"
+	TypeTurnStarted       Type = "turn_started"
+	TypeMessageQueued     Type = "message_queued"
+	TypeUserMessage       Type = "user_message"
+	TypeAssistantMessage  Type = "assistant_message"
+	TypeModelRetry        Type = "model_retry"
+	TypeToolStarted       Type = "tool_started"
+	TypeToolFinished      Type = "tool_finished"
+	TypeCheckpoint        Type = "checkpoint"
+	TypeTurnFailed        Type = "turn_failed"
+	TypeInterrupted       Type = "interrupted"
+	TypeRecovered         Type = "recovered"
+	TypeKernel            Type = "kernel"
+	TypeSubagentSpawned   Type = "subagent_spawned"
+	TypeMessageSent       Type = "message_sent"
+	TypeCompaction        Type = "compaction"
+	TypeWorktreeSetup     Type = "worktree_setup"
+	TypeForked            Type = "forked"
+	TypeAccepted          Type = "accepted"
+	TypeMerged            Type = "merged"
+	TypeDiscarded         Type = "discarded"
+	TypeHarnessProposed   Type = "harness_proposed"
+	TypeHarnessApplied    Type = "harness_applied"
+	TypeHarnessRejected   Type = "harness_rejected"
+	TypeHarnessRolledBack Type = "harness_rolled_back"
+	TypeRefined           Type = "refined"
 )
 
 // SessionCreated is a session's first record: what it is, fixed for its life.
@@ -244,25 +249,118 @@ type Discarded struct {
 	Force           bool   `json:"force,omitempty"`
 }
 
-func (SessionCreated) EventType() Type   { return TypeSessionCreated }
-func (StateChanged) EventType() Type     { return TypeStateChanged }
-func (TurnStarted) EventType() Type      { return TypeTurnStarted }
-func (MessageQueued) EventType() Type    { return TypeMessageQueued }
-func (UserMessage) EventType() Type      { return TypeUserMessage }
-func (AssistantMessage) EventType() Type { return TypeAssistantMessage }
-func (ModelRetry) EventType() Type       { return TypeModelRetry }
-func (ToolStarted) EventType() Type      { return TypeToolStarted }
-func (ToolFinished) EventType() Type     { return TypeToolFinished }
-func (Checkpoint) EventType() Type       { return TypeCheckpoint }
-func (TurnFailed) EventType() Type       { return TypeTurnFailed }
-func (Interrupted) EventType() Type      { return TypeInterrupted }
-func (Recovered) EventType() Type        { return TypeRecovered }
-func (Kernel) EventType() Type           { return TypeKernel }
-func (SubagentSpawned) EventType() Type  { return TypeSubagentSpawned }
-func (MessageSent) EventType() Type      { return TypeMessageSent }
-func (Compaction) EventType() Type       { return TypeCompaction }
-func (WorktreeSetup) EventType() Type    { return TypeWorktreeSetup }
-func (Forked) EventType() Type           { return TypeForked }
-func (Accepted) EventType() Type         { return TypeAccepted }
-func (Merged) EventType() Type           { return TypeMerged }
-func (Discarded) EventType() Type        { return TypeDiscarded }
+// HarnessEdit is one entry's change in a harness event.
+type HarnessEdit struct {
+	Op    string `json:"op"` // create, update or delete
+	Kind  string `json:"kind"`
+	ID    string `json:"id"`
+	Title string `json:"title,omitempty"`
+}
+
+// GateVerdict is a validation gate's finding: its command, run on a clean checkout of the
+// session's branch.
+type GateVerdict struct {
+	Command    string `json:"command"`
+	Commit     string `json:"commit,omitempty"`
+	Passed     bool   `json:"passed"`
+	ExitCode   int    `json:"exitCode"`
+	DurationMs int64  `json:"durationMs"`
+	TimedOut   bool   `json:"timedOut,omitempty"`
+	Output     string `json:"output,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// HarnessProposed is a change to a harness scope waiting for a decision (the user's, or the
+// scope's gate): Commit is the change on Base, the scope's head when it was proposed.
+type HarnessProposed struct {
+	Proposal  string        `json:"proposal"`
+	Scope     string        `json:"scope"`
+	Author    string        `json:"author"` // agent or refine
+	Edits     []HarnessEdit `json:"edits"`
+	Commit    string        `json:"commit"`
+	Base      string        `json:"base,omitempty"`
+	Trigger   []uint64      `json:"trigger,omitempty"` // the event seqs that prompted it
+	Rationale string        `json:"rationale,omitempty"`
+	Intended  string        `json:"intended,omitempty"`
+	Policy    string        `json:"policy"` // apply or review
+}
+
+// HarnessApplied is a change committed to a harness scope; it takes effect at the next turn
+// boundary. Proposal is empty for a direct edit of the session's own scope.
+type HarnessApplied struct {
+	Proposal string        `json:"proposal,omitempty"`
+	Scope    string        `json:"scope"`
+	Author   string        `json:"author"`
+	Edits    []HarnessEdit `json:"edits"`
+	Commit   string        `json:"commit"`
+	By       string        `json:"by"` // agent, user, policy or gate
+	Gate     *GateVerdict  `json:"gate,omitempty"`
+	Observed string        `json:"observed,omitempty"`
+}
+
+// HarnessRejected is a change refused: by the user, by the gate (Gate says why), by
+// validation (a protected path, a skill that does not import, the base prompt), or a refine
+// reply that could not be used (no Proposal then).
+type HarnessRejected struct {
+	Proposal string        `json:"proposal,omitempty"`
+	Scope    string        `json:"scope"`
+	Author   string        `json:"author"`
+	Edits    []HarnessEdit `json:"edits,omitempty"`
+	By       string        `json:"by"` // user, gate, validation or refine
+	Reason   string        `json:"reason"`
+	Gate     *GateVerdict  `json:"gate,omitempty"`
+}
+
+// HarnessRolledBack is an entry restored as it was at version To, as the new commit Commit.
+type HarnessRolledBack struct {
+	Scope  string `json:"scope"`
+	Kind   string `json:"kind"`
+	ID     string `json:"id"`
+	To     string `json:"to"`
+	Commit string `json:"commit"`
+	Author string `json:"author"`
+}
+
+// Refined is one /refine run over the session's events FromSeq..ToSeq: its model call's
+// usage (counted apart from the task's), the proposals it made, or why it made none.
+type Refined struct {
+	Scope     string     `json:"scope"`
+	Focus     string     `json:"focus,omitempty"`
+	Trigger   string     `json:"trigger"` // user, kernel, everyTurns or compaction
+	FromSeq   uint64     `json:"fromSeq"`
+	ToSeq     uint64     `json:"toSeq"`
+	Model     string     `json:"model,omitempty"`
+	Calls     int        `json:"calls"` // model calls, with the repair request
+	Usage     TokenUsage `json:"usage"`
+	Proposals []string   `json:"proposals,omitempty"`
+	Summary   string     `json:"summary,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
+func (SessionCreated) EventType() Type    { return TypeSessionCreated }
+func (StateChanged) EventType() Type      { return TypeStateChanged }
+func (TurnStarted) EventType() Type       { return TypeTurnStarted }
+func (MessageQueued) EventType() Type     { return TypeMessageQueued }
+func (UserMessage) EventType() Type       { return TypeUserMessage }
+func (AssistantMessage) EventType() Type  { return TypeAssistantMessage }
+func (ModelRetry) EventType() Type        { return TypeModelRetry }
+func (ToolStarted) EventType() Type       { return TypeToolStarted }
+func (ToolFinished) EventType() Type      { return TypeToolFinished }
+func (Checkpoint) EventType() Type        { return TypeCheckpoint }
+func (TurnFailed) EventType() Type        { return TypeTurnFailed }
+func (Interrupted) EventType() Type       { return TypeInterrupted }
+func (Recovered) EventType() Type         { return TypeRecovered }
+func (Kernel) EventType() Type            { return TypeKernel }
+func (SubagentSpawned) EventType() Type   { return TypeSubagentSpawned }
+func (MessageSent) EventType() Type       { return TypeMessageSent }
+func (Compaction) EventType() Type        { return TypeCompaction }
+func (WorktreeSetup) EventType() Type     { return TypeWorktreeSetup }
+func (Forked) EventType() Type            { return TypeForked }
+func (Accepted) EventType() Type          { return TypeAccepted }
+func (Merged) EventType() Type            { return TypeMerged }
+func (Discarded) EventType() Type         { return TypeDiscarded }
+func (HarnessProposed) EventType() Type   { return TypeHarnessProposed }
+func (HarnessApplied) EventType() Type    { return TypeHarnessApplied }
+func (HarnessRejected) EventType() Type   { return TypeHarnessRejected }
+func (HarnessRolledBack) EventType() Type { return TypeHarnessRolledBack }
+func (Refined) EventType() Type           { return TypeRefined }

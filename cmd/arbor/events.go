@@ -116,10 +116,54 @@ func eventLine(p event.Payload) string {
 			return "discarded; branch " + d.Branch + " deleted"
 		}
 		return "discarded"
+	case event.HarnessProposed:
+		line := fmt.Sprintf("harness proposal %s (%s, %s scope, %s): %s", d.Proposal, d.Author, d.Scope, proposalWait(d.Policy), harnessEdits(d.Edits))
+		if d.Rationale != "" {
+			line += "\n    why: " + indent(d.Rationale)
+		}
+		return line
+	case event.HarnessApplied:
+		line := fmt.Sprintf("harness %s scope: %s applied as %s by %s", d.Scope, harnessEdits(d.Edits), abbrev(d.Commit, 10), d.By)
+		if d.Proposal != "" {
+			line = fmt.Sprintf("harness proposal %s applied by %s as %s: %s", d.Proposal, d.By, abbrev(d.Commit, 10), harnessEdits(d.Edits))
+		}
+		if d.Observed != "" {
+			line += "\n    observed: " + d.Observed
+		}
+		return line
+	case event.HarnessRejected:
+		what := "harness change"
+		if d.Proposal != "" {
+			what = "harness proposal " + d.Proposal
+		}
+		return fmt.Sprintf("%s rejected by %s: %s", what, d.By, indent(d.Reason))
+	case event.HarnessRolledBack:
+		return fmt.Sprintf("harness %s scope: %s %s rolled back to %s as %s", d.Scope, d.Kind, d.ID, abbrev(d.To, 10), abbrev(d.Commit, 10))
+	case event.Refined:
+		if d.Error != "" {
+			return fmt.Sprintf("refine (%s scope, events %d–%d) made no proposal: %s", d.Scope, d.FromSeq, d.ToSeq, d.Error)
+		}
+		return fmt.Sprintf("refine (%s scope, events %d–%d, %d+%d tokens): %d proposals %s", d.Scope, d.FromSeq, d.ToSeq,
+			d.Usage.InputTokens, d.Usage.OutputTokens, len(d.Proposals), strings.Join(d.Proposals, ", "))
 	case event.MessageQueued, event.ToolStarted, event.TurnStarted:
 		return "" // shown by the events that follow them
 	}
 	return fmt.Sprintf("%s %+v", p.EventType(), p)
+}
+
+func harnessEdits(es []event.HarnessEdit) string {
+	var parts []string
+	for _, e := range es {
+		parts = append(parts, e.Op+" "+e.Kind+" "+e.ID)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func proposalWait(policy string) string {
+	if policy == "review" {
+		return "waiting for review: arbor proposals"
+	}
+	return "applies once it passes the gate"
 }
 
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n    ") }

@@ -102,6 +102,11 @@ export const EventForked = 'forked';
 export const EventAccepted = 'accepted';
 export const EventMerged = 'merged';
 export const EventDiscarded = 'discarded';
+export const EventHarnessProposed = 'harness_proposed';
+export const EventHarnessApplied = 'harness_applied';
+export const EventHarnessRejected = 'harness_rejected';
+export const EventHarnessRolledBack = 'harness_rolled_back';
+export const EventRefined = 'refined';
 
 /** A method or field that takes or returns nothing. */
 export type Empty = Record<string, never>;
@@ -623,6 +628,81 @@ export interface Discarded {
   force?: boolean;
 }
 
+export interface HarnessProposed {
+  proposal: string;
+  scope: string;
+  author: string;
+  edits: HarnessEdit[];
+  commit: string;
+  base?: string;
+  trigger?: number[];
+  rationale?: string;
+  intended?: string;
+  policy: string;
+}
+
+export interface HarnessEdit {
+  op: string;
+  kind: string;
+  id: string;
+  title?: string;
+}
+
+export interface HarnessApplied {
+  proposal?: string;
+  scope: string;
+  author: string;
+  edits: HarnessEdit[];
+  commit: string;
+  by: string;
+  gate?: GateVerdict;
+  observed?: string;
+}
+
+export interface GateVerdict {
+  command: string;
+  commit?: string;
+  passed: boolean;
+  exitCode: number;
+  durationMs: number;
+  timedOut?: boolean;
+  output?: string;
+  error?: string;
+}
+
+export interface HarnessRejected {
+  proposal?: string;
+  scope: string;
+  author: string;
+  edits?: HarnessEdit[];
+  by: string;
+  reason: string;
+  gate?: GateVerdict;
+}
+
+export interface HarnessRolledBack {
+  scope: string;
+  kind: string;
+  id: string;
+  to: string;
+  commit: string;
+  author: string;
+}
+
+export interface Refined {
+  scope: string;
+  focus?: string;
+  trigger: string;
+  fromSeq: number;
+  toSeq: number;
+  model?: string;
+  calls: number;
+  usage: TokenUsage;
+  proposals?: string[];
+  summary?: string;
+  error?: string;
+}
+
 /** The payload of each event type. */
 export interface EventPayloads {
   session_created: SessionCreated;
@@ -647,6 +727,11 @@ export interface EventPayloads {
   accepted: Accepted;
   merged: Merged;
   discarded: Discarded;
+  harness_proposed: HarnessProposed;
+  harness_applied: HarnessApplied;
+  harness_rejected: HarnessRejected;
+  harness_rolled_back: HarnessRolledBack;
+  refined: Refined;
 }
 
 export type EventType = keyof EventPayloads;
@@ -675,6 +760,11 @@ export const EventTypes: readonly EventType[] = [
   'accepted',
   'merged',
   'discarded',
+  'harness_proposed',
+  'harness_applied',
+  'harness_rejected',
+  'harness_rolled_back',
+  'refined',
 ];
 
 /** An Event whose data is typed by its type: narrow on `type`. */

@@ -167,6 +167,37 @@ function body(e: P.TypedEvent): string[] {
       const where = d.archived ? `unmerged work kept at \`${d.archived}\`` : d.branchDeleted ? `branch \`${d.branch}\` deleted` : `branch \`${d.branch}\` kept`;
       return [`discarded${d.force ? ' (forced)' : ''}; ${where}${d.worktreeRemoved ? '' : '; the worktree was not removed'}`];
     }
+    case P.EventHarnessProposed: {
+      const d = e.data;
+      const wait = d.policy === 'review' ? 'waiting for your review' : 'applies once it passes the gate';
+      const out = [`harness proposal \`${d.proposal}\` (${d.author}, ${d.scope} scope, ${wait}): ${harnessEdits(d.edits)}`];
+      if (d.rationale) out.push(`> ${d.rationale}`);
+      if (d.intended) out.push(`intended effect: ${d.intended}`);
+      return out;
+    }
+    case P.EventHarnessApplied: {
+      const d = e.data;
+      const what = d.proposal ? `harness proposal \`${d.proposal}\` applied` : `harness ${d.scope} scope changed`;
+      const out = [`${what} by ${d.by} as \`${short(d.commit, 10)}\`: ${harnessEdits(d.edits)}`];
+      if (d.observed) out.push(`observed: ${d.observed}`);
+      return out;
+    }
+    case P.EventHarnessRejected: {
+      const d = e.data;
+      const what = d.proposal ? `harness proposal \`${d.proposal}\`` : 'harness change';
+      const out = [`**${what} rejected** by ${d.by}: ${d.reason}`];
+      if (d.gate?.output) out.push(fenced(d.gate.output, ''));
+      return out;
+    }
+    case P.EventHarnessRolledBack: {
+      const d = e.data;
+      return [`harness ${d.scope} scope: ${d.kind} \`${d.id}\` rolled back to \`${short(d.to, 10)}\` as \`${short(d.commit, 10)}\``];
+    }
+    case P.EventRefined: {
+      const d = e.data;
+      if (d.error) return [`refine (${d.scope} scope, events ${d.fromSeq}–${d.toSeq}) made no proposal: ${d.error}`];
+      return [`refine (${d.scope} scope, events ${d.fromSeq}–${d.toSeq}): ${(d.proposals ?? []).length} proposals ${(d.proposals ?? []).map(p => '`' + p + '`').join(', ')}`, tokens(d.usage)];
+    }
     default: {
       const unhandled: never = e;
       return unhandled;
@@ -183,7 +214,13 @@ const known: Record<P.EventType, true> = {
   [P.EventRecovered]: true, [P.EventKernel]: true, [P.EventSubagentSpawned]: true,
   [P.EventMessageSent]: true, [P.EventCompaction]: true, [P.EventWorktreeSetup]: true,
   [P.EventForked]: true, [P.EventAccepted]: true, [P.EventMerged]: true, [P.EventDiscarded]: true,
+  [P.EventHarnessProposed]: true, [P.EventHarnessApplied]: true, [P.EventHarnessRejected]: true,
+  [P.EventHarnessRolledBack]: true, [P.EventRefined]: true,
 };
+
+function harnessEdits(edits: P.HarnessEdit[] | null | undefined): string {
+  return (edits ?? []).map(x => `${x.op} ${x.kind} \`${x.id}\``).join(', ');
+}
 
 /** Whether this build renders events of type t itself (others show their data as it came). */
 export function isKnownEvent(e: P.Event): e is P.TypedEvent {

@@ -259,6 +259,52 @@ render[P.EventDiscarded] = function(d, lines)
     .. (d.worktreeRemoved == true and '' or '; the worktree was not removed'))
 end
 
+local function harness_edits(edits)
+  local parts = {}
+  for _, x in ipairs(list(edits)) do
+    table.insert(parts, (s(x.op) or '?') .. ' ' .. (s(x.kind) or '?') .. ' ' .. (s(x.id) or '?'))
+  end
+  return table.concat(parts, ', ')
+end
+
+render[P.EventHarnessProposed] = function(d, lines)
+  local wait = d.policy == 'review' and 'waiting for review: :ArborProposals' or 'applies once it passes the gate'
+  table.insert(lines, string.format('harness proposal %s (%s, %s scope, %s): %s', s(d.proposal) or '?', s(d.author) or '?',
+    s(d.scope) or '?', wait, harness_edits(d.edits)))
+  if s(d.rationale) then
+    table.insert(lines, '> ' .. s(d.rationale))
+  end
+end
+
+render[P.EventHarnessApplied] = function(d, lines)
+  local what = s(d.proposal) and ('harness proposal ' .. s(d.proposal) .. ' applied')
+    or ('harness ' .. (s(d.scope) or '?') .. ' scope changed')
+  table.insert(lines, string.format('%s by %s as %s: %s', what, s(d.by) or '?', short(d.commit, 10), harness_edits(d.edits)))
+  if s(d.observed) then
+    table.insert(lines, 'observed: ' .. s(d.observed))
+  end
+end
+
+render[P.EventHarnessRejected] = function(d, lines)
+  local what = s(d.proposal) and ('harness proposal ' .. s(d.proposal)) or 'harness change'
+  table.insert(lines, string.format('%s rejected by %s: %s', what, s(d.by) or '?', s(d.reason) or ''))
+end
+
+render[P.EventHarnessRolledBack] = function(d, lines)
+  table.insert(lines, string.format('harness %s scope: %s %s rolled back to %s as %s', s(d.scope) or '?', s(d.kind) or '?',
+    s(d.id) or '?', short(d.to, 10), short(d.commit, 10)))
+end
+
+render[P.EventRefined] = function(d, lines)
+  if s(d.error) then
+    table.insert(lines, string.format('refine (%s scope, events %d-%d) made no proposal: %s', s(d.scope) or '?',
+      num(d.fromSeq), num(d.toSeq), s(d.error)))
+    return
+  end
+  table.insert(lines, string.format('refine (%s scope, events %d-%d): %d proposals %s', s(d.scope) or '?', num(d.fromSeq),
+    num(d.toSeq), #list(d.proposals), table.concat(list(d.proposals), ', ')))
+end
+
 --- Lines for the data of an event type this plugin does not know (from a newer daemon).
 local function raw(d, lines)
   if next(d) == nil then

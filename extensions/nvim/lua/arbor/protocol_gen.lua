@@ -92,6 +92,11 @@ M.EventForked = 'forked'
 M.EventAccepted = 'accepted'
 M.EventMerged = 'merged'
 M.EventDiscarded = 'discarded'
+M.EventHarnessProposed = 'harness_proposed'
+M.EventHarnessApplied = 'harness_applied'
+M.EventHarnessRejected = 'harness_rejected'
+M.EventHarnessRolledBack = 'harness_rolled_back'
+M.EventRefined = 'refined'
 
 ---@alias arbor.SessionState 'unknown'|'admitted'|'running'|'idle'|'inactive'|'stopped'|'failed'
 
@@ -541,6 +546,74 @@ M.EventDiscarded = 'discarded'
 ---@field archived? string
 ---@field force? boolean
 
+---@class arbor.HarnessProposed
+---@field proposal string
+---@field scope string
+---@field author string
+---@field edits arbor.HarnessEdit[]
+---@field commit string
+---@field base? string
+---@field trigger? number[]
+---@field rationale? string
+---@field intended? string
+---@field policy string
+
+---@class arbor.HarnessEdit
+---@field op string
+---@field kind string
+---@field id string
+---@field title? string
+
+---@class arbor.HarnessApplied
+---@field proposal? string
+---@field scope string
+---@field author string
+---@field edits arbor.HarnessEdit[]
+---@field commit string
+---@field by string
+---@field gate? arbor.GateVerdict
+---@field observed? string
+
+---@class arbor.GateVerdict
+---@field command string
+---@field commit? string
+---@field passed boolean
+---@field exitCode number
+---@field durationMs number
+---@field timedOut? boolean
+---@field output? string
+---@field error? string
+
+---@class arbor.HarnessRejected
+---@field proposal? string
+---@field scope string
+---@field author string
+---@field edits? arbor.HarnessEdit[]
+---@field by string
+---@field reason string
+---@field gate? arbor.GateVerdict
+
+---@class arbor.HarnessRolledBack
+---@field scope string
+---@field kind string
+---@field id string
+---@field to string
+---@field commit string
+---@field author string
+
+---@class arbor.Refined
+---@field scope string
+---@field focus? string
+---@field trigger string
+---@field fromSeq number
+---@field toSeq number
+---@field model? string
+---@field calls number
+---@field usage arbor.TokenUsage
+---@field proposals? string[]
+---@field summary? string
+---@field error? string
+
 -- The JSON fields of each type, in order: what the daemon sends.
 M.fields = {
   Empty = {  },
@@ -617,6 +690,13 @@ M.fields = {
   Accepted = { 'commit', 'branch', 'files', 'mode' },
   Merged = { 'child', 'branch', 'commit', 'files' },
   Discarded = { 'branch', 'worktreeRemoved', 'branchDeleted', 'archived', 'force' },
+  HarnessProposed = { 'proposal', 'scope', 'author', 'edits', 'commit', 'base', 'trigger', 'rationale', 'intended', 'policy' },
+  HarnessEdit = { 'op', 'kind', 'id', 'title' },
+  HarnessApplied = { 'proposal', 'scope', 'author', 'edits', 'commit', 'by', 'gate', 'observed' },
+  GateVerdict = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'output', 'error' },
+  HarnessRejected = { 'proposal', 'scope', 'author', 'edits', 'by', 'reason', 'gate' },
+  HarnessRolledBack = { 'scope', 'kind', 'id', 'to', 'commit', 'author' },
+  Refined = { 'scope', 'focus', 'trigger', 'fromSeq', 'toSeq', 'model', 'calls', 'usage', 'proposals', 'summary', 'error' },
 }
 
 -- The payload type of each event type.
@@ -643,6 +723,11 @@ M.event_payloads = {
   accepted = 'Accepted',
   merged = 'Merged',
   discarded = 'Discarded',
+  harness_proposed = 'HarnessProposed',
+  harness_applied = 'HarnessApplied',
+  harness_rejected = 'HarnessRejected',
+  harness_rolled_back = 'HarnessRolledBack',
+  refined = 'Refined',
 }
 
 -- Params and result types of each arbor/* request.
@@ -706,6 +791,11 @@ M.event_types = {
   'accepted',
   'merged',
   'discarded',
+  'harness_proposed',
+  'harness_applied',
+  'harness_rejected',
+  'harness_rolled_back',
+  'refined',
 }
 
 return M

@@ -77,6 +77,10 @@ type Config struct {
 	KernelEnv []string
 	// Worktree prepares each new session worktree with what a checkout lacks.
 	Worktree WorktreeSetup
+	// Harness says, per harness scope, how proposed changes apply ("harness").
+	Harness HarnessPolicies
+	// Refine configures /refine: its model and when it runs by itself ("refine").
+	Refine RefinePolicy
 	// Trust says which guarded settings the repository's arbor.json sets and whether they
 	// are trusted. Untrusted ones were not applied: what starts work in the repository
 	// calls Trust.Check first, so the user learns why instead of getting another config.
@@ -92,6 +96,55 @@ type WorktreeSetup struct {
 	Command string
 	// CommandTimeout bounds Command ("timeout": "5m"); 0 means the default of 10 minutes.
 	CommandTimeout time.Duration
+}
+
+// HarnessPolicies is the policy of each harness scope.
+type HarnessPolicies struct {
+	Session, Workspace, Global HarnessPolicy
+}
+
+// For returns the policy of a scope ("session", "workspace" or "global").
+func (h HarnessPolicies) For(scope string) HarnessPolicy {
+	switch scope {
+	case "session":
+		return h.Session
+	case "global":
+		return h.Global
+	}
+	return h.Workspace
+}
+
+// The harness policies.
+const (
+	PolicyApply  = "apply"  // a proposal applies once it passes the scope's gate
+	PolicyReview = "review" // a proposal waits for the user
+)
+
+// HarnessPolicy is how changes to one scope of the harness apply.
+type HarnessPolicy struct {
+	// Policy is PolicyApply or PolicyReview.
+	Policy string
+	// Gate is a command a proposal must pass before it applies, run in the sandbox on a clean
+	// checkout of the proposing session's branch with the protected paths as they are at the
+	// session's base; "" is none.
+	Gate string
+	// GateTimeout bounds Gate; 0 means the default of 10 minutes.
+	GateTimeout time.Duration
+	// Protected lists path globs (beyond the built-in test and verifier patterns) a proposal
+	// may not touch.
+	Protected []string
+}
+
+// RefinePolicy configures /refine.
+type RefinePolicy struct {
+	// Model is the configured model refine calls; "" is the session's.
+	Model string
+	// EveryTurns runs refine by itself after every N-th turn; 0 never.
+	EveryTurns int
+	// AfterCompaction runs refine by itself after a compaction.
+	AfterCompaction bool
+	// Cooldown is the least time between two runs refine starts by itself.
+	Cooldown time.Duration
 }
 
 // Empty reports whether there is nothing to set up.
@@ -172,6 +225,12 @@ func Defaults() Config {
 		MaxDepth:     2,
 		MaxRunning:   8,
 		IdleTimeout:  30 * time.Minute,
+		Harness: HarnessPolicies{
+			Session:   HarnessPolicy{Policy: PolicyApply},
+			Workspace: HarnessPolicy{Policy: PolicyReview},
+			Global:    HarnessPolicy{Policy: PolicyReview},
+		},
+		Refine: RefinePolicy{Cooldown: 10 * time.Minute},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -39,6 +40,70 @@ type fileConfig struct {
 	SandboxHome   []string         `json:"sandboxHome"` // replaces the lower one as a whole
 	KernelEnv     []string         `json:"kernelEnv"`   // replaces the lower one as a whole
 	Worktree      *fileWorktree    `json:"worktree"`    // replaces the lower one as a whole
+	Harness       *fileHarness     `json:"harness"`
+	Refine        *fileRefine      `json:"refine"`
+}
+
+type fileHarness struct {
+	Session   *fileScopePolicy `json:"session"`
+	Workspace *fileScopePolicy `json:"workspace"`
+	Global    *fileScopePolicy `json:"global"`
+}
+
+type fileScopePolicy struct {
+	Policy      *string  `json:"policy"`
+	Gate        *string  `json:"gate"`
+	GateTimeout *string  `json:"gateTimeout"`
+	Protected   []string `json:"protected"` // replaces the lower one as a whole
+}
+
+type fileRefine struct {
+	Model           *string `json:"model"`
+	EveryTurns      *int    `json:"everyTurns"`
+	AfterCompaction *bool   `json:"afterCompaction"`
+	Cooldown        *string `json:"cooldown"`
+}
+
+func (f *fileScopePolicy) apply(dst *HarnessPolicy, scope string) error {
+	if f == nil {
+		return nil
+	}
+	if f.Policy != nil {
+		switch *f.Policy {
+		case PolicyApply, PolicyReview:
+		default:
+			return fmt.Errorf("harness.%s.policy %q: want \"apply\" or \"review\"", scope, *f.Policy)
+		}
+	}
+	set(&dst.Policy, f.Policy)
+	set(&dst.Gate, f.Gate)
+	if err := setDuration(&dst.GateTimeout, f.GateTimeout, "harness."+scope+".gateTimeout", "10m", false); err != nil {
+		return err
+	}
+	if f.Protected != nil {
+		for _, g := range f.Protected {
+			if _, err := path.Match(g, ""); err != nil || g == "" || strings.HasPrefix(g, "/") {
+				return fmt.Errorf("harness.%s.protected %q: want a glob relative to the repository, such as \"ci/**\"", scope, g)
+			}
+		}
+		dst.Protected = f.Protected
+	}
+	return nil
+}
+
+func (f *fileRefine) apply(dst *RefinePolicy) error {
+	if f == nil {
+		return nil
+	}
+	set(&dst.Model, f.Model)
+	set(&dst.AfterCompaction, f.AfterCompaction)
+	if f.EveryTurns != nil {
+		if *f.EveryTurns < 0 {
+			return fmt.Errorf("refine.everyTurns %d: want 0 (never) or more", *f.EveryTurns)
+		}
+		dst.EveryTurns = *f.EveryTurns
+	}
+	return setDuration(&dst.Cooldown, f.Cooldown, "refine.cooldown", "10m", true)
 }
 
 type fileWorktree struct {
@@ -186,6 +251,20 @@ func (f fileConfig) apply(cfg *Config, root string) error {
 		return err
 	}
 	if err := setDuration(&cfg.IdleTimeout, f.IdleTimeout, "idleTimeout", "30m", true); err != nil {
+		return err
+	}
+	if f.Harness != nil {
+		for _, sc := range []struct {
+			name string
+			f    *fileScopePolicy
+			dst  *HarnessPolicy
+		}{{"session", f.Harness.Session, &cfg.Harness.Session}, {"workspace", f.Harness.Workspace, &cfg.Harness.Workspace}, {"global", f.Harness.Global, &cfg.Harness.Global}} {
+			if err := sc.f.apply(sc.dst, sc.name); err != nil {
+				return err
+			}
+		}
+	}
+	if err := f.Refine.apply(&cfg.Refine); err != nil {
 		return err
 	}
 	if f.Worktree != nil {

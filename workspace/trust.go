@@ -43,13 +43,18 @@ type guard struct {
 }
 
 var guarded = map[string]guard{
-	"kernelPython":     {why: "runs as the kernels' Python, on your machine"},
-	"worktree.command": {why: "runs on your machine in every new session worktree"},
-	"sandbox":          {why: "weakens or turns off the sandbox around model-written code", safe: []string{"bwrap", "auto", ""}},
-	"allowNetwork":     {why: "gives model-written code the network", safe: []string{"false"}},
-	"network":          {why: "gives model-written code the network", safe: []string{"false"}},
-	"sandboxHome":      {why: "lets model-written code read these paths of your home directory", safe: []string{"[]"}},
-	"kernelEnv":        {why: "passes these variables of the daemon's environment to model-written code", safe: []string{"[]"}},
+	"kernelPython":             {why: "runs as the kernels' Python, on your machine"},
+	"worktree.command":         {why: "runs on your machine in every new session worktree"},
+	"sandbox":                  {why: "weakens or turns off the sandbox around model-written code", safe: []string{"bwrap", "auto", ""}},
+	"allowNetwork":             {why: "gives model-written code the network", safe: []string{"false"}},
+	"network":                  {why: "gives model-written code the network", safe: []string{"false"}},
+	"sandboxHome":              {why: "lets model-written code read these paths of your home directory", safe: []string{"[]"}},
+	"kernelEnv":                {why: "passes these variables of the daemon's environment to model-written code", safe: []string{"[]"}},
+	"harness.session.gate":     {why: "runs on your machine to judge the agent's proposed harness changes"},
+	"harness.workspace.gate":   {why: "runs on your machine to judge the agent's proposed harness changes"},
+	"harness.global.gate":      {why: "runs on your machine to judge the agent's proposed harness changes"},
+	"harness.workspace.policy": {why: "applies the agent's and /refine's changes to the repository's shared harness without your review", safe: []string{"review"}},
+	"harness.global.policy":    {why: "applies the agent's and /refine's changes to your global harness without your review", safe: []string{"review"}},
 }
 
 // Setting is one guarded setting a repository's arbor.json sets.

@@ -327,3 +327,48 @@ func TestGuardTableNamesSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestHarnessPolicies: the per-scope harness policy, gate and protected paths, and refine's
+// settings; a repository's gate and an "apply" policy on a shared scope need trust.
+func TestHarnessPolicies(t *testing.T) {
+	root := configFiles(t, `{"refine":{"everyTurns":5}}`, `{"harness":{"workspace":{"policy":"apply","gate":"make test","gateTimeout":"2m","protected":["ci/**"]},`+
+		`"session":{"policy":"review"}},"refine":{"model":"cheap","afterCompaction":true}}`)
+	cfg, err := Load(root, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Untrusted: the review policy of the session scope (it weakens nothing) and the
+	// protected paths apply; the gate and the workspace's apply do not.
+	if w := cfg.Harness.Workspace; w.Policy != PolicyReview || w.Gate != "" || !slices.Equal(w.Protected, []string{"ci/**"}) || w.GateTimeout != 2*60e9 {
+		t.Errorf("untrusted workspace policy = %+v", w)
+	}
+	if cfg.Harness.Session.Policy != PolicyReview || cfg.Harness.Global.Policy != PolicyReview {
+		t.Errorf("session/global = %+v / %+v", cfg.Harness.Session, cfg.Harness.Global)
+	}
+	if r := cfg.Refine; r.Model != "cheap" || r.EveryTurns != 5 || !r.AfterCompaction || r.Cooldown != 10*60e9 {
+		t.Errorf("refine = %+v", r)
+	}
+	if got := names(cfg.Trust.Settings); !slices.Equal(got, []string{"harness.workspace.gate", "harness.workspace.policy"}) {
+		t.Errorf("guarded = %v", got)
+	}
+	trustRepo(t, root, Overrides{})
+	cfg, err = Load(root, Overrides{})
+	if err != nil || cfg.Harness.Workspace.Policy != PolicyApply || cfg.Harness.Workspace.Gate != "make test" {
+		t.Fatalf("trusted: %v %+v", err, cfg.Harness.Workspace)
+	}
+	if d := Defaults().Harness; d.Session.Policy != PolicyApply || d.Workspace.Policy != PolicyReview || d.Global.Policy != PolicyReview {
+		t.Errorf("defaults = %+v", d)
+	}
+	for _, bad := range []struct{ file, want string }{
+		{`{"harness":{"workspace":{"policy":"sometimes"}}}`, `harness.workspace.policy "sometimes"`},
+		{`{"harness":{"global":{"gateTimeout":"soon"}}}`, `harness.global.gateTimeout "soon"`},
+		{`{"harness":{"workspace":{"protected":["/etc/**"]}}}`, `harness.workspace.protected "/etc/**"`},
+		{`{"harness":{"team":{}}}`, `unknown setting "team"`},
+		{`{"refine":{"everyTurns":-1}}`, `refine.everyTurns -1`},
+	} {
+		root := configFiles(t, "", bad.file)
+		if _, err := Load(root, Overrides{}); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want %q", bad.file, err, bad.want)
+		}
+	}
+}

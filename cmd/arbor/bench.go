@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/arborhq/arbor/agents/agentbench"
+	"github.com/arborhq/arbor/agents/harness/harnessbench"
 	"github.com/arborhq/arbor/bench"
 	"github.com/arborhq/arbor/gitstate/gitbench"
 	"github.com/arborhq/arbor/kernel/kernelbench"
@@ -19,15 +20,19 @@ func cmdBench(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	runs := fs.Int("runs", 5, "repetitions of each measurement; figures are their medians")
 	sessions := fs.Int("sessions", 1000, "sessions in the agents scale figure")
+	entries := fs.Int("entries", 10000, "entries in the harness figures")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
+	}
+	if *entries < 1 {
+		return fmt.Errorf("--entries %d: want at least 1", *entries)
 	}
 	if *runs < 1 {
 		return fmt.Errorf("--runs %d: want at least 1", *runs)
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents [--runs N] [--json]")
+		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents|harness [--runs N] [--json]")
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var rep *bench.Report
@@ -47,8 +52,17 @@ func cmdBench(ctx context.Context, args []string) error {
 		rep, err = gitbench.RunOptions(ctx, logger, gitbench.Options{Rounds: *runs})
 	case "agents":
 		rep, err = agentbench.Run(ctx, agentbench.Options{Runs: *runs, Sessions: *sessions})
+	case "harness":
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		rep, err = harnessbench.Run(ctx, harnessbench.Options{Exe: exe, Runs: *runs, Entries: *entries})
+		if err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git or agents", pos[0])
+		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git, agents or harness", pos[0])
 	}
 	if err != nil {
 		return err

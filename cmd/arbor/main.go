@@ -39,7 +39,7 @@ func init() {
 		{"lsp", "", "stdio forwarder for editors; starts the daemon when needed", cmdLSP},
 		{"fake-model", "--script FILE [--addr 127.0.0.1:0]", "serve a scripted OpenAI-compatible model", cmdFakeModel},
 		{"demo", "[--keep]", "run a refactor on a throwaway repository with the built-in scripted model", cmdDemo},
-		{"bench", "startup|kernel|git|agents [--json]", "measure against references in the same run", cmdBench},
+		{"bench", "startup|kernel|git|agents|harness [--json]", "measure against references in the same run", cmdBench},
 		{"fsck", "[--repair] [DIR]", "check the event logs of a repository's sessions", cmdFsck},
 		{"harness", "ls|show|edit|rm|history|diff|rollback [--scope S]", "list, show, edit and roll back the harness's notes, memories, skills and subagents", cmdHarness},
 		{"trust", "[DIR] [--yes] | --list | --revoke [DIR]", "review and trust the commands, interpreter, sandbox and key routing a repository's arbor.json sets", cmdTrust},

@@ -2,6 +2,7 @@ package harnessbench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/arborhq/arbor/agents/harness"
@@ -97,7 +99,8 @@ func Generate(n int) []harness.Entry {
 // Spread deals entries over the three scopes as a user's harness holds them — a tenth in the
 // session, three tenths in the workspace, the rest global — and gives one session or workspace
 // entry in fifty the id of a global one of its kind, so that shadowing is part of the work.
-// Every entry gets a version, as a store's List gives them.
+// Every entry gets a version, and each scope's entries come in the order a turn reads them from
+// its store: by kind (as in [harness.Kinds]), each kind's List sorted by id.
 func Spread(entries []harness.Entry) []harness.ScopeEntries {
 	scopes := []harness.ScopeEntries{{Scope: "session"}, {Scope: "workspace"}, {Scope: "global"}}
 	for i, e := range entries {
@@ -123,6 +126,11 @@ func Spread(entries []harness.Entry) []harness.ScopeEntries {
 				}
 			}
 		}
+	}
+	for _, s := range scopes {
+		slices.SortFunc(s.Entries, func(a, b harness.Entry) int {
+			return cmp.Or(cmp.Compare(slices.Index(harness.Kinds, a.Kind), slices.Index(harness.Kinds, b.Kind)), strings.Compare(a.ID, b.ID))
+		})
 	}
 	return scopes
 }

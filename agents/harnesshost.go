@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/harness"
+	"github.com/arborhq/arbor/workspace"
 )
 
 // The kernel's harness surface (harness.notes|memories|skills|subagents). Reads see every
-// scope, narrowest first; writes from model code go to the session's own scope only: the
-// workspace and global scopes are shared, so their changes are to wait for a review, and
-// until proposals exist the user makes them (`arbor harness edit`). Every write is a commit
-// whose trailers name this session and turn, and takes effect at the next turn boundary.
+// scope, narrowest first. Writes from model code edit the session's own scope directly and
+// propose changes to the shared ones (see proposals.go); every change is a commit whose
+// trailers name this session and turn, and takes effect at the next turn boundary.
 
 // scopedEntry is an entry as the kernel sees it: with the scope it came from.
 type scopedEntry struct {
@@ -37,24 +38,62 @@ func harnessScopes(scope string) ([]harness.Scope, error) {
 	return []harness.Scope{sc}, nil
 }
 
-// writableStore is the store a model-code write goes to: the session's own scope only.
-func (s *Session) writableStore(ctx context.Context, scope string) (*harness.Store, error) {
+// harnessWrite is one write from model code. The session's own scope under its default
+// "apply" policy is edited directly (a skill must import first); every other write — a shared
+// scope, or any scope under "review" — is a proposal the scope's policy decides. Either way
+// the change takes effect at the next turn boundary.
+func (s *Session) harnessWrite(ctx context.Context, scope string, ed harness.Edit) (any, error) {
 	sc, err := harness.ParseScope(scope)
 	if err != nil {
 		return nil, err
 	}
-	if sc != harness.ScopeSession {
-		return nil, fmt.Errorf("the %s harness is shared, so its changes wait for review, which is not built yet: edit scope='session', or ask the user to run `arbor harness edit --scope %s`", sc, sc)
+	if sc != harness.ScopeSession || s.policyFor(sc).Policy != workspace.PolicyApply {
+		p, err := s.propose(ctx, sc, harness.Proposal{Author: "agent", Edits: []harness.Edit{ed}})
+		if err != nil {
+			return nil, err
+		}
+		return proposalAnswer(p), nil
 	}
-	return s.harnessStore(ctx, sc)
-}
-
-// written is what a model-code write answers.
-func written(v string, err error) (any, error) {
+	st, err := s.harnessStore(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
+	if ed.Op != "delete" {
+		if err := s.checkSkill(ctx, ed.Entry); err != nil {
+			return nil, err
+		}
+	}
+	before, _ := st.Head(ctx)
+	var v string
+	if ed.Op == "delete" {
+		v, err = st.Delete(ctx, ed.Entry.Kind, ed.Entry.ID, ed.Base, s.harnessChange())
+	} else {
+		v, err = st.Put(ctx, ed.Entry, ed.Base, s.harnessChange())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if after, _ := st.Head(ctx); after != before {
+		s.appliedHarness(ctx, event.HarnessApplied{Scope: string(sc), Author: "agent", Edits: eventEdits([]harness.Edit{ed}), Commit: after, By: "agent"})
+	}
 	return map[string]any{"version": v, "applies": "at the next turn"}, nil
+}
+
+// proposalAnswer is what model code learns of its proposal.
+func proposalAnswer(p harness.Proposal) map[string]any {
+	out := map[string]any{"proposal": p.ID, "scope": p.Scope, "status": p.Status}
+	switch p.Status {
+	case harness.Pending:
+		out["applies"] = "once the user accepts it (arbor proposals accept " + p.ID + ")"
+	case harness.Applied:
+		out["version"], out["applies"] = p.Applied, "at the next turn"
+	case harness.Rejected:
+		out["reason"] = p.Reason
+	}
+	if p.Observed != "" {
+		out["observed"] = p.Observed
+	}
+	return out
 }
 
 func (s *Session) harnessChange() harness.Change {
@@ -144,12 +183,12 @@ func hostHarnessPut(ctx context.Context, s *Session, raw json.RawMessage) (any, 
 	if err := decodeStrict("harness.put", raw, &p); err != nil {
 		return nil, err
 	}
-	st, err := s.writableStore(ctx, p.Scope)
-	if err != nil {
-		return nil, err
-	}
 	p.Entry.Version = ""
-	return written(st.Put(ctx, p.Entry, p.Version, s.harnessChange()))
+	op := "update"
+	if p.Version == "" {
+		op = "create"
+	}
+	return s.harnessWrite(ctx, p.Scope, harness.Edit{Op: op, Entry: p.Entry, Base: p.Version})
 }
 
 func hostHarnessDelete(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {
@@ -157,11 +196,10 @@ func hostHarnessDelete(ctx context.Context, s *Session, raw json.RawMessage) (an
 	if err := decodeStrict("harness.delete", raw, &p); err != nil {
 		return nil, err
 	}
-	st, err := s.writableStore(ctx, p.Scope)
-	if err != nil {
-		return nil, err
+	if p.Version == "" {
+		return nil, fmt.Errorf("%w: delete %s %s: name the version you read", harness.ErrInvalid, p.Kind, p.ID)
 	}
-	return written(st.Delete(ctx, p.Kind, p.ID, p.Version, s.harnessChange()))
+	return s.harnessWrite(ctx, p.Scope, harness.Edit{Op: "delete", Entry: harness.Entry{Kind: p.Kind, ID: p.ID}, Base: p.Version})
 }
 
 func hostHarnessHistory(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {

@@ -10,12 +10,12 @@ import (
 
 // A note the agent writes from its kernel is a commit on the session's harness ref; it does not
 // change the prompt of the turn that wrote it, and it is in the next turn's. A skill written in
-// one turn imports in the next. Shared scopes refuse model-code writes.
+// one turn imports in the next. A write to a shared scope is a proposal that waits for review.
 func TestHarnessFromTheKernelAppliesAtTheNextTurn(t *testing.T) {
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^learn","last":"^use the skill"},"code":"from arbor_skills import greet\nprint(greet.hello())"},
  {"when":{"task":"^learn","system":"RULE-XYZ"},"text":"rule visible"},
- {"when":{"task":"^learn","turn":1},"code":"v = await harness.notes.create('tests-first', 'Run the tests first', body='RULE-XYZ: always run the tests.')\nawait harness.skills.create('greet', 'Say hello', body='hello() -> str', module='def hello():\\n    return \"hi from a skill\"\\n')\ntry:\n    await harness.notes.create('shared', 'x', body='y', scope='workspace')\nexcept ArborError as e:\n    print('refused:', e)\nprint(v['applies'], [n['id'] for n in await harness.notes.list()], [(n['id'], n['scope']) for n in await harness.notes.search('ALWAYS tests')])"},
+ {"when":{"task":"^learn","turn":1},"code":"v = await harness.notes.create('tests-first', 'Run the tests first', body='RULE-XYZ: always run the tests.')\nawait harness.skills.create('greet', 'Say hello', body='hello() -> str', module='def hello():\\n    return \"hi from a skill\"\\n')\np = await harness.notes.create('shared', 'x', body='y', scope='workspace')\nprint('proposed:', p['status'], p['proposal'])\nprint(v['applies'], [n['id'] for n in await harness.notes.list()], [(n['id'], n['scope']) for n in await harness.notes.search('ALWAYS tests')])"},
  {"when":{"task":"^learn"},"text":"rule not visible"}
 ],"default":{"text":"ok"}}`)
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
@@ -26,7 +26,7 @@ func TestHarnessFromTheKernelAppliesAtTheNextTurn(t *testing.T) {
 		t.Fatalf("tool results %v", outs)
 	}
 	out := fmt.Sprint(outs[0]["output"])
-	if !strings.Contains(out, "at the next turn ['tests-first'] [('tests-first', 'session')]") || !strings.Contains(out, "refused:") || !strings.Contains(out, "review") {
+	if !strings.Contains(out, "at the next turn ['tests-first'] [('tests-first', 'session')]") || !strings.Contains(out, "proposed: pending p") {
 		t.Errorf("cell output: %s", out)
 	}
 	e.send(s, "again")
@@ -51,7 +51,20 @@ func TestHarnessFromTheKernelAppliesAtTheNextTurn(t *testing.T) {
 		}
 	}
 	if refs := git(t, e.repo, "for-each-ref", "refs/arbor/harness/workspace"); refs != "" {
-		t.Errorf("the refused workspace write left a ref: %s", refs)
+		t.Errorf("the pending workspace proposal moved the workspace ref: %s", refs)
+	}
+	props := e.events(s, event.TypeHarnessProposed)
+	if len(props) != 1 || props[0]["scope"] != "workspace" || props[0]["policy"] != "review" {
+		t.Fatalf("harness_proposed events %v", props)
+	}
+	if refs := git(t, e.repo, "for-each-ref", "refs/arbor/proposals/"+fmt.Sprint(props[0]["proposal"])); refs == "" {
+		t.Errorf("the proposal has no ref")
+	}
+	if applied := e.events(s, event.TypeHarnessApplied); len(applied) != 2 || applied[0]["by"] != "agent" || applied[0]["commit"] == "" {
+		t.Errorf("harness_applied events %v, want the note and the skill", applied)
+	}
+	if u := s.usageNow(); u.HarnessEdits != 2 {
+		t.Errorf("harness edits counted %d, want 2", u.HarnessEdits)
 	}
 }
 

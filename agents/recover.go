@@ -221,6 +221,10 @@ func (s *Session) replay(recs []eventlog.Record) {
 			if d.ID != "" {
 				s.children = append(s.children, d.ID)
 			}
+		case event.HarnessApplied:
+			s.usage.HarnessEdits++
+		case event.Refined:
+			s.usage.addRefine(d)
 		case event.TurnStarted:
 			s.turn++
 		case event.Checkpoint:

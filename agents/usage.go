@@ -12,6 +12,23 @@ type Usage struct {
 	Messages           int64   `json:"messages"`
 	HumanInterventions int64   `json:"humanInterventions"`
 	Retries            int64   `json:"retries"`
+	// HarnessEdits counts changes this session made to the harness that applied: its own
+	// scope's edits and its accepted proposals.
+	HarnessEdits int64 `json:"harnessEdits"`
+	// Refine calls and their tokens, apart from the task's (ModelCalls, InputTokens, … do not
+	// include them).
+	RefineCalls        int64   `json:"refineCalls"`
+	RefineInputTokens  int64   `json:"refineInputTokens"`
+	RefineOutputTokens int64   `json:"refineOutputTokens"`
+	RefineCostUSD      float64 `json:"refineCostUSD"`
+}
+
+// addRefine counts one refine run.
+func (u *Usage) addRefine(d event.Refined) {
+	u.RefineCalls += int64(d.Calls)
+	u.RefineInputTokens += d.Usage.InputTokens
+	u.RefineOutputTokens += d.Usage.OutputTokens
+	u.RefineCostUSD += d.Usage.CostUSD
 }
 
 // addTokens counts one model call's tokens and cost.
@@ -31,5 +48,10 @@ func (u Usage) Add(v Usage) Usage {
 	u.Messages += v.Messages
 	u.HumanInterventions += v.HumanInterventions
 	u.Retries += v.Retries
+	u.HarnessEdits += v.HarnessEdits
+	u.RefineCalls += v.RefineCalls
+	u.RefineInputTokens += v.RefineInputTokens
+	u.RefineOutputTokens += v.RefineOutputTokens
+	u.RefineCostUSD += v.RefineCostUSD
 	return u
 }

@@ -21,6 +21,8 @@ func toUsage(u agents.Usage) Usage {
 	return Usage{
 		ModelCalls: u.ModelCalls, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CostUSD: u.CostUSD, KernelExecs: u.KernelExecs, Messages: u.Messages,
-		HumanInterventions: u.HumanInterventions, Retries: u.Retries,
+		HumanInterventions: u.HumanInterventions, Retries: u.Retries, HarnessEdits: u.HarnessEdits,
+		RefineCalls: u.RefineCalls, RefineInputTokens: u.RefineInputTokens, RefineOutputTokens: u.RefineOutputTokens,
+		RefineCostUSD: u.RefineCostUSD,
 	}
 }

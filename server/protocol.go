@@ -72,6 +72,12 @@ type Usage struct {
 	Messages           int64   `json:"messages"`
 	HumanInterventions int64   `json:"humanInterventions"`
 	Retries            int64   `json:"retries"`
+	HarnessEdits       int64   `json:"harnessEdits"` // changes to the harness that applied
+	// Refine calls and their tokens, apart from the task's.
+	RefineCalls        int64   `json:"refineCalls"`
+	RefineInputTokens  int64   `json:"refineInputTokens"`
+	RefineOutputTokens int64   `json:"refineOutputTokens"`
+	RefineCostUSD      float64 `json:"refineCostUSD"`
 }
 
 // Session describes one session. Usage is the session's own; Total adds every descendant.

@@ -408,3 +408,51 @@ func (s *Store) ProposalDiff(ctx context.Context, p Proposal) (string, error) {
 	}
 	return s.git(ctx, nil, nil, "diff", "--no-color", "--no-ext-diff", from, p.Commit)
 }
+
+// OpenProposal finds proposal id among those kept in gitDir (whichever scope of that object
+// store it is for) and opens its scope's store.
+func OpenProposal(ctx context.Context, gitDir, id string) (*Store, Proposal, error) {
+	if err := checkProposalID(id); err != nil {
+		return nil, Proposal{}, err
+	}
+	data, err := os.ReadFile(filepath.Join(gitDir, "arbor", "proposals", id+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, Proposal{}, fmt.Errorf("%w %s", ErrNoProposal, id)
+	}
+	if err != nil {
+		return nil, Proposal{}, fmt.Errorf("harness proposal %s: %w", id, err)
+	}
+	var head struct {
+		Ref string `json:"ref"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, Proposal{}, fmt.Errorf("harness proposal %s is damaged: %w", id, err)
+	}
+	st, err := Open(gitDir, head.Ref)
+	if err != nil {
+		return nil, Proposal{}, err
+	}
+	p, err := st.Proposal(ctx, id)
+	return st, p, err
+}
+
+// ProposalsIn lists the proposals of every scope kept in gitDir with status (all with ""),
+// newest first.
+func ProposalsIn(ctx context.Context, gitDir, status string) ([]Proposal, error) {
+	names, err := filepath.Glob(filepath.Join(gitDir, "arbor", "proposals", "p*.json"))
+	if err != nil {
+		return nil, err
+	}
+	out := []Proposal{}
+	for _, n := range names {
+		_, p, err := OpenProposal(ctx, gitDir, strings.TrimSuffix(filepath.Base(n), ".json"))
+		if err != nil {
+			return nil, err
+		}
+		if status == "" || p.Status == status {
+			out = append(out, p)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out, nil
+}

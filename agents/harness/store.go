@@ -109,6 +109,9 @@ func InitBare(ctx context.Context, dir string) error {
 	return nil
 }
 
+// GitDir is the git directory the store's objects and ref are in.
+func (s *Store) GitDir() string { return s.gitDir }
+
 // Ref is the store's ref.
 func (s *Store) Ref() string { return s.ref }
 

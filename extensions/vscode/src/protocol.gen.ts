@@ -298,6 +298,11 @@ export interface Usage {
   messages: number;
   humanInterventions: number;
   retries: number;
+  harnessEdits: number;
+  refineCalls: number;
+  refineInputTokens: number;
+  refineOutputTokens: number;
+  refineCostUSD: number;
 }
 
 export interface SessionCreateParams {

@@ -267,6 +267,11 @@ M.EventRefined = 'refined'
 ---@field messages number
 ---@field humanInterventions number
 ---@field retries number
+---@field harnessEdits number
+---@field refineCalls number
+---@field refineInputTokens number
+---@field refineOutputTokens number
+---@field refineCostUSD number
 
 ---@class arbor.SessionCreateParams
 ---@field task string
@@ -639,7 +644,7 @@ M.fields = {
   AttachParams = { 'id', 'sinceSeq' },
   AttachResult = { 'session' },
   Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children' },
-  Usage = { 'modelCalls', 'inputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries' },
+  Usage = { 'modelCalls', 'inputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection' },
   Selection = { 'uri', 'startLine', 'endLine', 'text' },
   SessionRef = { 'id' },

@@ -1,0 +1,255 @@
+package agents
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/arborhq/arbor/agents/harness"
+	"github.com/arborhq/arbor/workspace"
+)
+
+// The validation gate: what decides a harness proposal independently of the model that made
+// it. Two checks. At proposal, a proposal may not touch what the gate relies on: it is refused
+// when its text names a protected path (test files, verifier scripts, the gate command's own
+// files, arbor.json, the scope's "protected" globs) or tells the agent to skip or weaken
+// checks. Before it applies, the scope's gate command runs in the sandbox on a clean checkout
+// of the proposing session's branch in which every protected path is as it was at the
+// session's base commit — so a session that edited or deleted a test cannot pass by it.
+
+// builtinProtected are the paths every scope protects: tests and their configuration in the
+// usual layouts, and the configuration that names the gate.
+var builtinProtected = []string{
+	"**/test_*.py", "**/*_test.py", "**/conftest.py", "**/tests/**", "**/test/**", "**/testdata/**",
+	"**/*_test.go", "**/__tests__/**", "**/*.test.*", "**/*.spec.*", "**/spec/**",
+	"pytest.ini", "tox.ini", "noxfile.py", ".github/workflows/**", "arbor.json",
+}
+
+// skipping catches proposals that would teach the agent to skip or weaken a check, whichever
+// file they name.
+var skipping = regexp.MustCompile(`(?i)(pytest\.skip|mark\.skip|mark\.xfail|unittest\.skip|@skip\b|\bt\.skip\(|--deselect|-k\s*["']?\s*not\b|--no-verify|\bskip(ping)?\s+(the\s+)?(failing\s+)?(tests?|checks?|verif\w*)|\b(delete|remove|edit|modify|rewrite|weaken|disable|comment out)\s+(the\s+)?(failing\s+)?(tests?|assert\w*|checks?|verif\w*)|exit\s*\(\s*0\s*\)\s*#.*test)`)
+
+// protectedGlobs are the scope's protected paths: the built-in ones, the configured ones, and
+// the files the gate command names.
+func (s *Session) protectedGlobs(pol workspace.HarnessPolicy) []string {
+	globs := append(append([]string(nil), builtinProtected...), pol.Protected...)
+	for _, f := range strings.Fields(pol.Gate) {
+		f = strings.Trim(f, `"'`)
+		if strings.HasPrefix(f, "-") || filepath.IsAbs(f) || !strings.ContainsAny(f, "./") {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(s.meta.Worktree, f)); err == nil && !fi.IsDir() {
+			globs = append(globs, path.Clean(f))
+		}
+	}
+	return globs
+}
+
+// matchGlob matches a slash-separated path against a glob in which ** is any number of
+// segments; a glob without a slash matches the path's last segment anywhere.
+func matchGlob(glob, p string) bool {
+	if !strings.Contains(glob, "/") {
+		ok, _ := path.Match(glob, path.Base(p))
+		return ok
+	}
+	return matchSegs(strings.Split(glob, "/"), strings.Split(p, "/"))
+}
+
+func matchSegs(g, p []string) bool {
+	for len(g) > 0 {
+		if g[0] == "**" {
+			for i := 0; i <= len(p); i++ {
+				if matchSegs(g[1:], p[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(p) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(g[0], p[0]); !ok {
+			return false
+		}
+		g, p = g[1:], p[1:]
+	}
+	return len(p) == 0
+}
+
+var pathToken = regexp.MustCompile(`[A-Za-z0-9_.\-/]+`)
+
+// refusal says why a proposal may not even wait for a decision, or "".
+func (s *Session) refusal(pol workspace.HarnessPolicy, edits []harness.Edit) string {
+	globs := s.protectedGlobs(pol)
+	for _, e := range edits {
+		text := strings.Join([]string{e.Entry.Title, e.Entry.Body, e.Entry.Module}, "\n")
+		if sp := e.Entry.Spec; sp != nil {
+			text += "\n" + sp.Instructions
+		}
+		for _, tok := range pathToken.FindAllString(text, -1) {
+			tok = strings.Trim(strings.TrimPrefix(tok, "./"), ".")
+			if !strings.Contains(tok, "/") && !strings.Contains(tok, ".") {
+				continue
+			}
+			for _, g := range globs {
+				if matchGlob(g, tok) {
+					return fmt.Sprintf("%s %s touches %s, a protected path (%s): the gate relies on it, so no harness change may", e.Entry.Kind, e.Entry.ID, tok, g)
+				}
+			}
+		}
+		if m := skipping.FindString(text); m != "" {
+			return fmt.Sprintf("%s %s would skip or weaken a check (%q): the gate relies on the checks, so no harness change may", e.Entry.Kind, e.Entry.ID, strings.TrimSpace(m))
+		}
+	}
+	return ""
+}
+
+// gateOutputTail is how much of a gate's output a verdict keeps.
+const gateOutputTail = 4 << 10
+
+// runGate runs the scope's gate command for a proposal of this session: on a clean checkout of
+// the session's branch, protected paths restored from its base, in the sandbox, bounded by the
+// gate's timeout. A command that is missing, cannot start or times out fails the gate.
+func (s *Session) runGate(ctx context.Context, pol workspace.HarnessPolicy, pid string) *harness.Verdict {
+	v := &harness.Verdict{Command: pol.Gate}
+	start := time.Now()
+	defer func() { v.DurationMs = time.Since(start).Milliseconds() }()
+	rev, err := s.gitMain(ctx, "rev-parse", "--verify", "--quiet", "refs/heads/"+s.meta.Branch+"^{commit}")
+	head := strings.TrimSpace(rev)
+	if err != nil || head == "" {
+		v.Error = fmt.Sprintf("the session's branch %s is gone", s.meta.Branch)
+		return v
+	}
+	v.Commit = head
+	dir := filepath.Join(s.dir, "gate", pid)
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	if out, err := s.gitMain(ctx, "worktree", "add", "--detach", "--quiet", dir, head); err != nil {
+		v.Error = fmt.Sprintf("clean checkout of %s: %v: %s", short(head), err, out)
+		return v
+	}
+	defer func() {
+		s.gitMain(context.WithoutCancel(ctx), "worktree", "remove", "--force", dir)
+		os.RemoveAll(dir)
+	}()
+	if err := s.restoreProtected(ctx, dir, head, s.protectedGlobs(pol)); err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	timeout := pol.GateTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	gctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd, err := s.setupCommand(gctx, dir, pol.Gate, []string{"ARBOR_SESSION=" + s.meta.ID, "ARBOR_PROPOSAL=" + pid})
+	if err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	err = cmd.Run()
+	v.Output = tail(out.String(), gateOutputTail)
+	var exit *exec.ExitError
+	switch {
+	case gctx.Err() == context.DeadlineExceeded:
+		v.TimedOut, v.ExitCode = true, -1
+	case errors.As(err, &exit):
+		v.ExitCode = exit.ExitCode()
+		if v.ExitCode == 127 {
+			v.Error = "the command was not found: " + strings.TrimSpace(v.Output)
+		}
+	case err != nil:
+		v.Error = err.Error()
+	default:
+		v.Passed = true
+	}
+	return v
+}
+
+// restoreProtected puts every protected path of the checkout at dir back as it is at the
+// session's base commit: changed ones restored, added ones removed.
+func (s *Session) restoreProtected(ctx context.Context, dir, head string, globs []string) error {
+	list := func(commit string) (map[string]bool, error) {
+		out, err := s.gitMain(ctx, "ls-tree", "-r", "-z", "--name-only", commit)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %v: %s", short(commit), err, out)
+		}
+		m := map[string]bool{}
+		for p := range strings.SplitSeq(out, "\x00") {
+			if p != "" && protectedPath(globs, p) {
+				m[p] = true
+			}
+		}
+		return m, nil
+	}
+	base, err := list(s.meta.BaseCommit)
+	if err != nil {
+		return err
+	}
+	now, err := list(head)
+	if err != nil {
+		return err
+	}
+	var restore []string
+	for p := range base {
+		restore = append(restore, p)
+	}
+	for p := range now {
+		if !base[p] {
+			if err := os.Remove(filepath.Join(dir, p)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if len(restore) > 0 {
+		args := append([]string{"-C", dir, "checkout", s.meta.BaseCommit, "--"}, restore...)
+		if out, err := exec.CommandContext(ctx, "git", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("restore the protected paths from %s: %v: %s", short(s.meta.BaseCommit), err, out)
+		}
+	}
+	return nil
+}
+
+func protectedPath(globs []string, p string) bool {
+	for _, g := range globs {
+		if matchGlob(g, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// gitMain runs git on the session's repository.
+func (s *Session) gitMain(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", s.ws.Root}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+func short(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}

@@ -1,0 +1,229 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/arborhq/arbor/agents/event"
+	"github.com/arborhq/arbor/agents/harness"
+	"github.com/arborhq/arbor/workspace"
+)
+
+// Proposals: how a change to the harness that is not a direct edit of the session's own scope
+// gets decided. The agent (writing a shared scope from the kernel, or any scope under a
+// "review" policy) and /refine propose; the proposal is refused at once when it touches what
+// the gate relies on or a skill does not import; under "review" it waits for the user
+// (arbor proposals accept|reject, the editors); under "apply" the scope's gate decides it.
+// Every step is an event in the proposing session's log with the commit ids.
+
+func eventEdits(es []harness.Edit) []event.HarnessEdit {
+	out := make([]event.HarnessEdit, 0, len(es))
+	for _, e := range es {
+		out = append(out, event.HarnessEdit{Op: e.Op, Kind: string(e.Entry.Kind), ID: e.Entry.ID, Title: e.Entry.Title})
+	}
+	return out
+}
+
+func eventVerdict(v *harness.Verdict) *event.GateVerdict {
+	if v == nil {
+		return nil
+	}
+	return &event.GateVerdict{Command: v.Command, Commit: v.Commit, Passed: v.Passed, ExitCode: v.ExitCode,
+		DurationMs: v.DurationMs, TimedOut: v.TimedOut, Output: v.Output, Error: v.Error}
+}
+
+// policyFor is the session's policy for a scope.
+func (s *Session) policyFor(sc harness.Scope) workspace.HarnessPolicy {
+	pol := s.cfg.Harness.For(string(sc))
+	if pol.Policy == "" {
+		pol.Policy = workspace.Defaults().Harness.For(string(sc)).Policy
+	}
+	return pol
+}
+
+// propose records p (Author, Edits and provenance set) for scope sc as this session's and lets
+// the scope's policy decide it. The proposal it returns says what became of it; an error means
+// nothing was recorded (an invalid or stale edit), and is logged as a rejection too.
+func (s *Session) propose(ctx context.Context, sc harness.Scope, p harness.Proposal) (harness.Proposal, error) {
+	st, err := s.harnessStore(ctx, sc)
+	if err != nil {
+		return p, err
+	}
+	pol := s.policyFor(sc)
+	p.Session = s.meta.ID
+	if p.Turn == 0 {
+		s.mu.Lock()
+		p.Turn = s.turn
+		s.mu.Unlock()
+	}
+	if err := st.Propose(ctx, &p); err != nil {
+		s.append(ctx, event.HarnessRejected{Scope: string(sc), Author: p.Author, Edits: eventEdits(p.Edits), By: "validation", Reason: err.Error()})
+		return p, err
+	}
+	s.append(ctx, event.HarnessProposed{Proposal: p.ID, Scope: string(sc), Author: p.Author, Edits: eventEdits(p.Edits),
+		Commit: p.Commit, Base: p.Base, Trigger: p.Trigger, Rationale: p.Rationale, Intended: p.Intended, Policy: pol.Policy})
+	by, why := "gate", s.refusal(pol, p.Edits)
+	if why == "" {
+		for _, e := range p.Edits {
+			if e.Op == "delete" {
+				continue
+			}
+			if err := s.checkSkill(ctx, e.Entry); err != nil {
+				by, why = "validation", err.Error()
+				break
+			}
+		}
+	}
+	if why != "" {
+		return s.reject(ctx, st, p, by, why, nil)
+	}
+	if pol.Policy != workspace.PolicyApply {
+		return p, nil
+	}
+	return s.decide(ctx, st, p, "policy")
+}
+
+// decide applies a pending proposal of this session once the scope's gate passes, and rejects
+// it when the gate fails.
+func (s *Session) decide(ctx context.Context, st *harness.Store, p harness.Proposal, by string) (harness.Proposal, error) {
+	pol := s.policyFor(p.Scope)
+	var v *harness.Verdict
+	observed := ""
+	if pol.Gate != "" {
+		v = s.runGate(ctx, pol, p.ID)
+		observed = v.Summary()
+		if !v.Passed || v.Error != "" {
+			return s.reject(ctx, st, p, "gate", observed, v)
+		}
+	}
+	q, err := st.ApplyProposal(ctx, p.ID, by, v, observed)
+	if err != nil {
+		return q, err
+	}
+	s.appliedHarness(ctx, event.HarnessApplied{Proposal: q.ID, Scope: string(q.Scope), Author: q.Author, Edits: eventEdits(q.Edits),
+		Commit: q.Applied, By: by, Gate: eventVerdict(v), Observed: observed})
+	return q, nil
+}
+
+func (s *Session) reject(ctx context.Context, st *harness.Store, p harness.Proposal, by, why string, v *harness.Verdict) (harness.Proposal, error) {
+	q, err := st.RejectProposal(ctx, p.ID, by, why, v)
+	if err != nil {
+		return q, err
+	}
+	s.append(ctx, event.HarnessRejected{Proposal: q.ID, Scope: string(q.Scope), Author: q.Author, Edits: eventEdits(q.Edits),
+		By: by, Reason: why, Gate: eventVerdict(v)})
+	return q, nil
+}
+
+// appliedHarness logs a change that landed on a scope and counts it.
+func (s *Session) appliedHarness(ctx context.Context, d event.HarnessApplied) {
+	s.mu.Lock()
+	s.usage.HarnessEdits++
+	s.mu.Unlock()
+	s.append(ctx, d)
+}
+
+// proposalStores are the object stores proposals of the workspace containing dir live in:
+// the repository's common dir (workspace and session scopes), then the global harness.
+func (s *Service) proposalStores(ctx context.Context, dir string) ([]string, error) {
+	ws, err := s.workspaceFor(dir)
+	if err != nil {
+		return nil, err
+	}
+	dirs := []string{ws.Repo.CommonDir()}
+	if g, err := s.HarnessStore(ctx, dir, harness.ScopeGlobal, ""); err == nil {
+		dirs = append(dirs, g.GitDir())
+	} else {
+		s.log.Warn("harness: global scope unavailable; its proposals are not listed", "err", err)
+	}
+	return dirs, nil
+}
+
+// Proposals lists the proposals of the workspace containing dir, of its sessions and of the
+// global scope, with status ("" for all), newest first.
+func (s *Service) Proposals(ctx context.Context, dir, status string) ([]harness.Proposal, error) {
+	dirs, err := s.proposalStores(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := []harness.Proposal{}
+	for _, d := range dirs {
+		ps, err := harness.ProposalsIn(ctx, d, status)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ps...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out, nil
+}
+
+// Proposal returns one proposal and its diff.
+func (s *Service) Proposal(ctx context.Context, dir, id string) (harness.Proposal, string, error) {
+	st, p, err := s.findProposal(ctx, dir, id)
+	if err != nil {
+		return p, "", err
+	}
+	d, err := st.ProposalDiff(ctx, p)
+	return p, d, err
+}
+
+func (s *Service) findProposal(ctx context.Context, dir, id string) (*harness.Store, harness.Proposal, error) {
+	dirs, err := s.proposalStores(ctx, dir)
+	if err != nil {
+		return nil, harness.Proposal{}, err
+	}
+	for _, d := range dirs {
+		st, p, err := harness.OpenProposal(ctx, d, id)
+		if errors.Is(err, harness.ErrNoProposal) {
+			continue
+		}
+		return st, p, err
+	}
+	return nil, harness.Proposal{}, fmt.Errorf("%w %q in %s or the global harness; arbor proposals lists them", harness.ErrNoProposal, id, filepath.Base(dir))
+}
+
+// AcceptProposal is the user's accept: the scope's gate still decides (it judges the change
+// independently of whoever accepts it), then the change applies.
+func (s *Service) AcceptProposal(ctx context.Context, dir, id string) (harness.Proposal, error) {
+	st, p, err := s.findProposal(ctx, dir, id)
+	if err != nil {
+		return p, err
+	}
+	if p.Status != harness.Pending {
+		return p, fmt.Errorf("%w: %s is %s", harness.ErrDecided, id, p.Status)
+	}
+	sess, err := s.Get(p.Session)
+	if err != nil {
+		// The proposing session is gone: no branch for a gate to check out, and no log.
+		return st.ApplyProposal(ctx, id, "user", nil, "")
+	}
+	return sess.decide(ctx, st, p, "user")
+}
+
+// RejectProposal is the user's reject, with an optional reason.
+func (s *Service) RejectProposal(ctx context.Context, dir, id, reason string) (harness.Proposal, error) {
+	st, p, err := s.findProposal(ctx, dir, id)
+	if err != nil {
+		return p, err
+	}
+	if reason == "" {
+		reason = "rejected by the user"
+	}
+	sess, err := s.Get(p.Session)
+	if err != nil {
+		return st.RejectProposal(ctx, id, "user", reason, nil)
+	}
+	return sess.reject(ctx, st, p, "user", reason, nil)
+}
+
+// RolledBack records in a session's log that the user rolled back an entry of a scope it
+// reads; sessions that are not running here are left alone.
+func (s *Service) RolledBack(ctx context.Context, session string, d event.HarnessRolledBack) {
+	if sess, err := s.Get(session); err == nil {
+		sess.append(ctx, d)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/arborhq/arbor/agents/harness"
@@ -120,9 +121,12 @@ func render(rep *bench.Report, entries []harness.Entry, o Options) error {
 	for range o.Runs {
 		var r, j []time.Duration
 		for range 5 * o.Iters {
+			// Each starts on a collected heap, so that neither pays for the other's garbage.
+			runtime.GC()
 			t := time.Now()
 			block = harness.Render(scopes, harness.DefaultBudgetTokens)
 			r = append(r, time.Since(t))
+			runtime.GC()
 			t = time.Now()
 			if _, err := json.Marshal(scopes); err != nil {
 				return err

@@ -69,6 +69,9 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 		Summary: summary, LiveVariables: vars, Compacted: cut, Kept: kept,
 		Forced: force, Usage: usageEvent(reply.Usage),
 	})
+	if err == nil {
+		s.maybeRefine("compaction", 0)
+	}
 	return err
 }
 

@@ -26,6 +26,7 @@ var hostMethods = map[string]hostMethod{
 	"harness.delete":            hostHarnessDelete,
 	"harness.history":           hostHarnessHistory,
 	"harness.search":            hostHarnessSearch,
+	"refine.run":                hostRefineRun,
 }
 
 func (h hostHandler) HandleHost(ctx context.Context, method string, params json.RawMessage) (any, error) {

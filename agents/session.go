@@ -91,6 +91,10 @@ type Session struct {
 	client *model.Client
 
 	harness turnHarness // the harness as of the current turn's start (under mu)
+	// refineMu runs one refine of the session at a time; lastAutoRefine (under mu) is when
+	// the last one ended, for the policy's cooldown.
+	refineMu       sync.Mutex
+	lastAutoRefine time.Time
 
 	redactOnce sync.Once
 	redactFn   func(string) string

@@ -101,6 +101,7 @@ func (s *Session) runTurns() {
 		s.ws.slots.release(s)
 		cancel()
 		s.checkpoint(ctx, turn)
+		s.maybeRefine("everyTurns", turn)
 		s.notifyParent(err)
 		switch {
 		case err == nil:

@@ -59,6 +59,7 @@ var bridgeMethods = map[string]bool{
 	"agent_message.send": true, "agent_message.list_agents": true, "agent_message.inbox": true,
 	"harness.list": true, "harness.get": true, "harness.put": true, "harness.delete": true,
 	"harness.search": true, "harness.history": true,
+	"refine.run": true,
 }
 
 func newBridge(dir string, host HostHandler, log *slog.Logger) (*bridge, error) {

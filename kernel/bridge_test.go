@@ -73,7 +73,8 @@ func TestBridgeSurface(t *testing.T) {
 		{"bad role", "await agent_message.send('x', receiver_role='boss')", "ValueError: receiver_role='boss': expected one of 'parent', 'child', 'sibling'", "error"},
 		{"bad mode", "await agent_message.send('x', mode='shout')", "ValueError: mode='shout'", "error"},
 		{"empty task", "await rlm('')", "TypeError: task must be a non-empty string", "error"},
-		{"unbuilt names are absent", "refine", "NameError: name 'refine' is not defined", "error"},
+		{"unbuilt names are absent", "goal", "NameError: name 'goal' is not defined", "error"},
+		{"refine scope checked", "await refine.run('x', scope='team')", "ValueError: scope='team'", "error"},
 		{"harness kinds", "print(harness.notes, harness.skills)", "<harness.notes: await .create(id, title, ...)", "ok"},
 		{"ArborError catchable", "try:\n    await agent_message.inbox()\nexcept ArborError as e:\n    print('caught', e)", "caught inbox unreadable", "ok"},
 	}
@@ -211,8 +212,8 @@ func FuzzBridgeRequest(f *testing.F) {
 // forked kernel. The methods the surface calls are exactly the bridge's table, so a feature
 // enters both together.
 func TestRuntimeSurface(t *testing.T) {
-	want := []string{"ArborError", "agent_message", "arbor_ping", "harness", "rlm"}
-	unbuilt := []string{"refine", "goal", "heartbeat"}
+	want := []string{"ArborError", "agent_message", "arbor_ping", "harness", "refine", "rlm"}
+	unbuilt := []string{"goal", "heartbeat"}
 	var methods []string
 	for m := range bridgeMethods {
 		methods = append(methods, m)

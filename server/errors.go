@@ -83,8 +83,10 @@ func toRPCError(err error) error {
 		code = jsonrpc2.InvalidParams // the client's input was wrong; the message says how
 	case errors.As(err, &dirty), errors.As(err, &conflict):
 		code = CodeConflict // the messages name the files
-	case errors.Is(err, harness.ErrNotFound):
+	case errors.Is(err, harness.ErrNotFound), errors.Is(err, harness.ErrNoProposal):
 		code = CodeNotFound
+	case errors.Is(err, harness.ErrDecided):
+		code = CodeStale // decided meanwhile: the message says how
 	case errors.Is(err, agents.ErrUnknownSession):
 		code = CodeUnknownSession
 	case errors.Is(err, workspace.ErrNotRepo), errors.Is(err, gitstate.ErrNotRepo), errors.Is(err, gitstate.ErrNoCommits):

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/harness"
 )
 
@@ -138,6 +139,9 @@ func (c *conn) harnessRollback(ctx context.Context, p HarnessRollbackParams) (*H
 		return nil, missing(ctx, st, sc, k, p.ID, err)
 	}
 	after, _ := st.Head(ctx)
+	if sc == harness.ScopeSession && after != before {
+		c.srv.agents.RolledBack(ctx, p.Session, event.HarnessRolledBack{Scope: string(sc), Kind: string(k), ID: p.ID, To: to, Commit: after, Author: "user"})
+	}
 	c.log.Info("harness rollback", "scope", sc, "kind", k, "id", p.ID, "to", to, "version", v)
 	// A rollback to what the entry already is makes no commit and returns its version.
 	return &HarnessWriteResult{Version: v, Unchanged: before == after}, nil

@@ -52,6 +52,12 @@ var (
 	HarnessHistory  Method[HarnessHistoryParams, *HarnessHistoryResult] = MethodHarnessHistory
 	HarnessDiff     Method[HarnessDiffParams, *HarnessDiffResult]       = MethodHarnessDiff
 	HarnessRollback Method[HarnessRollbackParams, *HarnessWriteResult]  = MethodHarnessRollback
+
+	RefineRun       Method[RefineRunParams, *RefineRunResult] = MethodRefineRun
+	RefineProposals Method[ProposalsParams, *ProposalsResult] = MethodRefineProposals
+	RefineProposal  Method[ProposalRef, *Proposal]            = MethodRefineProposal
+	RefineAccept    Method[ProposalDecideParams, *Proposal]   = MethodRefineAccept
+	RefineReject    Method[ProposalDecideParams, *Proposal]   = MethodRefineReject
 )
 
 // Notification is a daemon → client notification with its params type P.
@@ -132,6 +138,11 @@ func buildRoutes() map[string]route {
 		register(HarnessHistory, (*conn).harnessHistory),
 		register(HarnessDiff, (*conn).harnessDiff),
 		register(HarnessRollback, (*conn).harnessRollback),
+		register(RefineRun, (*conn).refineRun),
+		register(RefineProposals, (*conn).refineProposals),
+		register(RefineProposal, (*conn).refineProposal),
+		register(RefineAccept, (*conn).refineAccept),
+		register(RefineReject, (*conn).refineReject),
 	} {
 		if _, dup := m[r.name]; dup {
 			panic("server: method registered twice: " + r.name)

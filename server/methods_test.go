@@ -68,8 +68,8 @@ func TestUnbuiltMethodsSayWhy(t *testing.T) {
 	}
 	d := startTestDaemon(t, "")
 	r := d.raw(t)
-	r.call(1, "arbor/refine.run", nil)
-	r.expectError(-32601, "refinement of the harness")
+	r.call(1, "arbor/eval.run", nil)
+	r.expectError(-32601, "evaluation suites")
 	r.call(2, "arbor/goal.set", nil)
 	r.expectError(-32601, "not built yet: goals")
 	r.expectStatus(3)

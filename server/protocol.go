@@ -43,6 +43,11 @@ const (
 	MethodHarnessHistory  = "arbor/harness.history"
 	MethodHarnessDiff     = "arbor/harness.diff"
 	MethodHarnessRollback = "arbor/harness.rollback"
+	MethodRefineRun       = "arbor/refine.run"
+	MethodRefineProposals = "arbor/refine.proposals"
+	MethodRefineProposal  = "arbor/refine.proposal"
+	MethodRefineAccept    = "arbor/refine.accept"
+	MethodRefineReject    = "arbor/refine.reject"
 )
 
 // Notifications, daemon → client.
@@ -501,3 +506,88 @@ const (
 	CodeNotFound             = -32011 // no harness entry (or version) by that name; the message says what exists
 	CodeRequestCancelled     = -32800 // the client cancelled the request with $/cancelRequest (LSP's code)
 )
+
+// RefineRunParams asks for a /refine of a session's trajectory since its last one: a model
+// call that proposes minimal harness edits to Scope (default session), decided by the scope's
+// policy. Focus narrows what to look at.
+type RefineRunParams struct {
+	Session string `json:"session"`
+	Focus   string `json:"focus,omitempty"`
+	Scope   string `json:"scope,omitempty"`
+}
+
+// RefineRunResult is one refine run: the events it read, its model calls and tokens (counted
+// apart from the task's), and its proposals as they stand after the policy.
+type RefineRunResult struct {
+	Scope        string     `json:"scope"`
+	FromSeq      uint64     `json:"fromSeq"`
+	ToSeq        uint64     `json:"toSeq"`
+	Model        string     `json:"model,omitempty"`
+	Calls        int        `json:"calls"`
+	InputTokens  int64      `json:"inputTokens"`
+	OutputTokens int64      `json:"outputTokens"`
+	Summary      string     `json:"summary,omitempty"`
+	Error        string     `json:"error,omitempty"` // why it proposed nothing
+	Proposals    []Proposal `json:"proposals"`
+}
+
+// ProposalsParams lists the proposals of the workspace containing Dir (default the client's
+// root), of its sessions and of the global harness. Status is pending (the default), applied,
+// rejected or all.
+type ProposalsParams struct {
+	Dir    string `json:"dir,omitempty"`
+	Status string `json:"status,omitempty"`
+}
+
+// ProposalsResult lists proposals, newest first.
+type ProposalsResult struct {
+	Proposals []Proposal `json:"proposals"`
+}
+
+// ProposalRef names one proposal (ID like p3f9a2c1d) of the workspace containing Dir.
+type ProposalRef struct {
+	Dir string `json:"dir,omitempty"`
+	ID  string `json:"id"`
+}
+
+// ProposalDecideParams accepts or rejects a pending proposal; Reason is the user's, for a reject.
+type ProposalDecideParams struct {
+	Dir    string `json:"dir,omitempty"`
+	ID     string `json:"id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ProposalEdit is one entry's change in a proposal.
+type ProposalEdit struct {
+	Op    string `json:"op"` // create, update or delete
+	Kind  string `json:"kind"`
+	ID    string `json:"id"`
+	Title string `json:"title,omitempty"`
+	Base  string `json:"base,omitempty"`
+}
+
+// Proposal is a proposed harness change and what became of it. Diff (the change as `git diff`
+// shows it) is filled by arbor/refine.proposal and the decisions, not by the list.
+type Proposal struct {
+	ID        string             `json:"id"`
+	Scope     string             `json:"scope"`
+	Ref       string             `json:"ref"`
+	Author    string             `json:"author"`
+	Session   string             `json:"session,omitempty"`
+	Turn      int                `json:"turn,omitempty"`
+	Trigger   []uint64           `json:"trigger,omitempty"`
+	Rationale string             `json:"rationale,omitempty"`
+	Intended  string             `json:"intended,omitempty"`
+	Edits     []ProposalEdit     `json:"edits"`
+	Base      string             `json:"base,omitempty"`
+	Commit    string             `json:"commit"`
+	Created   time.Time          `json:"created"`
+	Status    string             `json:"status"` // pending, applied or rejected
+	Reason    string             `json:"reason,omitempty"`
+	DecidedBy string             `json:"decidedBy,omitempty"`
+	Decided   *time.Time         `json:"decided,omitempty"`
+	Applied   string             `json:"applied,omitempty"`
+	Gate      *event.GateVerdict `json:"gate,omitempty"`
+	Observed  string             `json:"observed,omitempty"`
+	Diff      string             `json:"diff,omitempty"`
+}

@@ -42,6 +42,8 @@ func init() {
 		{"bench", "startup|kernel|git|agents|harness [--json]", "measure against references in the same run", cmdBench},
 		{"fsck", "[--repair] [DIR]", "check the event logs of a repository's sessions", cmdFsck},
 		{"harness", "ls|show|edit|rm|history|diff|rollback [--scope S]", "list, show, edit and roll back the harness's notes, memories, skills and subagents", cmdHarness},
+		{"refine", "ID [--focus TEXT] [--scope S]", "ask a model to propose harness edits from what went wrong in a session", cmdRefine},
+		{"proposals", "[PID] | accept PID | reject PID [--reason R]", "review harness proposals: list, show as a diff, accept or reject", cmdProposals},
 		{"trust", "[DIR] [--yes] | --list | --revoke [DIR]", "review and trust the commands, interpreter, sandbox and key routing a repository's arbor.json sets", cmdTrust},
 		{"version", "", "print the version", func(context.Context, []string) error { fmt.Println("arbor", version); return nil }},
 	}

@@ -1,5 +1,5 @@
 """Arbor's runtime inside every kernel: the host bridge client and the Python surface the model
-uses (rlm, agent_message, harness, arbor_ping, ArborError; _SURFACE lists them).
+uses (rlm, agent_message, harness, refine, arbor_ping, ArborError; _SURFACE lists them).
 
 Every call is an async request over a per-session Unix socket to the daemon, newline-delimited
 JSON: {"id":N,"method":M,"params":{...}} answered by {"id":N,"result":R} or
@@ -294,6 +294,21 @@ class _Harness:
         return "<harness: .notes .memories .skills .subagents (session-scope edits apply at the next turn)>"
 
 
+class _Refine:
+    """/refine: await refine.run(focus, scope="session") asks a model to propose minimal harness
+    edits from what went wrong since the last refine; the scope's policy decides each one
+    (applied at the next turn, or waiting for the user's review)."""
+
+    async def run(self, focus="", scope="session"):
+        if focus:
+            _text("focus", focus)
+        _choice("scope", scope, _SCOPES)
+        return await call("refine.run", {"focus": focus, "scope": scope})
+
+    def __repr__(self):
+        return '<refine: await .run(focus="", scope="session"|"workspace"|"global")>'
+
+
 async def arbor_ping(payload=None):
     """Round-trip payload through the daemon (tests and benchmarks)."""
     return await call("ping", {"payload": payload})
@@ -308,6 +323,7 @@ _SURFACE = {
     "agent_message": (_AgentMessage, ("agent_message.send", "agent_message.list_agents", "agent_message.inbox")),
     "arbor_ping": (lambda: arbor_ping, ("ping",)),
     "harness": (_Harness, ("harness.list", "harness.get", "harness.put", "harness.delete", "harness.search", "harness.history")),
+    "refine": (_Refine, ("refine.run",)),
     "ArborError": (lambda: ArborError, ()),
 }
 

@@ -70,7 +70,17 @@ func (s *Script) match(c conversation) (int, Reply) {
 		if r.when.Turn != 0 && r.when.Turn != c.turn {
 			continue
 		}
-		return i, r.reply
+		reply := r.reply
+		if r.last != nil && r.last.NumSubexp() > 0 {
+			// {{last.N}} in the reply is the N-th group of "last"'s match.
+			m := r.last.FindStringSubmatch(c.last)
+			for n := len(m) - 1; n >= 1; n-- {
+				ph := fmt.Sprintf("{{last.%d}}", n)
+				reply.Text = strings.ReplaceAll(reply.Text, ph, m[n])
+				reply.Code = strings.ReplaceAll(reply.Code, ph, m[n])
+			}
+		}
+		return i, reply
 	}
 	return -1, s.deflt
 }

@@ -25,7 +25,9 @@
 // matches the conversation's first user message, "last" the newest message
 // (user text or tool output), and "turn" equals the number of assistant
 // messages so far + 1. The first matching rule answers; without a match the
-// "default" reply answers. Rules are numbered from 1 in error messages.
+// "default" reply answers. Rules are numbered from 1 in error messages. In the
+// reply of a rule whose "last" has groups, {{last.N}} is the N-th group of its
+// match (a refiner's reply can cite a seq from the prompt it was given, say).
 //
 // A reply carries "text", "code" (sent as a call of the python tool; when the
 // request offers no tools it is sent as a ```python block inside the text

@@ -128,3 +128,22 @@ func FuzzParse(f *testing.F) {
 		s.match(conversation{task: "rename Foo", last: "Traceback", turn: 2})
 	})
 }
+
+// A rule whose "last" has groups can quote them in its reply: {{last.N}}.
+func TestReplyQuotesLastGroups(t *testing.T) {
+	s, err := Parse([]byte(`{"rules":[{"when":{"last":"\\[seq (\\d+) (\\w+)"},"text":"trigger {{last.1}} of {{last.2}}, not {{last.3}}"},
+		{"when":{"last":"plain"},"text":"kept {{last.1}} $HOME"}],"default":{"text":"none"}}`), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r := s.match(conversation{last: "x [seq 42 tool_finished error]"}); r.Text != "trigger 42 of tool_finished, not {{last.3}}" {
+		t.Errorf("reply %q", r.Text)
+	}
+	if _, r := s.match(conversation{last: "plain"}); r.Text != "kept {{last.1}} $HOME" {
+		t.Errorf("a rule without groups changed its reply: %q", r.Text)
+	}
+	// The rule's own reply is not rewritten for the next request.
+	if _, r := s.match(conversation{last: "[seq 7 kernel"}); r.Text != "trigger 7 of kernel, not {{last.3}}" {
+		t.Errorf("second reply %q", r.Text)
+	}
+}

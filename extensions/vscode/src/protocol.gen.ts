@@ -35,6 +35,11 @@ export const MethodHarnessDelete = 'arbor/harness.delete';
 export const MethodHarnessHistory = 'arbor/harness.history';
 export const MethodHarnessDiff = 'arbor/harness.diff';
 export const MethodHarnessRollback = 'arbor/harness.rollback';
+export const MethodRefineRun = 'arbor/refine.run';
+export const MethodRefineProposals = 'arbor/refine.proposals';
+export const MethodRefineProposal = 'arbor/refine.proposal';
+export const MethodRefineAccept = 'arbor/refine.accept';
+export const MethodRefineReject = 'arbor/refine.reject';
 export const NotifyEvent = 'arbor/event';
 export const NotifySessionTree = 'arbor/sessionTree';
 export const NotifyFellBehind = 'arbor/fellBehind';
@@ -244,6 +249,88 @@ export interface HarnessRollbackParams {
   kind: string;
   id: string;
   version: string;
+}
+
+export interface ProposalDecideParams {
+  dir?: string;
+  id: string;
+  reason?: string;
+}
+
+export interface Proposal {
+  id: string;
+  scope: string;
+  ref: string;
+  author: string;
+  session?: string;
+  turn?: number;
+  trigger?: number[];
+  rationale?: string;
+  intended?: string;
+  edits: ProposalEdit[];
+  base?: string;
+  commit: string;
+  created: string /* RFC 3339 */;
+  status: string;
+  reason?: string;
+  decidedBy?: string;
+  decided?: string /* RFC 3339 */;
+  applied?: string;
+  gate?: GateVerdict;
+  observed?: string;
+  diff?: string;
+}
+
+export interface ProposalEdit {
+  op: string;
+  kind: string;
+  id: string;
+  title?: string;
+  base?: string;
+}
+
+export interface GateVerdict {
+  command: string;
+  commit?: string;
+  passed: boolean;
+  exitCode: number;
+  durationMs: number;
+  timedOut?: boolean;
+  output?: string;
+  error?: string;
+}
+
+export interface ProposalRef {
+  dir?: string;
+  id: string;
+}
+
+export interface ProposalsParams {
+  dir?: string;
+  status?: string;
+}
+
+export interface ProposalsResult {
+  proposals: Proposal[];
+}
+
+export interface RefineRunParams {
+  session: string;
+  focus?: string;
+  scope?: string;
+}
+
+export interface RefineRunResult {
+  scope: string;
+  fromSeq: number;
+  toSeq: number;
+  model?: string;
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  summary?: string;
+  error?: string;
+  proposals: Proposal[];
 }
 
 export interface AcceptParams {
@@ -664,17 +751,6 @@ export interface HarnessApplied {
   observed?: string;
 }
 
-export interface GateVerdict {
-  command: string;
-  commit?: string;
-  passed: boolean;
-  exitCode: number;
-  durationMs: number;
-  timedOut?: boolean;
-  output?: string;
-  error?: string;
-}
-
 export interface HarnessRejected {
   proposal?: string;
   scope: string;
@@ -786,6 +862,11 @@ export interface Requests {
   'arbor/harness.list': { params: HarnessListParams; result: HarnessListResult };
   'arbor/harness.put': { params: HarnessPutParams; result: HarnessWriteResult };
   'arbor/harness.rollback': { params: HarnessRollbackParams; result: HarnessWriteResult };
+  'arbor/refine.accept': { params: ProposalDecideParams; result: Proposal };
+  'arbor/refine.proposal': { params: ProposalRef; result: Proposal };
+  'arbor/refine.proposals': { params: ProposalsParams; result: ProposalsResult };
+  'arbor/refine.reject': { params: ProposalDecideParams; result: Proposal };
+  'arbor/refine.run': { params: RefineRunParams; result: RefineRunResult };
   'arbor/session.accept': { params: AcceptParams; result: AcceptResult };
   'arbor/session.attach': { params: AttachParams; result: AttachResult };
   'arbor/session.create': { params: SessionCreateParams; result: Session };

@@ -35,6 +35,11 @@ M.MethodHarnessDelete = 'arbor/harness.delete'
 M.MethodHarnessHistory = 'arbor/harness.history'
 M.MethodHarnessDiff = 'arbor/harness.diff'
 M.MethodHarnessRollback = 'arbor/harness.rollback'
+M.MethodRefineRun = 'arbor/refine.run'
+M.MethodRefineProposals = 'arbor/refine.proposals'
+M.MethodRefineProposal = 'arbor/refine.proposal'
+M.MethodRefineAccept = 'arbor/refine.accept'
+M.MethodRefineReject = 'arbor/refine.reject'
 M.NotifyEvent = 'arbor/event'
 M.NotifySessionTree = 'arbor/sessionTree'
 M.NotifyFellBehind = 'arbor/fellBehind'
@@ -219,6 +224,79 @@ M.EventRefined = 'refined'
 ---@field kind string
 ---@field id string
 ---@field version string
+
+---@class arbor.ProposalDecideParams
+---@field dir? string
+---@field id string
+---@field reason? string
+
+---@class arbor.Proposal
+---@field id string
+---@field scope string
+---@field ref string
+---@field author string
+---@field session? string
+---@field turn? number
+---@field trigger? number[]
+---@field rationale? string
+---@field intended? string
+---@field edits arbor.ProposalEdit[]
+---@field base? string
+---@field commit string
+---@field created string
+---@field status string
+---@field reason? string
+---@field decidedBy? string
+---@field decided? string
+---@field applied? string
+---@field gate? arbor.GateVerdict
+---@field observed? string
+---@field diff? string
+
+---@class arbor.ProposalEdit
+---@field op string
+---@field kind string
+---@field id string
+---@field title? string
+---@field base? string
+
+---@class arbor.GateVerdict
+---@field command string
+---@field commit? string
+---@field passed boolean
+---@field exitCode number
+---@field durationMs number
+---@field timedOut? boolean
+---@field output? string
+---@field error? string
+
+---@class arbor.ProposalRef
+---@field dir? string
+---@field id string
+
+---@class arbor.ProposalsParams
+---@field dir? string
+---@field status? string
+
+---@class arbor.ProposalsResult
+---@field proposals arbor.Proposal[]
+
+---@class arbor.RefineRunParams
+---@field session string
+---@field focus? string
+---@field scope? string
+
+---@class arbor.RefineRunResult
+---@field scope string
+---@field fromSeq number
+---@field toSeq number
+---@field model? string
+---@field calls number
+---@field inputTokens number
+---@field outputTokens number
+---@field summary? string
+---@field error? string
+---@field proposals arbor.Proposal[]
 
 ---@class arbor.AcceptParams
 ---@field id string
@@ -579,16 +657,6 @@ M.EventRefined = 'refined'
 ---@field gate? arbor.GateVerdict
 ---@field observed? string
 
----@class arbor.GateVerdict
----@field command string
----@field commit? string
----@field passed boolean
----@field exitCode number
----@field durationMs number
----@field timedOut? boolean
----@field output? string
----@field error? string
-
 ---@class arbor.HarnessRejected
 ---@field proposal? string
 ---@field scope string
@@ -639,6 +707,15 @@ M.fields = {
   HarnessListResult = { 'scope', 'ref', 'head', 'entries' },
   HarnessPutParams = { 'dir', 'scope', 'session', 'entry', 'base' },
   HarnessRollbackParams = { 'dir', 'scope', 'session', 'kind', 'id', 'version' },
+  ProposalDecideParams = { 'dir', 'id', 'reason' },
+  Proposal = { 'id', 'scope', 'ref', 'author', 'session', 'turn', 'trigger', 'rationale', 'intended', 'edits', 'base', 'commit', 'created', 'status', 'reason', 'decidedBy', 'decided', 'applied', 'gate', 'observed', 'diff' },
+  ProposalEdit = { 'op', 'kind', 'id', 'title', 'base' },
+  GateVerdict = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'output', 'error' },
+  ProposalRef = { 'dir', 'id' },
+  ProposalsParams = { 'dir', 'status' },
+  ProposalsResult = { 'proposals' },
+  RefineRunParams = { 'session', 'focus', 'scope' },
+  RefineRunResult = { 'scope', 'fromSeq', 'toSeq', 'model', 'calls', 'inputTokens', 'outputTokens', 'summary', 'error', 'proposals' },
   AcceptParams = { 'id', 'files', 'hunks', 'mode', 'head' },
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
@@ -698,7 +775,6 @@ M.fields = {
   HarnessProposed = { 'proposal', 'scope', 'author', 'edits', 'commit', 'base', 'trigger', 'rationale', 'intended', 'policy' },
   HarnessEdit = { 'op', 'kind', 'id', 'title' },
   HarnessApplied = { 'proposal', 'scope', 'author', 'edits', 'commit', 'by', 'gate', 'observed' },
-  GateVerdict = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'output', 'error' },
   HarnessRejected = { 'proposal', 'scope', 'author', 'edits', 'by', 'reason', 'gate' },
   HarnessRolledBack = { 'scope', 'kind', 'id', 'to', 'commit', 'author' },
   Refined = { 'scope', 'focus', 'trigger', 'fromSeq', 'toSeq', 'model', 'calls', 'usage', 'proposals', 'summary', 'error' },
@@ -746,6 +822,11 @@ M.requests = {
   ['arbor/harness.list'] = { params = 'arbor.HarnessListParams', result = 'arbor.HarnessListResult' },
   ['arbor/harness.put'] = { params = 'arbor.HarnessPutParams', result = 'arbor.HarnessWriteResult' },
   ['arbor/harness.rollback'] = { params = 'arbor.HarnessRollbackParams', result = 'arbor.HarnessWriteResult' },
+  ['arbor/refine.accept'] = { params = 'arbor.ProposalDecideParams', result = 'arbor.Proposal' },
+  ['arbor/refine.proposal'] = { params = 'arbor.ProposalRef', result = 'arbor.Proposal' },
+  ['arbor/refine.proposals'] = { params = 'arbor.ProposalsParams', result = 'arbor.ProposalsResult' },
+  ['arbor/refine.reject'] = { params = 'arbor.ProposalDecideParams', result = 'arbor.Proposal' },
+  ['arbor/refine.run'] = { params = 'arbor.RefineRunParams', result = 'arbor.RefineRunResult' },
   ['arbor/session.accept'] = { params = 'arbor.AcceptParams', result = 'arbor.AcceptResult' },
   ['arbor/session.attach'] = { params = 'arbor.AttachParams', result = 'arbor.AttachResult' },
   ['arbor/session.create'] = { params = 'arbor.SessionCreateParams', result = 'arbor.Session' },

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 
 	"github.com/arborhq/arbor/agents/event"
@@ -172,6 +171,9 @@ func (s *Service) Proposal(ctx context.Context, dir, id string) (harness.Proposa
 }
 
 func (s *Service) findProposal(ctx context.Context, dir, id string) (*harness.Store, harness.Proposal, error) {
+	if err := harness.CheckProposalID(id); err != nil {
+		return nil, harness.Proposal{}, err
+	}
 	dirs, err := s.proposalStores(ctx, dir)
 	if err != nil {
 		return nil, harness.Proposal{}, err
@@ -183,7 +185,7 @@ func (s *Service) findProposal(ctx context.Context, dir, id string) (*harness.St
 		}
 		return st, p, err
 	}
-	return nil, harness.Proposal{}, fmt.Errorf("%w %q in %s or the global harness; arbor proposals lists them", harness.ErrNoProposal, id, filepath.Base(dir))
+	return nil, harness.Proposal{}, fmt.Errorf("%w %q in the repository at %s, its sessions or the global harness; arbor proposals --status all lists them", harness.ErrNoProposal, id, dirs[0])
 }
 
 // AcceptProposal is the user's accept: the scope's gate still decides (it judges the change

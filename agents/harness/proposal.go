@@ -114,8 +114,8 @@ func (s *Store) proposalsDir() string { return filepath.Join(s.gitDir, "arbor", 
 
 func proposalRef(id string) string { return "refs/arbor/proposals/" + id }
 
-// checkProposalID keeps ids to what NewProposalID makes, so an id is never a path.
-func checkProposalID(id string) error {
+// CheckProposalID keeps ids to what NewProposalID makes, so an id is never a path.
+func CheckProposalID(id string) error {
 	if len(id) < 3 || len(id) > 40 || !strings.HasPrefix(id, "p") {
 		return fmt.Errorf("%w %q: a proposal id looks like p3f9a2c1d", ErrNoProposal, id)
 	}
@@ -189,7 +189,7 @@ func (s *Store) Propose(ctx context.Context, p *Proposal) error {
 	}
 	if p.ID == "" {
 		p.ID = NewProposalID()
-	} else if err := checkProposalID(p.ID); err != nil {
+	} else if err := CheckProposalID(p.ID); err != nil {
 		return err
 	}
 	head, err := s.Head(ctx)
@@ -234,7 +234,7 @@ func (s *Store) saveProposal(p Proposal) error {
 }
 
 func (s *Store) loadProposal(id string) (Proposal, error) {
-	if err := checkProposalID(id); err != nil {
+	if err := CheckProposalID(id); err != nil {
 		return Proposal{}, err
 	}
 	data, err := os.ReadFile(filepath.Join(s.proposalsDir(), id+".json"))
@@ -412,7 +412,7 @@ func (s *Store) ProposalDiff(ctx context.Context, p Proposal) (string, error) {
 // OpenProposal finds proposal id among those kept in gitDir (whichever scope of that object
 // store it is for) and opens its scope's store.
 func OpenProposal(ctx context.Context, gitDir, id string) (*Store, Proposal, error) {
-	if err := checkProposalID(id); err != nil {
+	if err := CheckProposalID(id); err != nil {
 		return nil, Proposal{}, err
 	}
 	data, err := os.ReadFile(filepath.Join(gitDir, "arbor", "proposals", id+".json"))

@@ -15,7 +15,8 @@ arbor_fixture_repo() {
 
 # arbor_fixture_model DIR: starts `arbor fake-model` ($ARBOR_BIN) on a script in which turn 1 of
 # "add one and one" starts a subagent with rlm(), writes sum.txt and prints 1+1, then the model
-# answers "the sum is two". Sets FAKE_PID and URL; files go to DIR.
+# answers "the sum is two"; turn 1 of "write the team rules" writes two notes to the workspace
+# harness (proposals, under the default review policy). Sets FAKE_PID and URL; files go to DIR.
 arbor_fixture_model() {
   local dir=$1
   cat > "$dir/script.json" <<'JSON'
@@ -23,7 +24,9 @@ arbor_fixture_model() {
   "rules": [
     {"when": {"task": "add one and one", "turn": 1},
      "code": "h = await rlm('write the tests', name='tests')\nopen('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
-    {"when": {"task": "write the tests"}, "text": "tests written"}
+    {"when": {"task": "write the tests"}, "text": "tests written"},
+    {"when": {"task": "write the team rules", "turn": 1},
+     "code": "await harness.notes.create('team-rule', 'Team rule', body='Run the tests.', scope='workspace')\nawait harness.notes.create('style-rule', 'Style rule', body='Keep functions short.', scope='workspace')"}
   ],
   "default": {"text": "the sum is two"}
 }

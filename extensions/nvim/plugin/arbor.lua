@@ -66,3 +66,36 @@ end, { desc = 'Arbor: daemon status' })
 cmd('ArborTrust', function(o)
   arbor().trust(o.args ~= '' and o.args or nil)
 end, { nargs = '?', complete = 'dir', desc = "Arbor: review and trust a repository's arbor.json settings" })
+
+local function complete_proposal(lead)
+  local out = {}
+  for _, id in ipairs(require('arbor.proposals').ids()) do
+    if id:sub(1, #lead) == lead then
+      table.insert(out, id)
+    end
+  end
+  return out
+end
+
+cmd('ArborProposals', function(o)
+  arbor().proposals(o.args)
+end, {
+  nargs = '?',
+  complete = function(lead)
+    return vim.tbl_filter(function(x) return x:sub(1, #lead) == lead end, require('arbor.proposals').statuses)
+  end,
+  desc = 'Arbor: review harness proposals (pending by default; applied, rejected or all)',
+})
+
+cmd('ArborProposalAccept', function(o)
+  arbor().accept_proposal(o.args)
+end, { nargs = '?', complete = complete_proposal, desc = 'Arbor: accept a harness proposal (its gate still decides)' })
+
+cmd('ArborProposalReject', function(o)
+  local id, reason = o.args:match('^(%S*)%s*(.*)$')
+  arbor().reject_proposal(id, reason)
+end, { nargs = '*', complete = complete_proposal, desc = 'Arbor: reject a harness proposal {pid} [reason]' })
+
+cmd('ArborRefine', function(o)
+  arbor().refine(o.args)
+end, { nargs = '*', desc = 'Arbor: /refine the current session [focus]: propose harness edits from what went wrong' })

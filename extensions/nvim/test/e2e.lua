@@ -295,6 +295,174 @@ local function run()
   end
   table.insert(passed, 'send + stop')
 
+  -- Harness review. Under the default "review" policy the kernel's writes to the workspace
+  -- harness are proposals: :ArborProposals lists them, <CR> shows one as a diff, `x` rejects it
+  -- with a reason; the daemon records the user's rejection and the workspace harness stays as it
+  -- was. :ArborProposalAccept applies the other one.
+  local repo = client.root_dir()
+  local ruled
+  arbor.run('write the team rules', { on_created = function(x) ruled = x end })
+  wait_for('arbor/session.create of "write the team rules" did not answer within 20s', 20000, function()
+    return ruled ~= nil
+  end)
+  wait_for(nil, 60000, function()
+    local x = arbor.store.get(ruled.id)
+    return x and (x.state == 'idle' or x.state == 'failed' or x.state == 'stopped')
+  end)
+  if arbor.store.get(ruled.id).state ~= 'idle' then
+    error('the session writing the team rules did not go idle: ' .. vim.inspect(arbor.store.get(ruled.id)), 0)
+  end
+  vim.cmd('ArborProposals')
+  local plist = vim.fn.bufnr(require('arbor.proposals').name)
+  if plist == -1 or vim.bo[plist].buftype ~= 'nofile' or vim.bo[plist].modifiable then
+    error(':ArborProposals opened no nomodifiable scratch buffer ' .. require('arbor.proposals').name, 0)
+  end
+  local function proposal_row(what)
+    for i, l in ipairs(vim.api.nvim_buf_get_lines(plist, 0, -1, false)) do
+      local id = l:match('^(p%x+)%s+pending%s+workspace%s+create note ' .. what:gsub('%-', '%%-'))
+      if id then
+        return i, id, l
+      end
+    end
+  end
+  wait_for(nil, 10000, function()
+    return proposal_row('team-rule') and proposal_row('style-rule')
+  end)
+  local row, pid, pline = proposal_row('team-rule')
+  local _, pid2 = proposal_row('style-rule')
+  if not row or not pid2 then
+    error(':ArborProposals does not list the two pending workspace notes:\n' .. buffer_text(plist), 0)
+  end
+  if not pline:find('session ' .. ruled.id:sub(1, 8), 1, true) or not pline:find('(Team rule)', 1, true) then
+    error('the proposal row lacks its title or session ' .. ruled.id:sub(1, 8) .. ': ' .. pline, 0)
+  end
+  table.insert(passed, ':ArborProposals lists ' .. pid .. ' and ' .. pid2)
+
+  -- <CR> on its row opens the proposal as a unified diff of the harness.
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(plist))
+  vim.api.nvim_win_set_cursor(0, { row, 0 })
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<CR>', true, false, true), 'x', false)
+  local pdiff
+  wait_for(nil, 10000, function()
+    pdiff = vim.fn.bufnr('arbor://proposal/' .. pid)
+    return pdiff ~= -1 and buffer_text(pdiff):find('+Run the tests.', 1, true) ~= nil
+  end)
+  if pdiff == -1 then
+    error('<CR> on the proposal opened no arbor://proposal/' .. pid .. ' buffer', 0)
+  end
+  local dlines = vim.api.nvim_buf_get_lines(pdiff, 0, -1, false)
+  if not vim.tbl_contains(dlines, '+Run the tests.') or not vim.tbl_contains(dlines, '+++ b/notes/team-rule.md') then
+    error('the proposal diff lacks "+++ b/notes/team-rule.md" and "+Run the tests.":\n' .. buffer_text(pdiff), 0)
+  end
+  if vim.bo[pdiff].filetype ~= 'diff' or vim.fn.bufwinid(pdiff) == -1 then
+    error('the proposal diff is not shown with filetype=diff: ' .. vim.bo[pdiff].filetype, 0)
+  end
+  table.insert(passed, 'proposal diff')
+
+  -- `x` on its row in the list asks for a reason and rejects it.
+  local said = {}
+  local notify_before = vim.notify
+  vim.notify = function(msg, level, opts)
+    table.insert(said, msg)
+    return notify_before(msg, level, opts)
+  end
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(plist))
+  row = proposal_row('team-rule')
+  vim.api.nvim_win_set_cursor(0, { row, 0 })
+  local input, asked = vim.fn.input, nil
+  vim.fn.input = function(o)
+    asked = o
+    return 'not a rule we keep'
+  end
+  vim.api.nvim_feedkeys('x', 'x', false)
+  vim.fn.input = input
+  local function said_it(want)
+    for _, m in ipairs(said) do
+      if m:find(want, 1, true) then
+        return m
+      end
+    end
+  end
+  wait_for(nil, 10000, function()
+    return said_it('rejected ' .. pid) and not proposal_row('team-rule') and proposal_row('style-rule')
+  end)
+  if type(asked) ~= 'table' or not tostring(asked.prompt):find(pid, 1, true) then
+    error('`x` did not ask for a reason naming ' .. pid .. ': ' .. vim.inspect(asked), 0)
+  end
+  if not said_it('rejected ' .. pid) or not said_it('not a rule we keep') then
+    error('no message said ' .. pid .. ' was rejected with the reason: ' .. vim.inspect(said), 0)
+  end
+  if proposal_row('team-rule') or not proposal_row('style-rule') then
+    error('after the reject the list should hold only the style rule:\n' .. buffer_text(plist), 0)
+  end
+  if not buffer_text(pdiff):find('# rejected by user: not a rule we keep', 1, true) then
+    error('the open diff buffer does not show the rejection:\n' .. buffer_text(pdiff), 0)
+  end
+  -- The daemon's record, read with the CLI: rejected by the user, with the reason; nothing applied.
+  local function recorded(id)
+    local raw = vim.fn.system({ bin, 'proposals', '--status', 'all', '--json', '--dir', repo })
+    if vim.v.shell_error ~= 0 then
+      error('arbor proposals --status all --json: ' .. raw, 0)
+    end
+    for _, p in ipairs(vim.fn.json_decode(raw)) do
+      if p.id == id then
+        return p
+      end
+    end
+    error('arbor proposals --status all does not list ' .. id .. ': ' .. raw, 0)
+  end
+  local rec = recorded(pid)
+  if rec.status ~= 'rejected' or rec.decidedBy ~= 'user' or rec.reason ~= 'not a rule we keep' or (rec.applied or '') ~= '' then
+    error('arbor proposals records ' .. pid .. ' as ' .. vim.inspect(rec), 0)
+  end
+  local refs = vim.fn.system({ 'git', '-C', repo, 'for-each-ref', 'refs/arbor/harness/workspace' })
+  if vim.v.shell_error ~= 0 or refs ~= '' then
+    error('the workspace harness ref moved after a reject: ' .. vim.inspect(refs), 0)
+  end
+  -- The proposing session's transcript has the rejection too.
+  local rlog = require('arbor.log').open(ruled.id)
+  wait_for(nil, 10000, function()
+    return buffer_text(rlog):find('harness proposal ' .. pid .. ' rejected by user: not a rule we keep', 1, true) ~= nil
+  end)
+  if not buffer_text(rlog):find('harness proposal ' .. pid .. ' rejected by user: not a rule we keep', 1, true) then
+    error('the transcript does not show the rejection of ' .. pid .. ':\n' .. buffer_text(rlog), 0)
+  end
+  table.insert(passed, 'reject ' .. pid .. ' from the list: recorded rejected by user, harness ref unmoved')
+
+  -- :ArborProposalAccept applies the other one (no gate is configured): the ref now holds it.
+  vim.cmd('ArborProposalAccept ' .. pid2)
+  wait_for(nil, 15000, function()
+    return said_it(pid2 .. ' applied to the workspace harness as ') ~= nil
+  end)
+  rec = recorded(pid2)
+  local head_ref = vim.fn.system({ 'git', '-C', repo, 'rev-parse', '--verify', '-q', 'refs/arbor/harness/workspace' }):gsub('%s+$', '')
+  if rec.status ~= 'applied' or rec.decidedBy ~= 'user' or rec.applied == nil or head_ref ~= rec.applied then
+    error(string.format('accept of %s: recorded %s; workspace ref %q', pid2, vim.inspect(rec), head_ref), 0)
+  end
+  local msg = said_it(pid2 .. ' applied to the workspace harness as ')
+  if not msg:find(rec.applied:sub(1, 10), 1, true) then
+    error('the accept message does not name the commit ' .. rec.applied:sub(1, 10) .. ': ' .. msg, 0)
+  end
+  local note = vim.fn.system({ 'git', '-C', repo, 'show', 'refs/arbor/harness/workspace:notes/style-rule.md' })
+  vim.fn.system({ 'git', '-C', repo, 'cat-file', '-e', 'refs/arbor/harness/workspace:notes/team-rule.md' })
+  if not note:find('Keep functions short.', 1, true) or vim.v.shell_error == 0 then
+    error('the workspace harness should hold the style rule and not the rejected team rule: ' .. note, 0)
+  end
+  table.insert(passed, 'accept ' .. pid2 .. ' applied as ' .. rec.applied:sub(1, 10))
+
+  -- :ArborRefine in the session's transcript refines that session. The scripted model answers
+  -- no refine JSON, so the daemon reports why it proposed nothing, and the plugin says so.
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(rlog))
+  vim.cmd('ArborRefine the team rules')
+  local want = 'refine of ' .. ruled.id:sub(1, 8) .. ' (session scope'
+  wait_for(nil, 60000, function() return said_it(want) ~= nil end)
+  local rmsg = said_it(want)
+  if not rmsg or not said_it('refining ' .. ruled.id:sub(1, 8) .. ' on the team rules') or rmsg:find(' 0 model calls', 1, true) then
+    error(':ArborRefine in the transcript did not report a refine of ' .. ruled.id:sub(1, 8) .. ': ' .. vim.inspect(said), 0)
+  end
+  vim.notify = notify_before
+  table.insert(passed, ':ArborRefine: ' .. rmsg)
+
   -- The daemon goes away under the editor (`arbor daemon stop`): the plugin reconnects, which
   -- starts a new daemon, and the tree comes back from it with the sessions as they were.
   local before_id = client.id()

@@ -297,4 +297,62 @@ for _, tc in ipairs({
 end
 trust.confirm = nil
 package.loaded['arbor.trust'] = nil
+
+-- The proposals review: the list, the diff header and the messages, reading each Proposal through
+-- the strict proxy (only fields protocol_gen.lua declares).
+check(vim.fn.exists(':ArborProposals') == 2 and vim.fn.exists(':ArborProposalAccept') == 2
+  and vim.fn.exists(':ArborProposalReject') == 2 and vim.fn.exists(':ArborRefine') == 2, 'plugin/arbor.lua: the proposal commands')
+local props = require('arbor.proposals')
+local function proposal(p)
+  return wrap(vim.tbl_extend('keep', p, { id = 'p0a1b2c3d', scope = 'workspace', ref = 'refs/arbor/harness/workspace',
+    author = 'agent', session = 'aaaa1111xxxx', turn = 2, commit = 'c0ffee', created = '2026-01-01T00:00:00Z',
+    status = 'pending', edits = { { op = 'create', kind = 'note', id = 'team-rule', title = 'Team rule' } } }), 'arbor.Proposal')
+end
+local pending = proposal({ rationale = 'the tests were\nskipped', intended = 'tests run first' })
+local gated = proposal({ id = 'p11112222', status = 'rejected', decidedBy = 'gate', reason = 'gate `make test` failed (exit 2)',
+  observed = 'gate `make test` failed (exit 2)',
+  gate = { command = 'make test', passed = false, exitCode = 2, durationMs = 812, output = 'FAIL' } })
+local applied = proposal({ id = 'p33334444', status = 'applied', decidedBy = 'user', applied = '9c81092536aabbcc',
+  edits = { { op = 'update', kind = 'skill', id = 'fmt' }, { op = 'delete', kind = 'memory', id = 'old' } } })
+local plines, powners = props.render({ pending, gated, applied }, 'all')
+local ptext = table.concat(plines, '\n')
+has(plines[1], 'Arbor proposals: 3 in all', 'the proposals header')
+has(plines[3], 'p0a1b2c3d  pending  workspace create note team-rule (Team rule)  (agent, session aaaa1111 turn 2)', 'the pending row')
+has(ptext, '    > the tests were skipped\n    intended: tests run first', 'the rationale and intended effect')
+has(ptext, 'p11112222  rejected workspace', 'the rejected row')
+has(ptext, '    rejected by gate: gate `make test` failed (exit 2)\n    gate `make test` failed (exit 2), 812 ms', 'the gate verdict')
+has(ptext, 'update skill fmt, delete memory old', 'several edits')
+has(ptext, '    applied as 9c81092536 by user', 'the applied row')
+check(powners[3] == pending and powners[4] == pending and powners[5] == pending and powners[6] == gated, 'the lines of each proposal')
+check(powners[1] == nil and powners[2] == nil, 'the header belongs to no proposal')
+local none = props.render({}, 'pending')
+has(table.concat(none, '\n'), 'nothing waiting for review', 'an empty pending list')
+local dlines = props.render_diff(pending, 'diff --git a/notes/team-rule.md b/notes/team-rule.md\n+Run the tests.\n')
+has(dlines[1], '# harness proposal p0a1b2c3d: pending, workspace scope, by agent, session aaaa1111 turn 2', 'the diff header')
+check(dlines[#dlines] == '+Run the tests.' and vim.tbl_contains(dlines, '# a accept  x reject  q close'), 'the diff body: ' .. vim.inspect(dlines))
+has(table.concat(props.render_diff(gated, ''), '\n'), '# rejected by gate: gate `make test` failed (exit 2)\n# gate `make test`', 'a decided diff header')
+local msg, level = props.outcome(gated, 'accept')
+check(level == vim.log.levels.WARN, 'an accept the gate rejected warns')
+has(msg, 'p11112222 was not applied: rejected by the gate: gate `make test` failed (exit 2)', 'the gated accept')
+check(not msg:find('observed', 1, true), 'the observed effect is not repeated when it is the reason: ' .. msg)
+msg = props.outcome(proposal({ status = 'rejected', decidedBy = 'gate', reason = 'protected path tests/x', observed = 'suite: 3 failed' }), 'accept')
+has(msg, 'rejected by the gate: protected path tests/x (observed: suite: 3 failed)', 'the observed effect apart from the reason')
+msg, level = props.outcome(applied, 'accept')
+check(level == vim.log.levels.INFO, 'an applied accept informs')
+has(msg, 'p33334444 applied to the workspace harness as 9c81092536: update skill fmt', 'the applied accept')
+has(props.outcome(proposal({ status = 'rejected', decidedBy = 'user', reason = 'no' }), 'reject'),
+  'rejected p0a1b2c3d (create note team-rule (Team rule)): no', 'the reject')
+local function refine_result(r)
+  return wrap(vim.tbl_extend('keep', r, { scope = 'session', fromSeq = 3, toSeq = 40, calls = 1, inputTokens = 900,
+    outputTokens = 40, proposals = {} }), 'arbor.RefineRunResult')
+end
+has(props.refined('aaaa1111xxxx', refine_result({ calls = 2, error = 'the reply has no JSON object' })),
+  'refine of aaaa1111 (session scope, events 3-40, 2 model calls, 900+40 tokens): no proposal: the reply has no JSON object', 'a refine without proposals')
+local rmsg = props.refined('aaaa1111xxxx', refine_result({ summary = 'the tests were skipped',
+  proposals = { { id = 'p1', status = 'pending', scope = 'workspace', ref = 'r', author = 'refine', commit = 'c', created = 'x',
+    edits = { { op = 'create', kind = 'note', id = 'n' } } } } }))
+has(rmsg, ': 1 proposed: p1 pending (create note n). the tests were skipped — :ArborProposals to review', 'a refine with a proposal')
+local bad = vim.tbl_keys(unknown_fields)
+table.sort(bad)
+check(#bad == 0, 'proposals.lua reads fields the protocol does not have: ' .. table.concat(bad, ', '))
 io.stdout:write('unit: ok\n')

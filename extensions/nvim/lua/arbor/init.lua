@@ -4,6 +4,7 @@
 --   require('arbor').setup{ cmd = { 'arbor', 'lsp' } }
 --   :ArborRun {task}   :ArborSessions   :ArborLog {id}   :ArborDiff {id}   :ArborStop {id}   :ArborSend {id} {text}
 --   :ArborTrust [dir]  (a repository's commands, interpreter, sandbox and key routing run only once trusted)
+--   :ArborProposals [status]   :ArborProposalAccept [pid]   :ArborProposalReject [pid [reason]]   :ArborRefine [focus]
 local P = require('arbor.protocol')
 local client = require('arbor.client')
 local store = require('arbor.store')
@@ -120,8 +121,8 @@ function M.sessions()
   return bufnr
 end
 
---- Calls cb with id, else the session under the cursor in the tree, else one the user picks (of
---- those keep(s) accepts, when given).
+--- Calls cb with id, else the session under the cursor in the tree, else the session of the
+--- transcript in the current window, else one the user picks (of those keep(s) accepts, when given).
 local function resolve(id, what, cb, keep)
   if id and id ~= '' then
     cb(id)
@@ -133,6 +134,11 @@ local function resolve(id, what, cb, keep)
       cb(cur)
       return
     end
+  end
+  local shown = vim.api.nvim_buf_get_name(0):match('^arbor://log/(.+)$')
+  if shown then
+    cb(shown)
+    return
   end
   local list = vim.tbl_filter(keep or function()
     return true
@@ -233,6 +239,58 @@ function M.discard(id, force)
       client.notify('discarded ' .. x:sub(1, 8) .. '; ' .. where)
     end)
   end)
+end
+
+--- Runs /refine on session id (default: the current one, see resolve) with focus (optional):
+--- a model proposes harness edits from what went wrong since the last refine; the scope's
+--- policy applies them or leaves them for review (:ArborProposals). opts: scope, on_done(err, res).
+function M.refine(focus, id, opts)
+  opts = opts or {}
+  resolve(id, 'Refine:', function(x)
+    client.notify('refining ' .. x:sub(1, 8) .. (focus and focus ~= '' and (' on ' .. focus) or '') .. '…')
+    local params = { session = x, focus = focus ~= '' and focus or nil, scope = opts.scope }
+    client.request(P.MethodRefineRun, params, function(err, res)
+      if err then
+        warn('refine: ' .. client.error_message(err))
+      else
+        client.notify(require('arbor.proposals').refined(x, res))
+        if require('arbor.proposals').bufnr() then
+          require('arbor.proposals').refresh()
+        end
+      end
+      if opts.on_done then
+        opts.on_done(err, res)
+      end
+    end)
+  end)
+end
+
+--- Opens the list of harness proposals (status: pending by default, applied, rejected or all).
+function M.proposals(status)
+  return require('arbor.proposals').open({ status = status })
+end
+
+--- Accepts proposal pid (default: the one under the cursor in the proposals list or of the diff buffer).
+function M.accept_proposal(pid)
+  local props = require('arbor.proposals')
+  pid = (pid and pid ~= '') and pid or (props.current() or {}).id
+  if not pid then
+    warn('accept: give a proposal id (:ArborProposals lists them)')
+    return
+  end
+  props.accept(pid)
+end
+
+--- Rejects proposal pid (default: the one under the cursor in the proposals list or of the diff
+--- buffer) with reason (optional).
+function M.reject_proposal(pid, reason)
+  local props = require('arbor.proposals')
+  pid = (pid and pid ~= '') and pid or (props.current() or {}).id
+  if not pid then
+    warn('reject: give a proposal id (:ArborProposals lists them)')
+    return
+  end
+  props.reject(pid, reason)
 end
 
 --- Reviews the guarded settings of the repository of dir (default: the cwd's) and trusts them

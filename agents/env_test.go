@@ -18,9 +18,11 @@ import (
 // testEnv is a real git repository, a scripted model over HTTP and a Service with real
 // kernels.
 type testEnv struct {
-	t    *testing.T
-	svc  *Service
-	repo string
+	t      *testing.T
+	svc    *Service
+	repo   string
+	script *scripted.Script
+	url    string // the scripted model's base URL
 }
 
 func newEnv(t *testing.T, script string) *testEnv {
@@ -59,7 +61,7 @@ func newEnvIn(t *testing.T, script, repo string) *testEnv {
 		cancel()
 		wait()
 	})
-	return &testEnv{t: t, svc: svc, repo: repo}
+	return &testEnv{t: t, svc: svc, repo: repo, script: s, url: url}
 }
 
 func gitInit(t *testing.T, dir string, files map[string]string) {

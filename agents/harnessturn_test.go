@@ -1,11 +1,17 @@
 package agents
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/arborhq/arbor/agents/event"
+	"github.com/arborhq/arbor/agents/harness"
+	"github.com/arborhq/arbor/agents/model/scripted"
 )
 
 // A note the agent writes from its kernel is a commit on the session's harness ref; it does not
@@ -73,10 +79,15 @@ func TestHarnessFromTheKernelAppliesAtTheNextTurn(t *testing.T) {
 func TestSpawnWithASubagentSpec(t *testing.T) {
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"(?s)^review the change.*ROLE-ABC"},"text":"reviewing as told"},
- {"when":{"task":"^delegate","turn":1},"code":"await harness.subagents.create('reviewer', 'Reviews a diff', spec={'instructions': 'ROLE-ABC: review only, never edit.', 'maxTurnSteps': 2})\nh = await rlm('review the change', spec='reviewer')\ntry:\n    await rlm('x', spec='nobody')\nexcept ArborError as e:\n    print('refused:', e)\nprint(h.name)"},
+ {"when":{"task":"^delegate","turn":1},"code":"await harness.subagents.create('reviewer', 'Reviews a diff', spec={'instructions': 'ROLE-ABC: review only, never edit.', 'maxTurnSteps': 2, 'model': 'reviewer-model'})\nh = await rlm('review the change', spec='reviewer')\ntry:\n    await rlm('x', spec='nobody')\nexcept ArborError as e:\n    print('refused:', e)\nprint(h.name)"},
  {"when":{"task":"^delegate"},"text":"ok"}
 ],"default":{"text":"no role seen"}}`)
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	cfg := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
+	os.MkdirAll(cfg, 0o700)
+	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"models":{"reviewer-model":{"baseURL":"`+e.url+`","model":"scripted"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p := e.create("delegate a review")
 	e.settled(p)
 	out := fmt.Sprint(e.events(p, event.TypeToolFinished)[0]["output"])
@@ -91,11 +102,60 @@ func TestSpawnWithASubagentSpec(t *testing.T) {
 	}
 	kid, _ := e.svc.Get(kids[0])
 	e.settled(kid)
-	if kid.meta.Spec != "reviewer" || kid.cfg.MaxTurnSteps != 2 {
-		t.Errorf("child spec %q, maxTurnSteps %d; want reviewer and 2", kid.meta.Spec, kid.cfg.MaxTurnSteps)
+	if kid.meta.Spec != "reviewer" || kid.cfg.MaxTurnSteps != 2 || kid.meta.Model != "reviewer-model" || p.meta.Model == "reviewer-model" {
+		t.Errorf("child spec %q, maxTurnSteps %d, model %q (parent's %q); want reviewer, 2 and reviewer-model", kid.meta.Spec, kid.cfg.MaxTurnSteps, kid.meta.Model, p.meta.Model)
 	}
 	msgs := e.events(kid, event.TypeAssistantMessage)
 	if len(msgs) == 0 || fmt.Sprint(msgs[0]["text"]) != "reviewing as told" {
 		t.Errorf("the child did not get its role's instructions: %v", msgs)
+	}
+}
+
+// Twenty turns without a harness change send a byte-identical system prompt (provider prompt
+// caches depend on it); a change between turns changes the next one's, and only from then on.
+func TestPromptPrefixStableOverTwentyTurns(t *testing.T) {
+	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
+	var mu sync.Mutex
+	var systems []string
+	e.script.Observe(func(r scripted.Request) {
+		if strings.HasPrefix(r.Task, "keep going") {
+			mu.Lock()
+			systems = append(systems, r.System)
+			mu.Unlock()
+		}
+	})
+	ctx := context.Background()
+	ws, err := e.svc.HarnessStore(ctx, e.repo, harness.ScopeWorkspace, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ws.Put(ctx, harness.Entry{Kind: harness.Note, ID: "style", Title: "Style", Body: "NOTE-ONE: small commits."}, "", harness.Change{Author: "user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.create("keep going")
+	e.settled(s)
+	for i := 1; i < 20; i++ {
+		e.send(s, fmt.Sprintf("turn %d", i+1))
+	}
+	if _, err := ws.Put(ctx, harness.Entry{Kind: harness.Note, ID: "style", Title: "Style", Body: "NOTE-TWO: tiny commits."}, v, harness.Change{Author: "user"}); err != nil {
+		t.Fatal(err)
+	}
+	e.send(s, "after the change")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(systems) != 21 {
+		t.Fatalf("%d requests, want 21", len(systems))
+	}
+	for i, sys := range systems[:20] {
+		if sys != systems[0] {
+			t.Fatalf("turn %d's system prompt differs from turn 1's", i+1)
+		}
+	}
+	if !strings.Contains(systems[0], "NOTE-ONE") || !strings.Contains(systems[20], "NOTE-TWO") || strings.Contains(systems[20], "NOTE-ONE") {
+		t.Errorf("the note in the prompt: first %v, after the change %v", strings.Contains(systems[0], "NOTE-ONE"), strings.Contains(systems[20], "NOTE-TWO"))
+	}
+	if !strings.HasPrefix(systems[20], systems[0][:strings.Index(systems[0], "NOTE-ONE")]) {
+		t.Error("the base prompt before the harness block changed")
 	}
 }

@@ -195,3 +195,40 @@ func TestContaminatedRefinementIsCaught(t *testing.T) {
 		t.Errorf("state %s after another turn", st)
 	}
 }
+
+// The refine policy: every N turns, held back by the cooldown; its runs are logged as refined
+// with the trigger that started them.
+func TestRefineEveryTurnsWithCooldown(t *testing.T) {
+	for _, tc := range []struct {
+		cooldown string
+		want     int
+	}{{"0s", 2}, {"1h", 1}} {
+		t.Run(tc.cooldown, func(t *testing.T) {
+			e := newEnv(t, `{"rules":[
+ {"when":{"system":"You refine the harness"},"text":"{\"edits\": []}"},
+ {"when":{"last":"^(go|turn)"},"code":"1/0"}
+],"default":{"text":"failed again"}}`)
+			cfg := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
+			os.MkdirAll(cfg, 0o700)
+			os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"refine":{"everyTurns":2,"cooldown":"`+tc.cooldown+`"}}`), 0o600)
+			s := e.create("go")
+			e.settled(s)
+			for i := 2; i <= 4; i++ {
+				e.send(s, fmt.Sprintf("turn %d", i))
+			}
+			e.waitFor("the policy's refines", func() bool { return len(e.events(s, event.TypeRefined)) >= tc.want })
+			refs := e.events(s, event.TypeRefined)
+			if len(refs) != tc.want {
+				t.Fatalf("%d refined events, want %d: %v", len(refs), tc.want, refs)
+			}
+			for _, r := range refs {
+				if r["trigger"] != "everyTurns" || r["error"] != nil && r["error"] != "" {
+					t.Errorf("refined %v", r)
+				}
+			}
+			if u := s.usageNow(); u.RefineCalls != int64(tc.want) {
+				t.Errorf("refine calls %d, want %d", u.RefineCalls, tc.want)
+			}
+		})
+	}
+}

@@ -64,6 +64,7 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := summarize(req.Messages)
+	h.s.observe(conv)
 	idx, reply := h.s.match(conv)
 	h.log.Debug("scripted reply", "rule", idx+1, "turn", conv.turn, "stream", req.Stream)
 

@@ -64,12 +64,36 @@ import (
 // Script is a parsed script. It is safe for concurrent use; it keeps the
 // per-rule failure counters that "fail.times" needs.
 type Script struct {
-	name   string
-	model  string
-	rules  []rule
-	deflt  Reply
-	mu     sync.Mutex
-	failed map[int]int // rule index (-1 = default) → failures served
+	name     string
+	model    string
+	rules    []rule
+	deflt    Reply
+	mu       sync.Mutex
+	failed   map[int]int // rule index (-1 = default) → failures served
+	observer func(Request)
+}
+
+// Request is what an observer sees of one chat request.
+type Request struct {
+	System string // the system messages, joined
+	Task   string // the first user message
+	Last   string // the newest message
+}
+
+// Observe calls f with every chat request the script answers (tests read what a client sent).
+func (s *Script) Observe(f func(Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observer = f
+}
+
+func (s *Script) observe(c conversation) {
+	s.mu.Lock()
+	f := s.observer
+	s.mu.Unlock()
+	if f != nil {
+		f(Request{System: c.system, Task: c.task, Last: c.last})
+	}
 }
 
 // When holds a rule's conditions. Unset conditions always hold.

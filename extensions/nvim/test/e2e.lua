@@ -511,6 +511,92 @@ local function run()
   os.remove('arbor.json')
   table.insert(passed, 'trust prompt')
 
+  -- A workspace gate that fails: `a` on a pending proposal accepts it, the gate still judges it
+  -- and turns it down; the plugin warns with the gate's reason and the harness ref stays put.
+  vim.fn.writefile({ vim.fn.json_encode({ harness = { workspace = { gate = 'echo the suite failed; exit 3' } } }) }, 'arbor.json')
+  local gated
+  arbor.run('write the team rules', { on_created = function(x) gated = x end })
+  wait_for('the session under a gated workspace did not start', 30000, function() return gated ~= nil end)
+  wait_for(nil, 60000, function()
+    local x = arbor.store.get(gated.id)
+    return x and (x.state == 'idle' or x.state == 'failed' or x.state == 'stopped')
+  end)
+  vim.cmd('ArborProposals')
+  local grow, gpid
+  local function gated_row()
+    for i, l in ipairs(vim.api.nvim_buf_get_lines(plist, 0, -1, false)) do
+      local id = l:match('^(p%x+)%s+pending%s+workspace%s+create note team%-rule')
+      if id and l:find('session ' .. gated.id:sub(1, 8), 1, true) then
+        return i, id
+      end
+    end
+  end
+  wait_for(nil, 10000, function()
+    grow, gpid = gated_row()
+    return grow ~= nil
+  end)
+  if not grow then
+    error('no pending team-rule proposal of ' .. gated.id:sub(1, 8) .. ' in the list:\n' .. buffer_text(plist), 0)
+  end
+  said = {}
+  vim.notify = function(msg, level, opts)
+    table.insert(said, msg)
+    if level and level >= vim.log.levels.WARN and msg:find(gpid .. ' was not applied', 1, true) then
+      return -- the warning this step expects; any other still fails the test
+    end
+    return notify_before(msg, level, opts)
+  end
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(plist))
+  vim.api.nvim_win_set_cursor(0, { grow, 0 })
+  vim.fn.confirm = function() return 1 end
+  vim.api.nvim_feedkeys('a', 'x', false)
+  vim.fn.confirm = confirm
+  local gmsg
+  wait_for(nil, 60000, function()
+    gmsg = said_it(gpid .. ' was not applied: rejected by the gate: ')
+    return gmsg ~= nil
+  end)
+  vim.notify = notify_before
+  if not gmsg or not gmsg:find('exit 3', 1, true) then
+    error('the accept the gate failed did not warn with the gate\'s reason: ' .. vim.inspect(said), 0)
+  end
+  rec = recorded(gpid)
+  if rec.status ~= 'rejected' or rec.decidedBy ~= 'gate' or type(rec.gate) ~= 'table' or rec.gate.passed ~= false
+    or rec.gate.exitCode ~= 3 then
+    error('arbor proposals records the gated accept of ' .. gpid .. ' as ' .. vim.inspect(rec), 0)
+  end
+  local after = vim.fn.system({ 'git', '-C', repo, 'rev-parse', '--verify', '-q', 'refs/arbor/harness/workspace' }):gsub('%s+$', '')
+  if after ~= head_ref then
+    error('the workspace harness ref moved after the gate refused: ' .. head_ref .. ' -> ' .. after, 0)
+  end
+  -- `:ArborProposals all` lists it decided; `d` shows the gate's verdict and output over its diff.
+  vim.cmd('ArborProposals all')
+  local drow
+  wait_for(nil, 10000, function()
+    for i, l in ipairs(vim.api.nvim_buf_get_lines(plist, 0, -1, false)) do
+      if l:match('^' .. gpid .. '%s+rejected%s+workspace') then
+        drow = i
+        return true
+      end
+    end
+  end)
+  if not drow or not buffer_text(plist):find('rejected by gate: gate `echo the suite failed; exit 3` failed (exit 3)', 1, true) then
+    error(':ArborProposals all does not show ' .. gpid .. ' rejected by the gate:\n' .. buffer_text(plist), 0)
+  end
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(plist))
+  vim.api.nvim_win_set_cursor(0, { drow, 0 })
+  vim.api.nvim_feedkeys('d', 'x', false)
+  local gdiff
+  wait_for(nil, 10000, function()
+    gdiff = vim.fn.bufnr('arbor://proposal/' .. gpid)
+    return gdiff ~= -1 and buffer_text(gdiff):find('#   the suite failed', 1, true) ~= nil
+  end)
+  if gdiff == -1 or not vim.tbl_contains(vim.api.nvim_buf_get_lines(gdiff, 0, -1, false), '+Run the tests.') then
+    error('`d` on the gated proposal does not show the gate output over the diff:\n' .. buffer_text(gdiff ~= -1 and gdiff or nil), 0)
+  end
+  os.remove('arbor.json')
+  table.insert(passed, 'gate refuses an accepted ' .. gpid .. ': ' .. gmsg)
+
   -- Give late answers (e.g. the tree's arbor/sessions) a moment, then check nothing went wrong.
   vim.wait(300, function() return false end, 50)
   if #complaints > 0 then

@@ -330,7 +330,15 @@ has(table.concat(none, '\n'), 'nothing waiting for review', 'an empty pending li
 local dlines = props.render_diff(pending, 'diff --git a/notes/team-rule.md b/notes/team-rule.md\n+Run the tests.\n')
 has(dlines[1], '# harness proposal p0a1b2c3d: pending, workspace scope, by agent, session aaaa1111 turn 2', 'the diff header')
 check(dlines[#dlines] == '+Run the tests.' and vim.tbl_contains(dlines, '# a accept  x reject  q close'), 'the diff body: ' .. vim.inspect(dlines))
-has(table.concat(props.render_diff(gated, ''), '\n'), '# rejected by gate: gate `make test` failed (exit 2)\n# gate `make test`', 'a decided diff header')
+has(table.concat(props.render_diff(gated, ''), '\n'), '# rejected by gate: gate `make test` failed (exit 2)\n# gate `make test` failed (exit 2), 812 ms\n#   FAIL\n# q close', 'a decided diff header, with the gate\'s output')
+local long = {}
+for i = 1, 30 do
+  table.insert(long, 'line ' .. i)
+end
+local tail = props.render_diff(proposal({ status = 'rejected', gate = { command = 'x', passed = false, exitCode = 1, durationMs = 1,
+  output = table.concat(long, '\n') .. '\n' } }), '')
+check(vim.tbl_contains(tail, '#   line 30') and vim.tbl_contains(tail, '#   line 21') and not vim.tbl_contains(tail, '#   line 20'),
+  'the gate output is cut to its last 10 lines: ' .. vim.inspect(tail))
 local msg, level = props.outcome(gated, 'accept')
 check(level == vim.log.levels.WARN, 'an accept the gate rejected warns')
 has(msg, 'p11112222 was not applied: rejected by the gate: gate `make test` failed (exit 2)', 'the gated accept')

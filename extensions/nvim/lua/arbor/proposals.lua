@@ -199,6 +199,13 @@ function M.render_diff(p, diff)
   local g = M.gate(p.gate)
   if g then
     table.insert(lines, '# ' .. g)
+    -- The end of what the gate printed: why it failed, usually.
+    local out = vim.split((s(p.gate.output) or ''):gsub('\n+$', ''), '\n', { plain = true })
+    for i = math.max(1, #out - 9), #out do
+      if out[i] ~= '' or #out > 1 then
+        table.insert(lines, '#   ' .. out[i])
+      end
+    end
   end
   table.insert(lines, p.status == 'pending' and '# a accept  x reject  q close' or '# q close')
   table.insert(lines, '')

@@ -36,7 +36,8 @@ local function short(v, n)
 end
 
 local function one_line(v)
-  return (s(v) or ''):gsub('%s*\n%s*', ' ')
+  local out = (s(v) or ''):gsub('%s*\n%s*', ' ')
+  return out
 end
 
 --- "create note team-rule (Team rule), delete skill x": what a proposal changes.

@@ -111,4 +111,9 @@ export class ArborClient implements vscode.Disposable {
   status() { return this.request(P.MethodDaemonStatus, {}); }
   trustGet(p: P.TrustParams) { return this.request(P.MethodTrustGet, p); }
   trustGrant(p: P.TrustGrantParams) { return this.request(P.MethodTrustGrant, p); }
+  proposals(p: P.ProposalsParams) { return this.request(P.MethodRefineProposals, p); }
+  proposal(p: P.ProposalRef) { return this.request(P.MethodRefineProposal, p); }
+  acceptProposal(p: P.ProposalDecideParams) { return this.request(P.MethodRefineAccept, p); }
+  rejectProposal(p: P.ProposalDecideParams) { return this.request(P.MethodRefineReject, p); }
+  refine(p: P.RefineRunParams) { return this.request(P.MethodRefineRun, p); }
 }

@@ -207,7 +207,7 @@ export class Commands {
   }
 
   /** The session an argument names, or one the user picks. */
-  private async session(arg: Arg, title: string, filter?: (s: P.Session) => boolean): Promise<P.Session | undefined> {
+  async session(arg: Arg, title: string, filter?: (s: P.Session) => boolean): Promise<P.Session | undefined> {
     const id = typeof arg === 'string' ? arg : arg?.id;
     if (id) return this.store.get(id) ?? await this.client.get(id);
     return this.pick(title, filter);
@@ -232,7 +232,7 @@ export function workspaceDir(): string | undefined {
   return folder?.uri.fsPath;
 }
 
-function showError(err: unknown): void {
+export function showError(err: unknown): void {
   const msg = err instanceof Error ? err.message : String(err);
   void vscode.window.showErrorMessage(`Arbor: ${msg}`);
 }

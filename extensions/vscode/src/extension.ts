@@ -5,23 +5,42 @@ import * as path from 'path';
 import * as vscode from 'vscode';
 import * as P from './protocol';
 import { ArborClient } from './client';
-import { Commands } from './commands';
+import { Commands, showError, workspaceDir } from './commands';
 import { FileAtProvider, TranscriptProvider, fileScheme, transcriptScheme } from './documents';
 import { SessionStore, isBusy, sandboxWarning } from './sessions';
 import { SessionTreeProvider } from './tree';
+import { ProposalCommands, ProposalDocumentProvider, ProposalTreeProvider, proposalScheme } from './proposalView';
+import { isHarnessEvent } from './proposals';
 
 let client: ArborClient | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel('Arbor', { log: true });
   const store = new SessionStore();
-  client = new ArborClient(output, new Set(Commands.ids));
+  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids]));
   const transcripts = new TranscriptProvider(client, store);
 
   const tree = new SessionTreeProvider(store, inWorkspace);
   const view = vscode.window.createTreeView('arbor.sessions', { treeDataProvider: tree, showCollapseAll: true });
   const reveal = (id: string) => { if (view.visible) void view.reveal(id, { select: true, focus: false }).then(undefined, () => undefined); };
   const commands = new Commands(client, store, reveal);
+
+  const proposals = new ProposalTreeProvider(client, workspaceDir);
+  const proposalView = vscode.window.createTreeView('arbor.proposals', { treeDataProvider: proposals });
+  proposals.bind(proposalView);
+  const proposalDocs = new ProposalDocumentProvider(client);
+  const proposalCommands = new ProposalCommands(client, proposals, proposalDocs, workspaceDir, (arg, title) => commands.session(arg, title));
+  proposalView.onDidChangeVisibility(e => { if (e.visible) proposals.schedule(0); });
+  // Proposals are made and decided inside sessions' turns: list them again when a session of
+  // this window changes state (a turn ended), besides on the harness events of attached ones.
+  const states = new Map<string, string>();
+  store.onDidChange(() => {
+    let changed = false;
+    for (const s of store.all().filter(inWorkspace)) {
+      if (states.get(s.id) !== s.state) { states.set(s.id, s.state); changed = true; }
+    }
+    if (changed && client?.running) proposals.schedule();
+  });
 
   const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
   status.command = 'workbench.view.extension.arbor';
@@ -53,9 +72,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   view.onDidChangeVisibility(revealNew);
 
   context.subscriptions.push(
-    output, view, status, client,
+    output, view, proposalView, status, client,
     vscode.workspace.registerTextDocumentContentProvider(transcriptScheme, transcripts),
     vscode.workspace.registerTextDocumentContentProvider(fileScheme, new FileAtProvider(client)),
+    vscode.workspace.registerTextDocumentContentProvider(proposalScheme, proposalDocs),
+    ...proposalCommands.register(showError),
     ...commands.register(),
   );
 
@@ -64,19 +85,24 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       store.apply(p);
       for (const s of p.sessions ?? []) transcripts.onSessionChanged(s.id);
     },
-    event: (e: P.Event) => transcripts.onEvent(e),
+    event: (e: P.Event) => {
+      transcripts.onEvent(e);
+      if (isHarnessEvent(e)) proposals.schedule();
+    },
     fellBehind: (p: P.FellBehindParams) => transcripts.onFellBehind(p),
-    restarted: () => void transcripts.reattachAll(),
+    restarted: () => { void transcripts.reattachAll(); void proposals.refresh(); },
   };
 
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async e => {
     if (!e.affectsConfiguration('arbor.path') || !client) return;
     await client.stop();
     await startClient(client, handlers, view, store, transcripts);
+    if (client.running) void proposals.refresh();
   }));
 
   view.message = 'Connecting to the Arbor daemon…';
   await startClient(client, handlers, view, store, transcripts);
+  if (client.running) void proposals.refresh();
 }
 
 async function startClient(c: ArborClient, handlers: Parameters<ArborClient['start']>[0], view: vscode.TreeView<string>,

@@ -63,9 +63,22 @@ function stopDaemon(bin, env) {
   } catch { /* not running */ }
 }
 
-/** The scripted model used by the tests: one kernel cell, then a final answer. */
+/**
+ * The scripted model used by the tests: one kernel cell, then a final answer. "write team rules"
+ * writes two notes to the workspace scope (proposals under its default review policy), then
+ * fails its cell so that /refine has an event to cite; the refiner (its prompt starts "Propose
+ * harness edits") proposes a workspace note citing the first event it was shown.
+ */
 const script = {
   rules: [
+    { when: { task: '^Propose harness edits for the workspace scope', last: '\\[seq (\\d+) ' },
+      text: '{"edits": [{"op": "create", "entry": {"kind": "note", "id": "fix-build", "title": "Fix the build first", "body": "Fix a broken build before anything else."}, '
+        + '"trigger": [{{last.1}}], "rationale": "The cell failed on a broken build.", "intended": "No work on a broken build."}], "summary": "one note"}' },
+    { when: { task: 'write team rules', turn: 1 },
+      code: "await harness.notes.create('team-rule', 'Team rule', body='Run the tests.', scope='workspace')\n"
+        + "await harness.notes.create('style-rule', 'Style rule', body='Use tabs.', scope='workspace')\n"
+        + "raise RuntimeError('the build is broken')" },
+    { when: { task: 'write team rules', turn: 2 }, text: 'proposed two team rules' },
     { when: { task: 'add one and one', turn: 1 }, code: "open('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)" },
     { when: { task: 'add one and one', turn: 2 }, text: 'the sum is two' },
   ],

@@ -14,6 +14,7 @@ const P = require('../out/protocol');
 const { SessionStore } = require('../out/sessions');
 const { EventBuffer, renderTranscript } = require('../out/transcript');
 const { withTrust, trustPrompt } = require('../out/trust');
+const { isHarnessEvent, proposalDocument, proposalLabel, decisionMessage, refineSummary } = require('../out/proposals');
 const { makeEnv, startFakeModel, stopDaemon, script, waitFor } = require('./harness');
 
 const bin = process.env.ARBOR_BIN;
@@ -180,6 +181,86 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
     await waitFor('idle again', 30000, () => store.get(created.id).state === 'idle' && store.get(created.id).lastSeq > before);
     await conn.sendRequest(P.MethodSessionStop, { id: created.id });
     await waitFor(`stopped (now ${store.get(created.id).state})`, 20000, () => store.get(created.id).state === 'stopped');
+  });
+
+  await t.test('harness proposals: a kernel\'s workspace notes wait for review; reject, accept and /refine through arbor/refine.*', async () => {
+    const s = await conn.sendRequest(P.MethodSessionCreate, { task: 'write team rules', dir: fx.repo });
+    await waitFor(`session ${s.id} idle`, 60000, () => {
+      const x = store.get(s.id);
+      if (x?.state === 'failed') throw new Error(`session failed: ${x.error}`);
+      return x?.state === 'idle';
+    });
+    const mine = async status => (await conn.sendRequest(P.MethodRefineProposals, { dir: fx.repo, status })).proposals.filter(p => p.session === s.id);
+    const listed = await mine('pending');
+    assert.deepEqual(listed.map(p => proposalLabel(p)).sort(), ['create note style-rule', 'create note team-rule'],
+      `pending proposals of the session: ${JSON.stringify(listed)}`);
+    for (const p of listed) {
+      assert.equal(p.scope, 'workspace');
+      assert.equal(p.author, 'agent');
+      assert.equal(p.diff, undefined, 'the list carries no diffs');
+    }
+    const rule = listed.find(p => p.edits[0].id === 'team-rule');
+    const style = listed.find(p => p.edits[0].id === 'style-rule');
+
+    // The harness_proposed events are ones the view refreshes on.
+    const att = await conn.sendRequest(P.MethodSessionAttach, { id: s.id, sinceSeq: 0 });
+    await waitFor('the replayed events', 10000, () => (events.get(s.id)?.lastSeq ?? -1) >= att.session.lastSeq);
+    const proposed = events.get(s.id).list().filter(e => e.type === P.EventHarnessProposed);
+    assert.equal(proposed.length, 2);
+    assert.ok(proposed.every(isHarnessEvent));
+    assert.equal(proposed[0].data.policy, 'review');
+
+    // The review document: the facts, then the daemon's diff, which adds the note's body.
+    const one = await conn.sendRequest(P.MethodRefineProposal, { dir: fx.repo, id: rule.id });
+    assert.match(one.diff, /^diff --git /m);
+    assert.match(one.diff, /^\+.*Run the tests\./m, `the diff does not add the note's body:\n${one.diff}`);
+    const doc = proposalDocument(one);
+    assert.ok(doc.endsWith(one.diff.replace(/\n?$/, '\n')), 'the document ends with the diff verbatim');
+    assert.match(doc, new RegExp(`# proposal: ${rule.id} \\(pending\\)`));
+
+    // Reject with a reason: recorded, gone from pending, listed as rejected by the user.
+    const rejected = await conn.sendRequest(P.MethodRefineReject, { dir: fx.repo, id: rule.id, reason: 'not a team rule' });
+    assert.equal(rejected.status, 'rejected');
+    assert.equal(decisionMessage(rejected, 'reject').text, `Arbor: rejected ${rule.id} (create note team-rule): not a team rule.`);
+    assert.deepEqual((await mine('pending')).map(p => p.id), [style.id]);
+    const all = await mine('all');
+    const r = all.find(p => p.id === rule.id);
+    assert.equal(r.status, 'rejected');
+    assert.equal(r.reason, 'not a team rule');
+    assert.equal(r.decidedBy, 'user');
+
+    // Accept: no gate configured, so it applies; the note is then in the workspace harness.
+    const applied = await conn.sendRequest(P.MethodRefineAccept, { dir: fx.repo, id: style.id });
+    assert.equal(applied.status, 'applied', JSON.stringify(applied));
+    assert.match(applied.applied, /^[0-9a-f]{7,}$/);
+    const m = decisionMessage(applied, 'accept');
+    assert.equal(m.severity, 'info');
+    assert.match(m.text, new RegExp(`applied ${style.id} \\(create note style-rule\\) to the workspace harness as ${applied.applied.slice(0, 8)}`));
+    const entry = await conn.sendRequest(P.MethodHarnessGet, { dir: fx.repo, scope: 'workspace', kind: 'note', id: 'style-rule' });
+    assert.match(entry.body, /Use tabs\./);
+    assert.deepEqual(await mine('pending'), []);
+    await assert.rejects(conn.sendRequest(P.MethodRefineAccept, { dir: fx.repo, id: style.id }), e => {
+      assert.equal(e.code, P.CodeStale, 'accepting a decided proposal is refused');
+      return true;
+    });
+    await waitFor('harness_rejected and harness_applied in the session log', 10000, () => {
+      const types = events.get(s.id).list().map(e => e.type);
+      return types.includes(P.EventHarnessRejected) && types.includes(P.EventHarnessApplied);
+    });
+
+    // /refine with a focus, for the workspace scope: the refiner cites the failed cell; its
+    // proposal waits for review like the agent's.
+    const run = await conn.sendRequest(P.MethodRefineRun, { session: s.id, focus: 'the broken build', scope: 'workspace' });
+    assert.equal(run.error, undefined, `refine: ${run.error}`);
+    assert.equal(run.proposals.length, 1, JSON.stringify(run));
+    const [q] = run.proposals;
+    assert.equal(q.status, 'pending');
+    assert.equal(q.author, 'refine');
+    assert.match(refineSummary(run), new RegExp(`^Arbor: refine \\(workspace scope, events \\d+–\\d+, 1 model call, \\d+\\+\\d+ tokens\\): 1 proposal — ${q.id} pending: create note fix-build`));
+    assert.deepEqual((await mine('pending')).map(p => p.id), [q.id]);
+    await conn.sendRequest(P.MethodRefineReject, { dir: fx.repo, id: q.id });
+    const rq = (await mine('rejected')).find(p => p.id === q.id);
+    assert.equal(rq.reason, 'rejected by the user', 'a reject without a reason gets the daemon\'s');
   });
 
   await t.test('an unknown session id is a clear CodeUnknownSession error', async () => {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arborhq/arbor/agents/event"
+	"github.com/arborhq/arbor/agents/harness"
 )
 
 var updateGolden = flag.Bool("update", false, "record the golden event fixtures in extensions/test/golden anew")
@@ -21,6 +22,9 @@ var updateGolden = flag.Bool("update", false, "record the golden event fixtures 
 const goldenDir = "../extensions/test/golden"
 
 const goldenScript = `{"rules":[
+ {"when":{"system":"You refine the harness","last":"(?s)\\[seq (\\d+) tool_finished error"},"text":"{\"summary\":\"a missing module\",\"edits\":[{\"op\":\"create\",\"entry\":{\"kind\":\"note\",\"id\":\"check-modules\",\"title\":\"Check modules\",\"body\":\"Check a module is installed before importing it.\"},\"trigger\":[{{last.1}}],\"rationale\":\"the import failed\",\"intended\":\"no failed imports\"}]}"},
+ {"when":{"task":"^learn","turn":1},"code":"await harness.notes.create('tests-first', 'Run the tests first', body='Run the tests before you commit.')\np = await harness.memories.create('db-port', 'Database port', body='The test database listens on 5433.', scope='workspace')\nprint(p['status'])\nimport no_such_module_q"},
+ {"when":{"task":"^learn"},"text":"learned"},
  {"when":{"task":"^Summarise"},"text":"SUMMARY: the agent printed numbered blocks."},
  {"when":{"task":"^rename","last":"helper written"},"code":"print(1/0)"},
  {"when":{"task":"^rename","last":"ZeroDivisionError"},"text":"The division failed; the helper is in place, so I leave it there."},
@@ -57,7 +61,30 @@ func TestRecordGoldenEvents(t *testing.T) {
 	e.settled(grow)
 	broken := e.create("broken model")
 	e.waitFor("the broken session fails", func() bool { return broken.State() == Failed })
-	for name, s := range map[string]*Session{"root": root, "child": child, "fork": fork, "compaction": grow, "failure": broken} {
+	learn := e.create("learn the habits")
+	e.settled(learn)
+	ctx := context.Background()
+	if out, err := e.svc.Refine(ctx, learn.meta.ID, RefineRequest{Trigger: "user"}); err != nil || len(out.Proposals) != 1 {
+		t.Fatalf("refine = %+v, %v", out, err)
+	}
+	pending, err := e.svc.Proposals(ctx, e.repo, harness.Pending)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending = %+v, %v", pending, err)
+	}
+	if _, err := e.svc.RejectProposal(ctx, e.repo, pending[0].ID, "not for this team"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.svc.HarnessStore(ctx, e.repo, harness.ScopeSession, learn.meta.ID)
+	hist, _ := st.History(ctx, harness.Note, "tests-first")
+	if _, err := st.Delete(ctx, harness.Note, "tests-first", hist[0].Commit, harness.Change{Author: "user"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Rollback(ctx, harness.Note, "tests-first", hist[0].Commit, harness.Change{Author: "user"}); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := st.Head(ctx)
+	e.svc.RolledBack(ctx, learn.meta.ID, event.HarnessRolledBack{Scope: "session", Kind: "note", ID: "tests-first", To: hist[0].Commit, Commit: head, Author: "user"})
+	for name, s := range map[string]*Session{"root": root, "child": child, "fork": fork, "compaction": grow, "failure": broken, "harness": learn} {
 		writeGolden(t, name, s)
 	}
 }
@@ -91,8 +118,8 @@ func writeGolden(t *testing.T, name string, s *Session) {
 // makes this fail until the fixtures are recorded again (go test ./agents -run Golden -update).
 func checkGolden(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(goldenDir, "*.jsonl"))
-	if len(files) < 5 {
-		t.Fatalf("want 5 golden logs in %s, have %d (record them: go test ./agents -run Golden -update)", goldenDir, len(files))
+	if len(files) < 6 {
+		t.Fatalf("want 6 golden logs in %s, have %d (record them: go test ./agents -run Golden -update)", goldenDir, len(files))
 	}
 	seen := map[event.Type]bool{}
 	for _, f := range files {
@@ -116,7 +143,8 @@ func checkGolden(t *testing.T) {
 		}
 	}
 	for _, want := range []event.Type{event.TypeSubagentSpawned, event.TypeMessageSent, event.TypeTurnFailed,
-		event.TypeCompaction, event.TypeForked, event.TypeToolFinished, event.TypeCheckpoint, event.TypeStateChanged} {
+		event.TypeCompaction, event.TypeForked, event.TypeToolFinished, event.TypeCheckpoint, event.TypeStateChanged,
+		event.TypeHarnessProposed, event.TypeHarnessApplied, event.TypeHarnessRejected, event.TypeHarnessRolledBack, event.TypeRefined} {
 		if !seen[want] {
 			t.Errorf("the golden logs hold no %s event", want)
 		}

@@ -163,7 +163,7 @@ func proposalWait(policy string) string {
 	if policy == "review" {
 		return "waiting for review: arbor proposals"
 	}
-	return "applies once it passes the gate"
+	return "applied by policy unless refused"
 }
 
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n    ") }

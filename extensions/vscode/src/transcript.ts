@@ -169,7 +169,7 @@ function body(e: P.TypedEvent): string[] {
     }
     case P.EventHarnessProposed: {
       const d = e.data;
-      const wait = d.policy === 'review' ? 'waiting for your review' : 'applies once it passes the gate';
+      const wait = d.policy === 'review' ? 'waiting for your review' : 'applied by policy unless refused';
       const out = [`harness proposal \`${d.proposal}\` (${d.author}, ${d.scope} scope, ${wait}): ${harnessEdits(d.edits)}`];
       if (d.rationale) out.push(`> ${d.rationale}`);
       if (d.intended) out.push(`intended effect: ${d.intended}`);

@@ -15,7 +15,8 @@ function loadGolden() {
   return out;
 }
 
-const zero = () => ({ modelCalls: 0, inputTokens: 0, outputTokens: 0, costUSD: 0, kernelExecs: 0, messages: 0, humanInterventions: 0, retries: 0 });
+const zero = () => ({ modelCalls: 0, inputTokens: 0, outputTokens: 0, costUSD: 0, kernelExecs: 0, messages: 0, humanInterventions: 0, retries: 0,
+  harnessEdits: 0, refineCalls: 0, refineInputTokens: 0, refineOutputTokens: 0, refineCostUSD: 0 });
 
 /** The arbor/sessions record of a session whose log is events: what it is, its state, its usage. */
 function sessionFromLog(events) {
@@ -30,6 +31,12 @@ function sessionFromLog(events) {
       usage.outputTokens += e.data.usage.outputTokens;
     }
     if (e.type === 'tool_finished') usage.kernelExecs++;
+    if (e.type === 'harness_applied') usage.harnessEdits++;
+    if (e.type === 'refined') {
+      usage.refineCalls += e.data.calls;
+      usage.refineInputTokens += e.data.usage.inputTokens;
+      usage.refineOutputTokens += e.data.usage.outputTokens;
+    }
   }
   const s = {
     id: c.id, task: c.task, state, model: c.model, branch: c.branch, worktree: c.worktree, baseCommit: c.baseCommit,

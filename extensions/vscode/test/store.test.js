@@ -11,7 +11,8 @@ const { loadGolden, sessionFromLog } = require('./golden');
 const golden = loadGolden();
 const session = name => sessionFromLog(golden[name]);
 const idOf = name => golden[name][0].session;
-const usage = (i, o) => ({ modelCalls: 1, inputTokens: i, outputTokens: o, costUSD: 0, kernelExecs: 0, messages: 0, humanInterventions: 0, retries: 0 });
+const usage = (i, o) => ({ modelCalls: 1, inputTokens: i, outputTokens: o, costUSD: 0, kernelExecs: 0, messages: 0, humanInterventions: 0, retries: 0,
+  harnessEdits: 0, refineCalls: 0, refineInputTokens: 0, refineOutputTokens: 0, refineCostUSD: 0 });
 
 test('the sessions built from the golden logs have the generated Session shape', () => {
   const { types } = readTs();
@@ -36,7 +37,7 @@ test('SessionStore builds the tree of the golden sessions: the child under its p
   assert.equal(changes, 1);
 
   // A delta upserts; a full list replaces.
-  s.apply({ full: false, sessions: [{ ...session('root'), state: 'stopped', lastSeq: 21 }] });
+  s.apply({ full: false, sessions: [{ ...session('root'), state: 'stopped', lastSeq: session('root').lastSeq + 1 }] });
   assert.equal(s.get(idOf('root')).state, 'stopped');
   assert.equal(s.all().length, 5);
   s.apply({ full: true, sessions: [session('fork')] });

@@ -12,7 +12,7 @@ const golden = loadGolden();
 const md = name => renderTranscript(name, golden[name]);
 
 test('the golden logs hold every kind of record the tests below look at', () => {
-  assert.deepEqual(Object.keys(golden).sort(), ['child', 'compaction', 'failure', 'fork', 'root']);
+  assert.deepEqual(Object.keys(golden).sort(), ['child', 'compaction', 'failure', 'fork', 'harness', 'root']);
   const { eventPayloads } = readTs();
   for (const [name, events] of Object.entries(golden)) {
     for (const e of events) assert.ok(eventPayloads.has(e.type), `${name}.jsonl #${e.seq}: ${e.type} is no generated event type`);
@@ -33,6 +33,19 @@ test('every golden event renders from its payload, none as raw data', () => {
       assert.ok(!/undefined|\[object Object\]|NaN/.test(out), `${name}.jsonl #${e.seq} reads a field its payload lacks:\n${out}`);
     }
   }
+});
+
+test('harness.jsonl: a direct edit, a proposal waiting for review, a refine applied, a rejection and a rollback', () => {
+  const out = md('harness');
+  const pending = golden.harness.find(e => e.type === 'harness_proposed' && e.data.policy === 'review').data.proposal;
+  const refined = golden.harness.find(e => e.type === 'refined').data;
+  assert.ok(out.includes('harness session scope changed by agent as `'), out);
+  assert.ok(out.includes(`harness proposal \`${pending}\` (agent, workspace scope, waiting for your review): create memory \`db-port\``), out);
+  assert.ok(out.includes(`harness proposal \`${refined.proposals[0]}\` applied by policy as \``), out);
+  assert.ok(out.includes('> the import failed'), out);
+  assert.ok(out.includes(`refine (session scope, events ${refined.fromSeq}–${refined.toSeq}): 1 proposals \`${refined.proposals[0]}\``), out);
+  assert.ok(out.includes(`**harness proposal \`${pending}\` rejected** by user: not for this team`), out);
+  assert.ok(out.includes('harness session scope: note `tests-first` rolled back to `'), out);
 });
 
 test('failure.jsonl: the failed state shows its reason, and the turn its error', () => {

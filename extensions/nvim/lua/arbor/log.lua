@@ -268,7 +268,7 @@ local function harness_edits(edits)
 end
 
 render[P.EventHarnessProposed] = function(d, lines)
-  local wait = d.policy == 'review' and 'waiting for review: :ArborProposals' or 'applies once it passes the gate'
+  local wait = d.policy == 'review' and 'waiting for review: :ArborProposals' or 'applied by policy unless refused'
   table.insert(lines, string.format('harness proposal %s (%s, %s scope, %s): %s', s(d.proposal) or '?', s(d.author) or '?',
     s(d.scope) or '?', wait, harness_edits(d.edits)))
   if s(d.rationale) then

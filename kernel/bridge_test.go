@@ -145,7 +145,7 @@ func TestBridgeRejects(t *testing.T) {
 	k := startKernel(t, Options{Host: &recordingHost{}})
 	tests := []struct{ name, code, want string }{
 		{"unknown method", "import arbor_runtime\nawait arbor_runtime.call('rm.rf', {})", "unknown Arbor method"},
-		{"unbuilt method", "import arbor_runtime\nawait arbor_runtime.call('refine.run', {})", "unknown Arbor method \"refine.run\""},
+		{"unbuilt method", "import arbor_runtime\nawait arbor_runtime.call('goal.set', {})", "unknown Arbor method \"goal.set\""},
 		{"bad token", "import os, arbor_runtime, asyncio\nos.environ['ARBOR_BRIDGE_TOKEN'] = 'nope'\n" +
 			"async def fresh():\n    arbor_runtime._conns.clear()\n    return await arbor_runtime.call('ping', {})\n" +
 			"await fresh()", "refused this connection: bad token"},

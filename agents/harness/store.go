@@ -117,11 +117,18 @@ func (s *Store) Ref() string { return s.ref }
 
 // Head returns the newest commit of the store, or "" before the first change.
 func (s *Store) Head(ctx context.Context) (string, error) {
-	out, err := s.git(ctx, nil, nil, "for-each-ref", "--format=%(objectname)", s.ref)
-	if err != nil {
-		return "", err
+	cmd := s.cmd(ctx, nil, "for-each-ref", "--format=%(objectname)", s.ref)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("harness %s: git for-each-ref: %w: %s", s.ref, err, strings.TrimSpace(stderr.String()))
 	}
-	return strings.TrimSpace(out), nil
+	// git skips a ref whose file holds no object id with a warning: that is a damaged store,
+	// not an empty one (arbor fsck names it).
+	if strings.Contains(stderr.String(), "ignoring broken ref") {
+		return "", fmt.Errorf("harness %s is damaged: %s; arbor fsck says how to repair it", s.ref, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
 }
 
 // Get returns the entry as of head.
@@ -580,9 +587,11 @@ func (s *Store) readFiles(ctx context.Context, commit, prefix string) (map[strin
 	}
 	cmd := s.cmd(ctx, nil, "cat-file", "--batch")
 	cmd.Stdin = strings.NewReader(strings.Join(blobs, "\n") + "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	raw, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("harness %s: read objects: %w", s.ref, err)
+		return nil, fmt.Errorf("harness %s: read objects: %w: %s", s.ref, err, strings.TrimSpace(stderr.String()))
 	}
 	r := bufio.NewReader(bytes.NewReader(raw))
 	for i := range blobs {

@@ -82,10 +82,10 @@ func TestFsckHarness(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "is missing from the object store", true},
-		// git takes a ref it cannot read for an absent one: the store reads as empty.
+		// git skips a ref it cannot read with a warning; the store says it is damaged.
 		{"garbage in the ref file", func() {
 			writeFile(t, filepath.Join(global, "refs", "arbor", "harness", "global"), "garbage\n")
-		}, `harness/global holds "garbage", not a commit id`, false},
+		}, `harness/global holds "garbage", not a commit id`, true},
 	} {
 		before, _ := os.ReadFile(daemonLog)
 		c.corrupt()

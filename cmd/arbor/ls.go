@@ -93,6 +93,19 @@ func cmdLs(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
+// harnessAccounting is the session's harness accounting, apart from the task's tokens: "" when
+// there is none.
+func harnessAccounting(u server.Usage) string {
+	out := ""
+	if u.HarnessEdits > 0 {
+		out += fmt.Sprintf("  harness edits %d", u.HarnessEdits)
+	}
+	if u.RefineCalls > 0 {
+		out += fmt.Sprintf("  refine %d call(s) %d tokens", u.RefineCalls, u.RefineInputTokens+u.RefineOutputTokens)
+	}
+	return out
+}
+
 func cmdTree(ctx context.Context, args []string) error {
 	ss, printed, err := sessionsOrJSON(ctx, "tree", args)
 	if err != nil || printed {
@@ -119,8 +132,8 @@ func cmdTree(ctx context.Context, args []string) error {
 		if s.ForkOf != "" {
 			label += fmt.Sprintf(" (fork of %s@%d)", s.ForkOf[:min(8, len(s.ForkOf))], s.ForkSeq)
 		}
-		fmt.Printf("%s%s%s [%s] %s  tokens %d (total %d)  %s\n", prefix, branch, label, s.State, s.Branch,
-			s.Usage.InputTokens+s.Usage.OutputTokens, s.Total.InputTokens+s.Total.OutputTokens, truncate(firstLine(s.Task), 40))
+		fmt.Printf("%s%s%s [%s] %s  tokens %d (total %d)%s  %s\n", prefix, branch, label, s.State, s.Branch,
+			s.Usage.InputTokens+s.Usage.OutputTokens, s.Total.InputTokens+s.Total.OutputTokens, harnessAccounting(s.Usage), truncate(firstLine(s.Task), 40))
 		for i, c := range s.Children {
 			if _, ok := byID[c]; ok {
 				walk(c, next, i == len(s.Children)-1, false)

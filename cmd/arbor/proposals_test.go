@@ -90,6 +90,10 @@ func TestProposalsCLI(t *testing.T) {
 		t.Fatalf("a second accept applied again: %d commits", n)
 	}
 
+	if tree := e.mustArbor("tree").stdout; !strings.Contains(tree, "harness edits 1") {
+		t.Errorf("the accepted proposal is not counted as the session's harness edit:\n%s", tree)
+	}
+
 	// Reject, with a reason, from the CLI.
 	id2 := sessionID(t, e.mustArbor("run", "share another fact"))
 	ps = pending()

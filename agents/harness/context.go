@@ -85,26 +85,33 @@ func inScope(scopes []ScopeEntries) (names []string, _ []scoped) {
 			}
 		}
 	}
-	slices.SortFunc(all, compareScoped)
+	// A turn reads its stores in this order already (scopes narrowest first, kinds in order,
+	// ids sorted): checking costs one pass, sorting much more.
+	if !slices.IsSortedFunc(all, compareScoped) {
+		slices.SortFunc(all, compareScoped)
+	}
 
 	// Sorted, each (scope, kind) is a run ordered by id, and the runs of narrower scopes come
-	// first: an entry is shadowed when its id is in an earlier run of its kind, which a binary
-	// search finds (cheaper than a map of every id, and the runs to search are few).
+	// first: an entry is shadowed when its id is in an earlier run of its kind. Both are sorted
+	// by id, so one cursor per earlier run, moving forward only, finds it: a merge, linear in
+	// the entries.
 	out := all[:0] // compacting in place only overwrites what was read
 	earlier := make([][][]scoped, len(Kinds))
+	var cursors []int
 	start := 0 // of the current run in out
 	for i, e := range all {
-		if i > 0 && (e.scope != all[i-1].scope || e.kind != all[i-1].kind) {
-			if run := out[start:]; len(run) > 0 {
+		if i == 0 || e.scope != all[i-1].scope || e.kind != all[i-1].kind {
+			if run := out[start:]; i > 0 && len(run) > 0 {
 				k := run[0].kind
 				earlier[k] = append(earlier[k], run)
 			}
 			start = len(out)
+			cursors = append(cursors[:0], make([]int, len(earlier[e.kind]))...)
 		}
 		if len(out) > start && out[len(out)-1].id == e.id {
 			continue // a duplicate in one scope: the first by content stays
 		}
-		if shadowed(earlier[e.kind], e.id) {
+		if shadowed(earlier[e.kind], cursors, e.id) {
 			continue
 		}
 		out = append(out, e)
@@ -112,13 +119,21 @@ func inScope(scopes []ScopeEntries) (names []string, _ []scoped) {
 	return names, out
 }
 
-func shadowed(runs [][]scoped, id string) bool {
-	for _, run := range runs {
-		if _, ok := slices.BinarySearchFunc(run, id, func(e scoped, id string) int { return strings.Compare(e.id, id) }); ok {
-			return true
+// shadowed reports whether id is in one of runs, moving each run's cursor past the ids before
+// it (the ids asked come in increasing order).
+func shadowed(runs [][]scoped, cursors []int, id string) bool {
+	found := false
+	for r, run := range runs {
+		c := cursors[r]
+		for c < len(run) && run[c].id < id {
+			c++
+		}
+		cursors[r] = c
+		if c < len(run) && run[c].id == id {
+			found = true
 		}
 	}
-	return false
+	return found
 }
 
 // compareScoped orders by scope, kind and id, then by content. (Not cmp.Or at first: it would
@@ -238,33 +253,49 @@ const (
 // renderNotes writes the notes that fit room, in order, skipping any that do not so that a long
 // rule does not hide the shorter ones after it, and counts the rest.
 func renderNotes(names []string, notes []scoped, room int) string {
-	blocks := make([]string, len(notes))
+	// Lengths first: with a thousand notes only a few fit, and only those are written.
 	total := len(notesHeader)
-	for i, n := range notes {
-		blocks[i] = noteBlock(names, n)
-		total += len(blocks[i])
+	for _, n := range notes {
+		total += noteLen(names, n)
 	}
-	if total <= room {
-		return notesHeader + strings.Join(blocks, "")
-	}
-	room -= len(notesHeader) + len(notesLeftOut(len(notes)))
 	var b strings.Builder
 	b.WriteString(notesHeader)
-	left := 0
-	for _, blk := range blocks {
-		if len(blk) > room {
-			left++
-			continue
+	if total <= room {
+		b.Grow(total)
+		for _, n := range notes {
+			writeNote(&b, names, n)
 		}
-		b.WriteString(blk)
-		room -= len(blk)
+		return b.String()
+	}
+	room -= len(notesHeader) + len(notesLeftOut(len(notes)))
+	left := 0
+	for _, n := range notes {
+		if l := noteLen(names, n); l > room {
+			left++
+		} else {
+			writeNote(&b, names, n)
+			room -= l
+		}
 	}
 	b.WriteString(notesLeftOut(left))
 	return b.String()
 }
 
-func noteBlock(names []string, n scoped) string {
-	return fmt.Sprintf("### %s (%s, %s)\n%s\n", n.Title, n.ID, names[n.scope], strings.TrimRight(n.Body, "\n"))
+// A note's block is "### Title (id, scope)\nbody\n".
+func noteLen(names []string, n scoped) int {
+	return len("###  (, )\n\n") + len(n.Title) + len(n.ID) + len(names[n.scope]) + len(strings.TrimRight(n.Body, "\n"))
+}
+
+func writeNote(b *strings.Builder, names []string, n scoped) {
+	b.WriteString("### ")
+	b.WriteString(n.Title)
+	b.WriteString(" (")
+	b.WriteString(n.ID)
+	b.WriteString(", ")
+	b.WriteString(names[n.scope])
+	b.WriteString(")\n")
+	b.WriteString(strings.TrimRight(n.Body, "\n"))
+	b.WriteString("\n")
 }
 
 func notesLeftOut(n int) string {

@@ -199,7 +199,8 @@ func Render(scopes []ScopeEntries, budgetTokens int) string {
 		totals[e.kind]++
 	}
 	nn := totals[kindRank(Note)]
-	notes, rest := make([]scoped, 0, nn), make([]scoped, 0, len(entries)-nn)
+	notes := make([]scoped, 0, nn)
+	rest := entries[:0] // the rest, compacted in place
 	for _, e := range entries {
 		if e.Kind == Note {
 			notes = append(notes, e)

@@ -19,6 +19,15 @@ type turnHarness struct {
 	heads  string // the scopes' head commits it was built from
 	block  string // what goes after the base prompt
 	skills string // hash of the skill modules written for the kernel
+	// read is each scope's entries as of its head: a scope whose head did not move is not
+	// read again (a 10,000-entry global store costs a turn nothing while only the session's
+	// own scope changes).
+	read map[harness.Scope]scopeRead
+}
+
+type scopeRead struct {
+	head    string
+	entries []harness.Entry // every kind, in harness.Kinds order, ids sorted
 }
 
 // loadHarness refreshes the session's harness at a turn boundary. Unchanged stores (the same
@@ -27,6 +36,7 @@ type turnHarness struct {
 // a session goes on without a broken harness rather than stopping.
 func (s *Session) loadHarness(ctx context.Context) {
 	stores := map[harness.Scope]*harness.Store{}
+	headOf := map[harness.Scope]string{}
 	var heads []string
 	for _, sc := range harness.Scopes {
 		st, err := s.harnessStore(ctx, sc)
@@ -39,7 +49,7 @@ func (s *Session) loadHarness(ctx context.Context) {
 			s.svc.log.Warn("harness: scope unreadable; the turn goes on without it", "session", s.meta.ID, "scope", sc, "err", err)
 			continue
 		}
-		stores[sc] = st
+		stores[sc], headOf[sc] = st, head
 		heads = append(heads, string(sc)+"="+head)
 	}
 	key := strings.Join(heads, " ")
@@ -49,6 +59,10 @@ func (s *Session) loadHarness(ctx context.Context) {
 	if same {
 		return
 	}
+	s.mu.Lock()
+	prev := s.harness.read
+	s.mu.Unlock()
+	read := map[harness.Scope]scopeRead{}
 	var scopes []harness.ScopeEntries
 	var skills []harness.Entry
 	seen := map[string]bool{}
@@ -57,26 +71,34 @@ func (s *Session) loadHarness(ctx context.Context) {
 		if st == nil {
 			continue
 		}
-		var all []harness.Entry
-		for _, k := range harness.Kinds {
-			es, err := st.List(ctx, k)
-			if err != nil {
-				s.svc.log.Warn("harness: list", "session", s.meta.ID, "scope", sc, "kind", k, "err", err)
-				continue
-			}
-			all = append(all, es...)
-			if k == harness.Skill {
-				for _, e := range es {
-					if !seen[e.ID] { // the narrowest scope's skill of a name wins
-						seen[e.ID] = true
-						skills = append(skills, e)
-					}
+		head := headOf[sc]
+		r, ok := prev[sc]
+		if !ok || r.head != head {
+			r = scopeRead{head: head}
+			complete := true
+			for _, k := range harness.Kinds {
+				es, err := st.List(ctx, k)
+				if err != nil {
+					s.svc.log.Warn("harness: list", "session", s.meta.ID, "scope", sc, "kind", k, "err", err)
+					complete = false
+					continue
 				}
+				r.entries = append(r.entries, es...)
+			}
+			if !complete {
+				r.head = "" // read again next turn
 			}
 		}
-		scopes = append(scopes, harness.ScopeEntries{Scope: string(sc), Entries: all})
+		read[sc] = r
+		for _, e := range r.entries {
+			if e.Kind == harness.Skill && !seen[e.ID] { // the narrowest scope's skill of a name wins
+				seen[e.ID] = true
+				skills = append(skills, e)
+			}
+		}
+		scopes = append(scopes, harness.ScopeEntries{Scope: string(sc), Entries: r.entries})
 	}
-	th := turnHarness{heads: key, block: harness.Render(scopes, s.cfg.HarnessBudget)}
+	th := turnHarness{heads: key, block: harness.Render(scopes, s.cfg.HarnessBudget), read: read}
 	var err error
 	if th.skills, err = s.writeSkills(skills); err != nil {
 		s.svc.log.Warn("harness: write skills for the kernel", "session", s.meta.ID, "err", err)

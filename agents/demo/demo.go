@@ -1,5 +1,6 @@
 // Package demo runs Arbor end to end on a throwaway repository with the built-in scripted
-// model: a real kernel renames a function across files on the session's own branch.
+// model: a real kernel renames a function across files on the session's own branch, and
+// /refine turns the session's one misstep into a reviewed memory of the repository's harness.
 //
 // Call [Run]; it prints the session, a summary of its events and the diff.
 package demo
@@ -21,6 +22,7 @@ import (
 
 	"github.com/arborhq/arbor/agents"
 	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/agents/harness"
 	"github.com/arborhq/arbor/agents/model/scripted"
 	"github.com/arborhq/arbor/workspace"
 )
@@ -157,7 +159,54 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if !strings.Contains(d.Unified(), "+def rect_area") {
 		return errors.New("the demo session's diff does not rename area_of")
 	}
+	return refine(ctx, w, svc, sess.ID(), repo)
+}
+
+// refine shows the continual harness: /refine reads the session's misstep, proposes a memory
+// for the repository's shared harness, which waits for review; the demo accepts it as the user
+// would (arbor proposals accept) and shows the commit with its trailers.
+func refine(ctx context.Context, w io.Writer, svc *agents.Service, id, repo string) error {
+	fmt.Fprintf(w, "\n── /refine: what the session's misstep teaches the repository's harness ──\n")
+	out, err := svc.Refine(ctx, id, agents.RefineRequest{Scope: harness.ScopeWorkspace, Trigger: "user"})
+	if err != nil {
+		return err
+	}
+	if out.Error != "" || len(out.Proposals) != 1 {
+		return fmt.Errorf("the demo's refine proposed %d edits: %s", len(out.Proposals), out.Error)
+	}
+	p := out.Proposals[0]
+	fmt.Fprintf(w, "refine read events %d–%d (%d model call, %d tokens, counted apart from the task's)\n",
+		out.FromSeq, out.ToSeq, out.Calls, out.Usage.InputTokens+out.Usage.OutputTokens)
+	fmt.Fprintf(w, "proposal %s (%s): %s — %s, waiting for review\n  why: %s\n", p.ID, p.Scope, p.Title(), p.Status, p.Rationale)
+	_, diff, err := svc.Proposal(ctx, repo, p.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s", diff)
+	q, err := svc.AcceptProposal(ctx, repo, p.ID)
+	if err != nil {
+		return err
+	}
+	if q.Status != harness.Applied {
+		return fmt.Errorf("the demo's proposal was %s: %s", q.Status, q.Reason)
+	}
+	msg, err := exec.CommandContext(ctx, "git", "-C", repo, "log", "-1", "--format=%h %s%n%(trailers)", q.Ref).Output()
+	if err != nil {
+		return fmt.Errorf("git log %s: %w", q.Ref, err)
+	}
+	fmt.Fprintf(w, "accepted (arbor proposals accept %s) → git log -1 %s:\n%s", p.ID, q.Ref, indentLines(string(msg)))
+	fmt.Fprintf(w, "every later session of this repository sees it in its context; arbor harness history, diff and rollback work on it\n")
 	return nil
+}
+
+func indentLines(s string) string {
+	var b strings.Builder
+	for l := range strings.Lines(s) {
+		if strings.TrimSpace(l) != "" {
+			b.WriteString("  " + l)
+		}
+	}
+	return b.String()
 }
 
 type watcher struct{ ch chan agents.Info }

@@ -1,10 +1,11 @@
 // Real VS Code (code-server) + headless Debian Chromium (playwright-core): the Arbor extension
 // starts `arbor lsp`, "Arbor: New Task" starts a session, and the Sessions view shows it idle on
-// its arbor/… branch. Run by scripts/e2e.sh, which sets E2E_* and the daemon's environment.
+// its arbor/… branch; a session's workspace notes wait in the Harness Proposals view, where the
+// user opens the diff, rejects one and accepts the other; Refine Harness… runs /refine. Run by scripts/e2e.sh, which sets E2E_* and the daemon's environment.
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
+const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
@@ -140,3 +141,117 @@ test('Arbor: New Task starts a session that appears idle in the Sessions view', 
     'picking sum.txt did not open a diff editor showing its new content', 20000);
   t.diagnostic(`UI part took ${Date.now() - t0} ms`);
 });
+
+/** The daemon's record of the workspace's proposals, from the real CLI (`arbor proposals --json`). */
+function daemonProposals() {
+  const out = execFileSync(process.env.ARBOR_BIN, ['proposals', '--status', 'all', '--json', '--dir', WS], { env: process.env, encoding: 'utf8', timeout: 20000 });
+  return JSON.parse(out);
+}
+
+test('Harness Proposals: a kernel\'s workspace notes wait for review; the user opens the diff, rejects one, accepts the other', async (t) => {
+  const RULES = 'write the team rules';
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await expectVisible(input, 'F1 did not open the command palette', 10000);
+  await input.fill('>Arbor: New Task');
+  await expectVisible(page.locator('.quick-input-list .monaco-list-row', { hasText: 'Arbor: New Task' }),
+    'the command palette does not list "Arbor: New Task"', 10000);
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'What should the agent do?' }), '"Arbor: New Task" did not ask for the task', 10000);
+  await input.fill(RULES);
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.monaco-list-row', { hasText: RULES }).filter({ hasText: 'idle' }),
+    `the session "${RULES}" never showed as idle`, 60000);
+
+  // No transcript follows this session: the view lists again because the session changed state.
+  const view = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Harness Proposals' }) });
+  const rule = view.locator('.monaco-list-row', { hasText: 'create note team-rule' });
+  const style = view.locator('.monaco-list-row', { hasText: 'create note style-rule' });
+  await expectVisible(rule, 'the Harness Proposals view does not list the kernel\'s workspace note team-rule', 30000);
+  await expectVisible(style, 'the Harness Proposals view does not list the kernel\'s workspace note style-rule', 10000);
+  const rowText = (await rule.first().innerText()).replace(/\s+/g, ' ');
+  t.diagnostic(`Harness Proposals row: ${rowText}`);
+  assert.match(rowText, /create note team-rule ?p[0-9a-f]+ · workspace scope · agent in [0-9a-f]{8}/);
+  const pending = daemonProposals().filter(p => p.status === 'pending');
+  assert.equal(pending.length, 2, `the daemon lists ${JSON.stringify(pending)}`);
+  const ruleId = pending.find(p => p.edits[0].id === 'team-rule').id;
+  const styleId = pending.find(p => p.edits[0].id === 'style-rule').id;
+  await page.screenshot({ path: SHOT.replace(/\.png$/, '-proposals.png') }).catch(() => undefined);
+
+  // Clicking the row opens the read-only diff document: the facts, then the diff adding the note.
+  await rule.first().click();
+  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: `# proposal: ${ruleId} (pending)` }),
+    'clicking the proposal did not open its review document', 20000);
+  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: '+Run the tests.' }),
+    'the review document does not show the diff adding the note\'s body', 10000);
+  await expectVisible(page.locator('.tab', { hasText: `${ruleId}.diff` }), 'the review document\'s tab is not named after the proposal', 10000);
+  await page.screenshot({ path: SHOT.replace(/\.png$/, '-proposal-diff.png') }).catch(() => undefined);
+
+  // Reject (inline action) with a reason.
+  await rule.first().hover();
+  await rule.first().locator('.action-label[aria-label="Reject Harness Proposal"]').click();
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'Why?' }), '"Reject" did not ask for a reason', 10000);
+  await input.fill('not a team rule');
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.notifications-toasts', { hasText: `rejected ${ruleId}` }), 'no notification says the proposal was rejected', 15000);
+  await rule.first().waitFor({ state: 'detached', timeout: 15000 }).catch(() => { throw new Error('the rejected proposal is still listed'); });
+  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: `# proposal: ${ruleId} (rejected)` }),
+    'the open review document still shows the proposal pending after the reject', 10000);
+  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: 'not a team rule (by user)' }),
+    'the open review document does not show the reject\'s reason', 10000);
+
+  // Accept (inline action), confirmed in the modal; no gate is configured, so it applies.
+  await style.first().hover();
+  await style.first().locator('.action-label[aria-label="Accept Harness Proposal"]').click();
+  const dialog = page.locator('.monaco-dialog-box', { hasText: 'accept create note style-rule' });
+  await expectVisible(dialog, '"Accept" did not ask to confirm', 10000);
+  await dialog.locator('.monaco-button', { hasText: /^Accept$/ }).click();
+  await expectVisible(page.locator('.notifications-toasts', { hasText: `applied ${styleId}` }), 'no notification says the proposal was applied', 15000);
+  await style.first().waitFor({ state: 'detached', timeout: 15000 }).catch(() => { throw new Error('the accepted proposal is still listed'); });
+  await expectVisible(view.locator('.welcome-view-content', { hasText: 'No harness proposals are waiting' }),
+    'the emptied view does not say that nothing waits for review', 10000);
+  await page.screenshot({ path: SHOT.replace(/\.png$/, '-proposals-decided.png') }).catch(() => undefined);
+
+  // The daemon recorded both decisions.
+  const all = daemonProposals();
+  const r = all.find(p => p.id === ruleId);
+  const a = all.find(p => p.id === styleId);
+  assert.equal(r.status, 'rejected');
+  assert.equal(r.reason, 'not a team rule');
+  assert.equal(r.decidedBy, 'user');
+  assert.equal(a.status, 'applied');
+  assert.equal(a.decidedBy, 'user');
+  assert.match(a.applied, /^[0-9a-f]{7,}$/);
+});
+
+test('Refine Harness… on a session: the focus is asked for, /refine runs, and its outcome is shown', async () => {
+  // The fixture's model has no refiner reply: it answers "the sum is two", which is no edit list,
+  // so the daemon's answer is a refine that made no proposal, and that is what must be shown.
+  const session = page.locator('.monaco-list-row', { hasText: 'write the team rules' }).filter({ hasText: 'idle' });
+  await expectVisible(session, 'the session "write the team rules" is not listed', 10000);
+  await session.first().click({ button: 'right' });
+  const item = page.locator('.monaco-menu .action-item', { hasText: 'Refine Harness…' });
+  await expectVisible(item, 'the session\'s context menu has no "Refine Harness…"', 10000);
+  await item.first().click();
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'What to look at' }), '"Refine Harness…" did not ask for a focus', 10000);
+  await page.locator('.quick-input-widget input').fill('the team rules');
+  await page.keyboard.press('Enter');
+  const note = page.locator('.notifications-toasts', { hasText: /refine \(session scope, events \d+–\d+, 2 model calls, \d+\+\d+ tokens\) made no proposal: the refiner's reply was not usable/ });
+  await expectVisible(note, 'no notification says what the refine came to', 60000);
+  await page.screenshot({ path: SHOT.replace(/\.png$/, '-refine.png') }).catch(() => undefined);
+  const log = execFileSync(process.env.ARBOR_BIN, ['log', '--json', (await daemonSession('write the team rules')).id],
+    { env: process.env, encoding: 'utf8', timeout: 20000 });
+  const refined = log.split('\n').filter(Boolean).map(l => JSON.parse(l)).filter(e => e.type === 'refined');
+  assert.equal(refined.length, 1, 'the session log has no refined event');
+  assert.equal(refined[0].data.focus, 'the team rules', 'the refine did not get the focus the user typed');
+  assert.equal(refined[0].data.trigger, 'user');
+});
+
+/** The daemon's record of the session with task, from `arbor ls --json`. */
+async function daemonSession(task) {
+  const list = JSON.parse(execFileSync(process.env.ARBOR_BIN, ['ls', '--json'], { cwd: WS, env: process.env, encoding: 'utf8', timeout: 20000 }));
+  const s = (Array.isArray(list) ? list : list.sessions ?? []).find(x => x.task === task);
+  assert.ok(s, `arbor ls --json has no session "${task}"`);
+  return s;
+}

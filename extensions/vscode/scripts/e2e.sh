@@ -2,7 +2,8 @@
 # End-to-end test in a real VS Code: code-server (VS Code 1.139) driven by headless Chromium
 # (playwright-core). A fresh profile with the Arbor extension opens a temp git repository;
 # F1 → "Arbor: New Task" → a task → Enter; the session must appear in the Sessions view, idle,
-# on its arbor/… branch, and its transcript must open. Everything installed is cached under
+# on its arbor/… branch, and its transcript must open; a session's harness proposals are reviewed
+# (diff, reject, accept) in the Harness Proposals view. Everything installed is cached under
 # $ARBOR_E2E_CACHE (default ~/.cache/arbor-vscode-e2e); the first run installs for ~3–5 minutes.
 # Usage: ARBOR_BIN=/abs/path/to/arbor extensions/vscode/scripts/e2e.sh
 set -euo pipefail

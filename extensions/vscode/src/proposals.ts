@@ -82,6 +82,13 @@ export function diffBasis(p: P.Proposal): string {
  */
 export function proposalDocument(p: P.Proposal): string {
   const head = proposalFacts(p).map(([k, v]) => `# ${(k + ':').padEnd(10)}${v.replace(/\n/g, '\n#           ')}`);
+  if (p.gate) {
+    const g = p.gate;
+    const how = g.error ? `could not run: ${g.error}` : g.timedOut ? 'timed out' : g.passed ? 'passed' : `exited ${g.exitCode}`;
+    head.push(`# gate:     \`${g.command}\` ${how} in ${(g.durationMs / 1000).toFixed(1)} s${g.commit ? ` on ${short(g.commit)}` : ''}`);
+    const out = (g.output ?? '').replace(/\n$/, '');
+    if (out) head.push('# gate output:', ...out.split('\n').map(l => `#   ${l}`));
+  }
   head.push(`# diff:     ${diffBasis(p)}`);
   if (p.status === Pending) head.push('# review:   Arbor: Accept Harness Proposal / Arbor: Reject Harness Proposal (the view\'s row actions)');
   const diff = p.diff ?? '';
@@ -108,7 +115,10 @@ export function decisionMessage(p: P.Proposal, asked: 'accept' | 'reject'): Deci
     const why = p.reason || 'no reason given';
     const by = p.decidedBy ? ` by ${p.decidedBy}` : '';
     const seen = p.observed && p.observed !== p.reason ? ` Observed: ${p.observed}` : '';
-    const exit = p.gate && !p.gate.passed ? ` (gate \`${p.gate.command}\` exited ${p.gate.exitCode}${p.gate.timedOut ? ', timed out' : ''})` : '';
+    // The daemon's reason for a gate failure is the gate's summary (its command and exit): only
+    // a reason that does not say so gets the gate's exit added.
+    const exit = p.gate && !p.gate.passed && !why.includes(p.gate.command)
+      ? ` (gate \`${p.gate.command}\` exited ${p.gate.exitCode}${p.gate.timedOut ? ', timed out' : ''})` : '';
     if (asked === 'accept') return { severity: 'warning', text: `Arbor: ${what} was not applied: rejected${by}: ${why}${exit}.${seen}` };
     return { severity: 'info', text: `Arbor: rejected ${what}: ${why}.` };
   }

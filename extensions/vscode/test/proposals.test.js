@@ -76,15 +76,21 @@ test('the review document: the facts as # lines, what the diff compares, then th
   assert.match(decided, /# reason: +not a team rule\n# +at all \(by user\)/, 'a multi-line reason stays inside the header');
   assert.doesNotMatch(decided, /# review:/, 'a decided proposal offers no decision');
   assert.match(X.proposalDocument(pending({ diff: '' })), /\(the daemon returned an empty diff\)/);
+  const gated = X.proposalDocument(pending({ status: 'rejected', decidedBy: 'gate', reason: 'gate `make test` failed (exit 2)',
+    gate: { command: 'make test', commit: 'abcdef0123', passed: false, exitCode: 2, durationMs: 1500, output: 'FAIL calc\nexit 2\n' } }));
+  assert.match(gated, /# gate: +`make test` exited 2 in 1\.5 s on abcdef01\n# gate output:\n# +FAIL calc\n# +exit 2\n/, gated);
+  for (const line of gated.slice(0, gated.indexOf('\n\n')).split('\n')) assert.match(line, /^# /, 'the gate output stays inside the header');
 });
 
 test('decisions: applied is info with the commit; an accept the gate rejected is a warning with its reason and exit', () => {
   const applied = X.decisionMessage(pending({ status: 'applied', applied: 'feedbeef1234', decidedBy: 'user' }), 'accept');
   assert.deepEqual(applied, { severity: 'info', text: 'Arbor: applied p3f9a2c1d (create note team-rule) to the workspace harness as feedbeef.' });
-  const gated = X.decisionMessage(pending({ status: 'rejected', decidedBy: 'gate', reason: 'make test failed (exit 2)',
-    gate: { command: 'make test', passed: false, exitCode: 2, durationMs: 40 } }), 'accept');
+  const gate = { command: 'make test', passed: false, exitCode: 2, durationMs: 40 };
+  const gated = X.decisionMessage(pending({ status: 'rejected', decidedBy: 'gate', reason: 'gate `make test` failed (exit 2) in 0.0 s on abc12345', gate }), 'accept');
   assert.equal(gated.severity, 'warning');
-  assert.equal(gated.text, 'Arbor: p3f9a2c1d (create note team-rule) was not applied: rejected by gate: make test failed (exit 2) (gate `make test` exited 2).');
+  assert.equal(gated.text, 'Arbor: p3f9a2c1d (create note team-rule) was not applied: rejected by gate: gate `make test` failed (exit 2) in 0.0 s on abc12345.');
+  const terse = X.decisionMessage(pending({ status: 'rejected', decidedBy: 'gate', reason: 'the change broke the build', gate: { ...gate, timedOut: true } }), 'accept');
+  assert.equal(terse.text, 'Arbor: p3f9a2c1d (create note team-rule) was not applied: rejected by gate: the change broke the build (gate `make test` exited 2, timed out).');
   const observed = X.decisionMessage(pending({ status: 'rejected', decidedBy: 'gate', reason: 'gate failed', observed: '3 tests failed' }), 'accept');
   assert.match(observed.text, /Observed: 3 tests failed/);
   const passed = X.decisionMessage(pending({ status: 'applied', applied: 'feedbeef', observed: 'make test passed in 1.2s' }), 'accept');

@@ -263,6 +263,43 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
     assert.equal(rq.reason, 'rejected by the user', 'a reject without a reason gets the daemon\'s');
   });
 
+  await t.test('an accept the workspace gate fails comes back rejected by the gate, shown as a warning with its exit', async () => {
+    const file = path.join(fx.repo, 'arbor.json');
+    fs.writeFileSync(file, JSON.stringify({ harness: { workspace: { gate: 'echo the team tests fail; exit 3' } } }));
+    try {
+      const s = await withTrust(() => conn.sendRequest(P.MethodSessionCreate, { task: 'write team rules', dir: fx.repo }), {
+        ask: async st => st.settings.some(x => x.name === 'harness.workspace.gate'),
+        grant: st => conn.sendRequest(P.MethodTrustGrant, { dir: st.repo, hash: st.hash }),
+      });
+      assert.ok(s, 'the gate setting was not what trust asked about');
+      await waitFor(`session ${s.id} idle`, 60000, () => {
+        const x = store.get(s.id);
+        if (x?.state === 'failed') throw new Error(`session failed: ${x.error}`);
+        return x?.state === 'idle';
+      });
+      // team-rule is proposed again (the first was rejected); style-rule exists since its accept,
+      // so its create fails in the cell.
+      const mine = (await conn.sendRequest(P.MethodRefineProposals, { dir: fx.repo })).proposals.filter(p => p.session === s.id);
+      assert.deepEqual(mine.map(proposalLabel), ['create note team-rule'], JSON.stringify(mine));
+      const p = await conn.sendRequest(P.MethodRefineAccept, { dir: fx.repo, id: mine[0].id });
+      assert.equal(p.status, 'rejected', `the gate exits 3, yet: ${JSON.stringify(p)}`);
+      assert.equal(p.decidedBy, 'gate');
+      assert.equal(p.gate?.exitCode, 3);
+      assert.match(p.gate?.output ?? '', /the team tests fail/);
+      const m = decisionMessage(p, 'accept');
+      assert.equal(m.severity, 'warning');
+      assert.ok(m.text.startsWith(`Arbor: ${p.id} (${proposalLabel(p)}) was not applied: rejected by gate: ${p.reason}`), m.text);
+      assert.match(m.text, /rejected by gate: gate `echo the team tests fail; exit 3` failed \(exit 3\)/);
+      const after = (await conn.sendRequest(P.MethodRefineProposals, { dir: fx.repo, status: 'all' })).proposals.find(x => x.id === p.id);
+      assert.equal(after.status, 'rejected', 'the daemon did not record the gate\'s rejection');
+      const doc = proposalDocument(await conn.sendRequest(P.MethodRefineProposal, { dir: fx.repo, id: p.id }));
+      assert.match(doc, /# gate: +`echo the team tests fail; exit 3` exited 3 in /, doc);
+      assert.match(doc, /# gate output:\n# +the team tests fail\n/, 'the review document lacks the gate\'s output');
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+  });
+
   await t.test('an unknown session id is a clear CodeUnknownSession error', async () => {
     await assert.rejects(conn.sendRequest(P.MethodSessionGet, { id: 'no-such-session' }), e => {
       assert.equal(e.code, P.CodeUnknownSession);

@@ -175,7 +175,8 @@ export class ProposalCommands {
   async reject(arg: ProposalArg): Promise<void> {
     const ref = await this.proposal(arg, 'Reject which harness proposal?');
     if (!ref) return;
-    let reason = typeof arg === 'object' ? arg.reason : undefined;
+    // A reason given by a caller ({id, reason}); a listed Proposal's own reason field is not one.
+    let reason = typeof arg === 'object' && !('status' in arg) ? arg.reason : undefined;
     if (reason === undefined) {
       const known = this.known(ref.id);
       reason = await vscode.window.showInputBox({

@@ -567,7 +567,7 @@ type ProposalEdit struct {
 }
 
 // Proposal is a proposed harness change and what became of it. Diff (the change as `git diff`
-// shows it) is filled by arbor/refine.proposal and the decisions, not by the list.
+// shows it) is filled by arbor/refine.proposal only.
 type Proposal struct {
 	ID        string             `json:"id"`
 	Scope     string             `json:"scope"`

@@ -3,6 +3,7 @@ package harnessbench
 import (
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -101,8 +102,8 @@ func TestRunSmall(t *testing.T) {
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Figures) != 6 {
-		t.Fatalf("%d figures, want 6", len(r.Figures))
+	if len(r.Figures) != 7 {
+		t.Fatalf("%d figures, want 7", len(r.Figures))
 	}
 	goals := map[string]string{}
 	for _, f := range r.Figures {
@@ -131,6 +132,17 @@ func TestRunSmall(t *testing.T) {
 func BenchmarkRender(b *testing.B) {
 	scopes := Spread(Generate(10000))
 	for b.Loop() {
+		harness.Render(scopes, harness.DefaultBudgetTokens)
+	}
+}
+
+// BenchmarkRenderColdHeap is Render as the suite times it: each on a freshly collected heap.
+func BenchmarkRenderColdHeap(b *testing.B) {
+	scopes := Spread(Generate(10000))
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		b.StartTimer()
 		harness.Render(scopes, harness.DefaultBudgetTokens)
 	}
 }

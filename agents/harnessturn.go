@@ -74,20 +74,12 @@ func (s *Session) loadHarness(ctx context.Context) {
 		head := headOf[sc]
 		r, ok := prev[sc]
 		if !ok || r.head != head {
-			r = scopeRead{head: head}
-			complete := true
-			for _, k := range harness.Kinds {
-				es, err := st.List(ctx, k)
-				if err != nil {
-					s.svc.log.Warn("harness: list", "session", s.meta.ID, "scope", sc, "kind", k, "err", err)
-					complete = false
-					continue
-				}
-				r.entries = append(r.entries, es...)
+			es, err := st.ListAll(ctx)
+			if err != nil {
+				s.svc.log.Warn("harness: scope unreadable; the turn goes on without it", "session", s.meta.ID, "scope", sc, "err", err)
+				continue // and is read again next turn
 			}
-			if !complete {
-				r.head = "" // read again next turn
-			}
+			r = scopeRead{head: head, entries: es}
 		}
 		read[sc] = r
 		for _, e := range r.entries {

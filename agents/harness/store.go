@@ -176,38 +176,61 @@ func (s *Store) List(ctx context.Context, k Kind) ([]Entry, error) {
 		_, err := ParseKind(string(k))
 		return nil, err
 	}
+	return s.list(ctx, []Kind{k})
+}
+
+// ListAll returns every entry as of head, by kind (as in [Kinds]) and then id, each with its
+// version: what List of each kind gives, with one read of the tree and one walk of the
+// history instead of one per kind.
+func (s *Store) ListAll(ctx context.Context) ([]Entry, error) { return s.list(ctx, Kinds) }
+
+func (s *Store) list(ctx context.Context, kinds []Kind) ([]Entry, error) {
 	head, err := s.Head(ctx)
 	if err != nil || head == "" {
 		return nil, err
 	}
-	files, err := s.readFiles(ctx, head, k.dir())
+	dirs := make([]string, len(kinds))
+	for i, k := range kinds {
+		dirs[i] = k.dir()
+	}
+	files, err := s.readFiles(ctx, head, dirs...)
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]map[string][]byte{}
-	for p, b := range files {
-		rest := strings.TrimPrefix(p, k.dir()+"/")
-		id, _, _ := strings.Cut(rest, "/")
-		id = strings.TrimSuffix(strings.TrimSuffix(id, ".md"), ".json")
-		if byID[id] == nil {
-			byID[id] = map[string][]byte{}
-		}
-		byID[id][p] = b
-	}
-	versions, err := s.lastChanges(ctx, head, k)
+	versions, err := s.lastChanges(ctx, head, dirs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Entry, 0, len(byID))
-	for id, fs := range byID {
-		e, err := decodeEntry(k, id, fs)
-		if err != nil {
-			return nil, err
+	var out []Entry
+	for _, k := range kinds {
+		byID := map[string]map[string][]byte{}
+		for p, b := range files {
+			rest, ok := strings.CutPrefix(p, k.dir()+"/")
+			if !ok {
+				continue
+			}
+			id, _, _ := strings.Cut(rest, "/")
+			id = strings.TrimSuffix(strings.TrimSuffix(id, ".md"), ".json")
+			if byID[id] == nil {
+				byID[id] = map[string][]byte{}
+			}
+			byID[id][p] = b
 		}
-		e.Version = versions[id]
-		out = append(out, e)
+		es := make([]Entry, 0, len(byID))
+		for id, fs := range byID {
+			e, err := decodeEntry(k, id, fs)
+			if err != nil {
+				return nil, err
+			}
+			e.Version = versions[k.dir()+"/"+id]
+			es = append(es, e)
+		}
+		sort.Slice(es, func(i, j int) bool { return es[i].ID < es[j].ID })
+		out = append(out, es...)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	if out == nil {
+		out = []Entry{}
+	}
 	return out, nil
 }
 
@@ -537,9 +560,10 @@ func (s *Store) lastChangeIfPresent(ctx context.Context, commit, p string) (stri
 	return s.lastChange(ctx, commit, p)
 }
 
-// lastChanges maps each id of kind k to the newest commit that touched it, in one walk.
-func (s *Store) lastChanges(ctx context.Context, head string, k Kind) (map[string]string, error) {
-	out, err := s.git(ctx, nil, nil, "log", "--format=%x1e%H", "--name-only", head, "--", k.dir())
+// lastChanges maps each "<dir>/<id>" under dirs to the newest commit that touched it, in one
+// walk.
+func (s *Store) lastChanges(ctx context.Context, head string, dirs []string) (map[string]string, error) {
+	out, err := s.git(ctx, nil, nil, append([]string{"log", "--format=%x1e%H", "--name-only", head, "--"}, dirs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -550,23 +574,24 @@ func (s *Store) lastChanges(ctx context.Context, head string, k Kind) (map[strin
 			continue
 		}
 		for _, p := range lines[1:] {
-			rest, ok := strings.CutPrefix(strings.TrimSpace(p), k.dir()+"/")
+			dir, rest, ok := strings.Cut(strings.TrimSpace(p), "/")
 			if !ok {
 				continue
 			}
 			id, _, _ := strings.Cut(rest, "/")
-			id = strings.TrimSuffix(strings.TrimSuffix(id, ".md"), ".json")
-			if _, seen := m[id]; !seen {
-				m[id] = lines[0]
+			key := dir + "/" + strings.TrimSuffix(strings.TrimSuffix(id, ".md"), ".json")
+			if _, seen := m[key]; !seen {
+				m[key] = lines[0]
 			}
 		}
 	}
 	return m, nil
 }
 
-// readFiles returns the files under prefix at commit, in one ls-tree and one cat-file batch.
-func (s *Store) readFiles(ctx context.Context, commit, prefix string) (map[string][]byte, error) {
-	out, err := s.git(ctx, nil, nil, "ls-tree", "-r", "-z", commit, "--", prefix)
+// readFiles returns the files under the prefixes at commit, in one ls-tree and one cat-file
+// batch.
+func (s *Store) readFiles(ctx context.Context, commit string, prefixes ...string) (map[string][]byte, error) {
+	out, err := s.git(ctx, nil, nil, append([]string{"ls-tree", "-r", "-z", commit, "--"}, prefixes...)...)
 	if err != nil {
 		return nil, err
 	}

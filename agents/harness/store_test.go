@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -316,5 +317,44 @@ func TestTwoStoresOnOneRef(t *testing.T) {
 	}
 	if n := gitOut(t, repo, "rev-list", "--count", a.Ref()); strings.TrimSpace(n) != fmt.Sprint(len(landed)) {
 		t.Errorf("%s commits for %d landed writes", strings.TrimSpace(n), len(landed))
+	}
+}
+
+// ListAll is List of every kind, in the order of Kinds, with the same versions.
+func TestListAllIsListOfEachKind(t *testing.T) {
+	t.Parallel()
+	st, _ := newRepoStore(t)
+	ctx := t.Context()
+	for _, e := range []Entry{
+		{Kind: Memory, ID: "b", Title: "B", Body: "b"}, {Kind: Note, ID: "z", Title: "Z", Body: "z"},
+		{Kind: Skill, ID: "s", Title: "S", Body: "doc", Module: "x = 1\n"}, {Kind: Note, ID: "a", Title: "A", Body: "a"},
+		{Kind: Subagent, ID: "r", Title: "R", Spec: &Spec{Instructions: "review"}}, {Kind: Memory, ID: "a", Title: "MA", Body: "ma"},
+	} {
+		if _, err := st.Put(ctx, e, "", user); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, _ := st.Get(ctx, Note, "a")
+	if _, err := st.Put(ctx, Entry{Kind: Note, ID: "a", Title: "A", Body: "a2"}, n.Version, user); err != nil {
+		t.Fatal(err)
+	}
+	var want []Entry
+	for _, k := range Kinds {
+		es, err := st.List(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, es...)
+	}
+	got, err := st.ListAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 6 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListAll = %+v\nwant      %+v", got, want)
+	}
+	empty, _ := newRepoStore(t)
+	if es, err := empty.ListAll(ctx); err != nil || len(es) != 0 {
+		t.Errorf("empty store: %v, %v", es, err)
 	}
 }

@@ -23,6 +23,7 @@ func cmdRefine(ctx context.Context, args []string) error {
 	focus := fs.String("focus", "", "what to look at (e.g. \"the failing import\")")
 	scope := fs.String("scope", "session", "the scope the edits are for")
 	asJSON := fs.Bool("json", false, "as JSON")
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), refineUsage); fs.PrintDefaults() }
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
@@ -77,6 +78,7 @@ func cmdProposals(ctx context.Context, args []string) error {
 	status := fs.String("status", "pending", "pending, applied, rejected or all")
 	reason := fs.String("reason", "", "why (for reject)")
 	asJSON := fs.Bool("json", false, "as JSON")
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), proposalsUsage); fs.PrintDefaults() }
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err

@@ -339,23 +339,34 @@ func (s *Store) Proposals(ctx context.Context, status string) ([]Proposal, error
 	return out, nil
 }
 
+// pending locks proposal id for a decision and returns it, reconciled; one already decided is
+// refused with ErrDecided. The caller calls unlock once it has recorded its decision.
+func (s *Store) pending(ctx context.Context, id string) (Proposal, func(), error) {
+	unlock, err := s.lockProposal(id)
+	if err != nil {
+		return Proposal{}, nil, err
+	}
+	p, err := s.reconcile(ctx, id)
+	if err == nil && p.Status != Pending {
+		err = fmt.Errorf("%w: %s is %s", ErrDecided, id, p.Status)
+	}
+	if err != nil {
+		unlock()
+		return p, nil, err
+	}
+	return p, unlock, nil
+}
+
 // ApplyProposal commits a pending proposal's edits on the scope's current head, as one commit
 // carrying its provenance, the observed effect and an Arbor-Proposal trailer, and records it
 // applied. An edit whose entry changed since the proposal was made is refused with a
 // *StaleError and the proposal stays pending (reject it, or propose again).
 func (s *Store) ApplyProposal(ctx context.Context, id, by string, gate *Verdict, observed string) (Proposal, error) {
-	unlock, err := s.lockProposal(id)
-	if err != nil {
-		return Proposal{}, err
-	}
-	defer unlock()
-	p, err := s.reconcile(ctx, id)
+	p, unlock, err := s.pending(ctx, id)
 	if err != nil {
 		return p, err
 	}
-	if p.Status != Pending {
-		return p, fmt.Errorf("%w: %s is %s", ErrDecided, id, p.Status)
-	}
+	defer unlock()
 	edits, err := proposalEdits(p.Edits)
 	if err != nil {
 		return p, err
@@ -380,18 +391,11 @@ func (s *Store) ApplyProposal(ctx context.Context, id, by string, gate *Verdict,
 // RejectProposal records a pending proposal as rejected, with the reason and, when a gate
 // decided, its verdict. Nothing of the scope changes.
 func (s *Store) RejectProposal(ctx context.Context, id, by, reason string, gate *Verdict) (Proposal, error) {
-	unlock, err := s.lockProposal(id)
-	if err != nil {
-		return Proposal{}, err
-	}
-	defer unlock()
-	p, err := s.reconcile(ctx, id)
+	p, unlock, err := s.pending(ctx, id)
 	if err != nil {
 		return p, err
 	}
-	if p.Status != Pending {
-		return p, fmt.Errorf("%w: %s is %s", ErrDecided, id, p.Status)
-	}
+	defer unlock()
 	p.Status, p.Reason, p.DecidedBy, p.Decided, p.Gate = Rejected, reason, by, time.Now().UTC(), gate
 	if gate != nil {
 		p.Observed = gate.Summary()

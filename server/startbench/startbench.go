@@ -67,7 +67,7 @@ func Run(ctx context.Context, exe string, runs int) (*bench.Report, error) {
 	// daemon start; interleaved with the daemon so a burst of load hits both.
 	var ready, floor []time.Duration
 	for range runs {
-		d, err := daemonReady(ctx, exe, env, sock)
+		d, err := DaemonReady(ctx, exe, env, sock)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,9 @@ func version(ctx context.Context, exe string, env []string) (time.Duration, erro
 	return time.Since(start), nil
 }
 
-func daemonReady(ctx context.Context, exe string, env []string, sock string) (time.Duration, error) {
+// DaemonReady starts `exe daemon` with env and times exec to the first connection accepted on
+// sock, then stops it.
+func DaemonReady(ctx context.Context, exe string, env []string, sock string) (time.Duration, error) {
 	cmd := exec.CommandContext(ctx, exe, "daemon", "--idle-timeout", "0")
 	cmd.Env = env
 	start := time.Now()
@@ -144,7 +146,7 @@ func daemonReady(ctx context.Context, exe string, env []string, sock string) (ti
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
-	return 0, fmt.Errorf("daemon did not listen on %s", sock)
+	return 0, fmt.Errorf("%s daemon did not listen on %s within 10 s", exe, sock)
 }
 
 func idleRSS(ctx context.Context, exe string, env []string, sock string) (float64, error) {

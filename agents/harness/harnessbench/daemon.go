@@ -3,11 +3,11 @@ package harnessbench
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/arborhq/arbor/server/startbench"
 
 	"github.com/arborhq/arbor/bench"
 )
@@ -34,7 +34,7 @@ func daemon(ctx context.Context, rep *bench.Report, tmp, data string, o Options)
 				if store {
 					e = with
 				}
-				d, err := ready(ctx, o.Exe, e, sock)
+				d, err := startbench.DaemonReady(ctx, o.Exe, e, sock)
 				if err != nil {
 					return err
 				}
@@ -58,24 +58,4 @@ func daemon(ctx context.Context, rep *bench.Report, tmp, data string, o Options)
 	rep.Add(bench.Figure{Name: "daemon start: with the global store minus without", Value: v, Spread: sp, Unit: "ms",
 		Goal: "<= 20 ms", Note: "p50 with minus p50 without, per run"})
 	return nil
-}
-
-// ready starts the daemon and times exec to the first accepted connection, then stops it.
-func ready(ctx context.Context, exe string, env []string, sock string) (time.Duration, error) {
-	cmd := exec.CommandContext(ctx, exe, "daemon", "--idle-timeout", "0")
-	cmd.Env = env
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
-	for time.Since(start) < 10*time.Second {
-		if c, err := net.Dial("unix", sock); err == nil {
-			d := time.Since(start)
-			c.Close()
-			return d, nil
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-	return 0, fmt.Errorf("%s daemon did not listen on %s within 10 s", exe, sock)
 }

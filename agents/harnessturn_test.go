@@ -159,3 +159,22 @@ func TestPromptPrefixStableOverTwentyTurns(t *testing.T) {
 		t.Error("the base prompt before the harness block changed")
 	}
 }
+
+// Model code in a loop cannot bury the user's review: a session's pending proposals in a scope
+// are bounded, and the refusal says why.
+func TestPendingProposalsBounded(t *testing.T) {
+	e := newEnv(t, `{"rules":[
+ {"when":{"task":"^flood","turn":1},"code":"n = 0\ntry:\n    for i in range(40):\n        await harness.notes.create(f'n{i}', 'x', body='y', scope='workspace')\n        n += 1\nexcept ArborError as e:\n    print('stopped after', n, ':', e)"},
+ {"when":{"task":"^flood"},"text":"done"}
+],"default":{"text":"ok"}}`)
+	s := e.create("flood the review")
+	e.settled(s)
+	out := fmt.Sprint(e.events(s, event.TypeToolFinished)[0]["output"])
+	if !strings.Contains(out, fmt.Sprintf("stopped after %d", maxPendingProposals)) || !strings.Contains(out, "waiting for review") {
+		t.Errorf("cell output: %s", out)
+	}
+	ps, err := e.svc.Proposals(context.Background(), e.repo, harness.Pending)
+	if err != nil || len(ps) != maxPendingProposals {
+		t.Errorf("%d pending, %v; want %d", len(ps), err, maxPendingProposals)
+	}
+}

@@ -43,6 +43,24 @@ func (s *Session) policyFor(sc harness.Scope) workspace.HarnessPolicy {
 	return pol
 }
 
+// maxPendingProposals bounds what one session may leave waiting for review in one scope, so
+// model code in a loop cannot bury the user's review.
+const maxPendingProposals = 32
+
+func (s *Session) pendingProposals(ctx context.Context, st *harness.Store) int {
+	ps, err := st.Proposals(ctx, harness.Pending)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range ps {
+		if p.Session == s.meta.ID {
+			n++
+		}
+	}
+	return n
+}
+
 // propose records p (Author, Edits and provenance set) for scope sc as this session's and lets
 // the scope's policy decide it. The proposal it returns says what became of it; an error means
 // nothing was recorded (an invalid or stale edit), and is logged as a rejection too.
@@ -57,6 +75,11 @@ func (s *Session) propose(ctx context.Context, sc harness.Scope, p harness.Propo
 		s.mu.Lock()
 		p.Turn = s.turn
 		s.mu.Unlock()
+	}
+	if n := s.pendingProposals(ctx, st); n >= maxPendingProposals {
+		err := fmt.Errorf("%w: this session has %d proposals waiting for review in the %s harness; no more until the user decides them (arbor proposals)", harness.ErrInvalid, n, sc)
+		s.append(ctx, event.HarnessRejected{Scope: string(sc), Author: p.Author, Edits: eventEdits(p.Edits), By: "validation", Reason: err.Error()})
+		return p, err
 	}
 	if err := st.Propose(ctx, &p); err != nil {
 		s.append(ctx, event.HarnessRejected{Scope: string(sc), Author: p.Author, Edits: eventEdits(p.Edits), By: "validation", Reason: err.Error()})

@@ -275,13 +275,14 @@ local function after_decision(p)
   end
 end
 
---- Accepts proposal id; cb(err, proposal) after the message.
-function M.accept(id, cb)
-  client.request(P.MethodRefineAccept, { dir = view.dir or client.root_dir(), id = id }, function(err, p)
+--- Sends a decision (verb 'accept' or 'reject') on proposal params.id; cb(err, proposal) after
+--- the message.
+local function decide(method, verb, params, cb)
+  client.request(method, params, function(err, p)
     if err then
-      client.notify('accept ' .. id .. ': ' .. client.error_message(err), vim.log.levels.WARN)
+      client.notify(verb .. ' ' .. params.id .. ': ' .. client.error_message(err), vim.log.levels.WARN)
     else
-      client.notify(M.outcome(p, 'accept'))
+      client.notify(M.outcome(p, verb))
       after_decision(p)
     end
     if cb then
@@ -290,20 +291,14 @@ function M.accept(id, cb)
   end)
 end
 
+--- Accepts proposal id; cb(err, proposal) after the message.
+function M.accept(id, cb)
+  decide(P.MethodRefineAccept, 'accept', { dir = view.dir or client.root_dir(), id = id }, cb)
+end
+
 --- Rejects proposal id with reason (optional); cb(err, proposal) after the message.
 function M.reject(id, reason, cb)
-  local params = { dir = view.dir or client.root_dir(), id = id, reason = s(reason) }
-  client.request(P.MethodRefineReject, params, function(err, p)
-    if err then
-      client.notify('reject ' .. id .. ': ' .. client.error_message(err), vim.log.levels.WARN)
-    else
-      client.notify(M.outcome(p, 'reject'))
-      after_decision(p)
-    end
-    if cb then
-      cb(err, p)
-    end
-  end)
+  decide(P.MethodRefineReject, 'reject', { dir = view.dir or client.root_dir(), id = id, reason = s(reason) }, cb)
 end
 
 -- Esc at the reason prompt: no reject at all (an empty answer rejects without a reason).

@@ -13,6 +13,17 @@ import (
 )
 
 // sandboxCell is one cell run by a scripted session whose task starts with "probe".
+// plantSecrets gives the test a $HOME with a private key in ~/.ssh ("PRIVATE") and a model key
+// in $OPENAI_KEY ("sk-planted"), for model code to try to read.
+func plantSecrets(t *testing.T) {
+	t.Helper()
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh/id_rsa"), []byte("PRIVATE"), 0o600)
+	t.Setenv("HOME", home)
+	t.Setenv("OPENAI_KEY", "sk-planted")
+}
+
 func sandboxScript(t *testing.T, code string) string {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{
@@ -78,11 +89,7 @@ open("inside.txt", "w").write("ok")`
 // even when declared in kernelEnv, and git works in its worktree with the repository under /tmp.
 func TestDefaultSessionIsSandboxed(t *testing.T) {
 	needSandbox(t)
-	home := t.TempDir()
-	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
-	os.WriteFile(filepath.Join(home, ".ssh/id_rsa"), []byte("PRIVATE"), 0o600)
-	t.Setenv("HOME", home)
-	t.Setenv("OPENAI_KEY", "sk-planted")
+	plantSecrets(t)
 	t.Setenv("MY_TOOL", "1")
 	repo := filepath.Join(t.TempDir(), "repo")
 	code := fmt.Sprintf(sessionProbe, filepath.Join(repo, "main.py"), filepath.Join(repo, ".git/arbor/sessions"))
@@ -157,11 +164,7 @@ func TestSandboxRequiredButUnavailable(t *testing.T) {
 // cannot read the user's tree or ~/.ssh, nor see a model's key, and still writes its worktree.
 func TestSetupCommandSandboxed(t *testing.T) {
 	needSandbox(t)
-	home := t.TempDir()
-	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
-	os.WriteFile(filepath.Join(home, ".ssh/id_rsa"), []byte("PRIVATE"), 0o600)
-	t.Setenv("HOME", home)
-	t.Setenv("OPENAI_KEY", "sk-planted")
+	plantSecrets(t)
 	repo := filepath.Join(t.TempDir(), "repo")
 	e := newEnvIn(t, sandboxScript(t, "print(open('.probe').read())"), repo)
 	cmd := fmt.Sprintf(`{ cat %s || echo tree-hidden; cat ~/.ssh/id_rsa || echo ssh-hidden; echo key=${OPENAI_KEY:-unset}; git log --oneline | wc -l; } > .probe 2>/dev/null`,
@@ -187,11 +190,7 @@ func TestSetupCommandSandboxed(t *testing.T) {
 // sees none of them, writes nothing outside, and its refusal carries the traceback.
 func TestSkillImportCheckSandboxed(t *testing.T) {
 	needSandbox(t)
-	home := t.TempDir()
-	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
-	os.WriteFile(filepath.Join(home, ".ssh/id_rsa"), []byte("PRIVATE"), 0o600)
-	t.Setenv("HOME", home)
-	t.Setenv("OPENAI_KEY", "sk-planted")
+	plantSecrets(t)
 	repo := filepath.Join(t.TempDir(), "repo")
 	module := fmt.Sprintf(`import os
 seen = []

@@ -38,6 +38,8 @@ type Model struct {
 	ToolMode      string  `json:"toolMode,omitempty"` // "tools" or "fenced"
 	InputPrice    float64 `json:"inputPrice,omitempty"`
 	OutputPrice   float64 `json:"outputPrice,omitempty"`
+	// Retry is how calls to the endpoint are retried ("retry": {"maxRetries": 2}).
+	Retry RetryPolicy `json:"retry,omitzero"`
 }
 
 // Config is Arbor's resolved configuration for one repository. The JSON names of its settings
@@ -81,6 +83,13 @@ type Config struct {
 	Harness HarnessPolicies
 	// Refine configures /refine: its model and when it runs by itself ("refine").
 	Refine RefinePolicy
+	// Compaction says when a session's context is compacted ("compaction").
+	Compaction CompactionPolicy
+	// Profiles are the named run settings of "profiles" (profile.go), resolved over the rest
+	// of this configuration; [Config.Profile] returns one.
+	Profiles map[string]Profile
+	// ActiveProfile is the profile [Config.WithProfile] applied; nil is none.
+	ActiveProfile *Profile
 	// Trust says which guarded settings the repository's arbor.json sets and whether they
 	// are trusted. Untrusted ones were not applied: what starts work in the repository
 	// calls Trust.Check first, so the user learns why instead of getting another config.
@@ -230,7 +239,8 @@ func Defaults() Config {
 			Workspace: HarnessPolicy{Policy: PolicyReview},
 			Global:    HarnessPolicy{Policy: PolicyReview},
 		},
-		Refine: RefinePolicy{Cooldown: 10 * time.Minute},
+		Refine:     RefinePolicy{Cooldown: 10 * time.Minute},
+		Compaction: CompactionPolicy{Threshold: 0.7, Keep: 6},
 	}
 }
 
@@ -244,9 +254,17 @@ var ErrNoModel = errors.New("no model configured: set ARBOR_MODEL_BASE_URL and A
 // says which there are.
 func Load(root string, ov Overrides) (Config, error) {
 	cfg := Defaults()
+	var userProfiles, repoProfiles, unchecked map[string]*fileProfile
 	if p := UserConfigPath(); p != "" {
-		if err := applyFile(&cfg, p, root); err != nil {
+		f, ok, err := readLayer(p)
+		if err != nil {
 			return cfg, err
+		}
+		if ok {
+			if err := f.apply(&cfg, root); err != nil {
+				return cfg, fmt.Errorf("%s: %w", p, err)
+			}
+			userProfiles = f.profiles
 		}
 	}
 	file := filepath.Join(root, "arbor.json")
@@ -269,13 +287,21 @@ func Load(root string, ov Overrides) (Config, error) {
 			scratch.Trust = cfg.Trust
 			cfg = scratch
 		} else {
+			unchecked = maps.Clone(f.profiles) // stripping replaces the entries, not these
 			f.stripGuarded(ov)
 			if err := f.apply(&cfg, root); err != nil {
 				return cfg, fmt.Errorf("%s: %w", file, err)
 			}
 		}
+		repoProfiles = f.profiles
 	}
 	ov.apply(&cfg)
+	if _, err := resolveProfiles(cfg, unchecked); err != nil {
+		return cfg, err
+	}
+	if cfg.Profiles, err = resolveProfiles(cfg, repoProfiles, userProfiles); err != nil {
+		return cfg, err
+	}
 	return cfg, cfg.Validate()
 }
 

@@ -42,6 +42,11 @@ type fileConfig struct {
 	Worktree      *fileWorktree    `json:"worktree"`    // replaces the lower one as a whole
 	Harness       *fileHarness     `json:"harness"`
 	Refine        *fileRefine      `json:"refine"`
+	Compaction    *fileCompaction  `json:"compaction"`
+	// Profiles are decoded one by one (decodeProfiles), so an error names the profile.
+	Profiles map[string]json.RawMessage `json:"profiles"`
+
+	profiles map[string]*fileProfile
 }
 
 type fileHarness struct {
@@ -143,6 +148,9 @@ func readLayer(path string) (f *fileConfig, ok bool, err error) {
 // parseLayer decodes one file's bytes; its errors start with the file's path.
 func parseLayer(data []byte, path string) (*fileConfig, error) {
 	fc, err := decodeFile(data)
+	if err == nil {
+		fc.profiles, err = decodeProfiles(fc.Profiles, path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -153,9 +161,16 @@ func parseLayer(data []byte, path string) (*fileConfig, error) {
 // a value of the wrong JSON type is named with the type expected.
 func decodeFile(data []byte) (fileConfig, error) {
 	var f fileConfig
+	err := decodeStrict(data, &f)
+	return f, err
+}
+
+// decodeStrict decodes data into v, refusing unknown keys and trailing content; its errors
+// name a value of the wrong type with the type expected, and a syntax error with its line.
+func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(&f)
+	err := dec.Decode(v)
 	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
 		err = errors.New("unexpected content after the settings object")
 	}
@@ -163,16 +178,16 @@ func decodeFile(data []byte) (fileConfig, error) {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return f, fmt.Errorf("%s: got a JSON %s, want %s", typeErr.Field, typeErr.Value, kindOf(typeErr.Type))
+		return fmt.Errorf("%s: got a JSON %s, want %s", typeErr.Field, typeErr.Value, kindOf(typeErr.Type))
 	case errors.As(err, &syntaxErr):
 		line := 1 + bytes.Count(data[:min(int(syntaxErr.Offset), len(data))], []byte("\n"))
-		return f, fmt.Errorf("line %d: %w", line, err)
+		return fmt.Errorf("line %d: %w", line, err)
 	case errors.Is(err, io.EOF):
-		return f, errors.New("empty file: want a JSON object of settings")
+		return errors.New("empty file: want a JSON object of settings")
 	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field "):
-		return f, fmt.Errorf("unknown setting %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return fmt.Errorf("unknown setting %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
-	return f, err
+	return err
 }
 
 func kindOf(t reflect.Type) string {
@@ -265,6 +280,9 @@ func (f fileConfig) apply(cfg *Config, root string) error {
 		}
 	}
 	if err := f.Refine.apply(&cfg.Refine); err != nil {
+		return err
+	}
+	if err := f.Compaction.apply(&cfg.Compaction); err != nil {
 		return err
 	}
 	if f.Worktree != nil {

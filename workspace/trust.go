@@ -74,9 +74,10 @@ type Trust struct {
 	Changed  bool      // recorded with another hash: a guarded setting changed since
 }
 
-// Check returns an *UntrustedError unless t is trusted.
+// Check returns an *UntrustedError unless t is trusted or all it is not trusted with belongs
+// to profiles: those matter only to a run with that profile, which [Config.Profile] refuses.
 func (t Trust) Check() error {
-	if t.Trusted {
+	if t.Trusted || !slices.ContainsFunc(t.Settings, func(s Setting) bool { return !isProfileSetting(s) }) {
 		return nil
 	}
 	return &UntrustedError{Trust: t}
@@ -129,6 +130,7 @@ func (e *UntrustedError) Error() string {
 func (f *fileConfig) guard(root, file string, ov Overrides) (Trust, error) {
 	t := Trust{Repo: realPath(root), File: file}
 	t.Settings = append(tagGuards(reflect.ValueOf(f).Elem(), ""), f.modelGuards(ov)...)
+	t.Settings = append(t.Settings, profileGuards(f.profiles)...)
 	if len(t.Settings) == 0 {
 		t.Trusted = true
 		return t, nil
@@ -190,6 +192,11 @@ func (f *fileConfig) stripGuarded(ov Overrides) {
 	})
 	for _, s := range f.modelGuards(ov) {
 		delete(f.Models, strings.TrimPrefix(s.Name, "models."))
+	}
+	for name, fp := range f.profiles {
+		stripped := *fp
+		stripped.stripGuarded(name)
+		f.profiles[name] = &stripped
 	}
 }
 

@@ -265,6 +265,8 @@ func FuzzConfigFile(f *testing.F) {
 		`{"maxDepth":"2"}`, `null`, `[]`, `{`, ``, `{"kernelPython":"/p","sandbox":"","allowNetwork":true}`,
 		`{"models":{"x":{"baseURL":"http://e/v1","apiKeyEnv":"AWS_SECRET_ACCESS_KEY"}},"defaultModel":"x"}`,
 		`{"worktree":{"command":"touch /tmp/m"}}`,
+		`{"profiles":{"ci":{"until":"make test","maxTurns":3,"provider":{"baseURL":"http://e/v1","apiKeyEnv":"K"}}}}`,
+		`{"profiles":{"ci":{"retry":{"maxRetries":1,"backoff":"1s"},"compaction":{"threshold":0.5}}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -294,6 +296,13 @@ func FuzzConfigFile(f *testing.F) {
 		for name, m := range cfg.Models {
 			if m.BaseURL != "" && m.APIKeyEnv != "" {
 				t.Fatalf("%q: untrusted model %s sends $%s to %s", data, name, m.APIKeyEnv, m.BaseURL)
+			}
+		}
+		for name := range cfg.Profiles {
+			if p, err := cfg.Profile(name); err == nil && p.Until != "" {
+				t.Fatalf("%q: untrusted profile %s runs %q", data, name, p.Until)
+			} else if err != nil && !strings.Contains(err.Error(), "arbor trust ") {
+				t.Fatalf("%q: profile refused without the command: %v", data, err)
 			}
 		}
 		if err := cfg.Trust.Check(); err != nil && !strings.Contains(err.Error(), "arbor trust ") {

@@ -14,8 +14,8 @@ import (
 // Compaction keeps the model's context (L1) within its window. Raw events are never removed:
 // a compaction record holds the summary and how many recent messages stayed verbatim.
 const (
-	compactAt      = 0.7  // compact when the estimate passes this share of the window
-	keepRecent     = 6    // messages kept verbatim after a compaction, at least
+	compactAt      = 0.7  // compact when the estimate passes this share of the window (the default of "compaction.threshold")
+	keepRecent     = 6    // messages kept verbatim after a compaction, at least (the default of "compaction.keep")
 	maxSummary     = 6000 // bytes: summaries cannot grow by feeding on themselves
 	maxHistoryText = 0.5  // share of the window the summariser may read
 	summaryHeading = "[Summary of this session's earlier work, written when the context was compacted]"
@@ -32,11 +32,18 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	if window <= 0 {
 		window = model.DefaultContextWindow
 	}
-	if !force && float64(s.client.EstimateTokens(req)) < compactAt*float64(window) {
+	threshold, keep := s.cfg.Compaction.Threshold, s.cfg.Compaction.Keep
+	if threshold <= 0 || threshold >= 1 {
+		threshold = compactAt
+	}
+	if keep < 1 {
+		keep = keepRecent
+	}
+	if !force && float64(s.client.EstimateTokens(req)) < threshold*float64(window) {
 		return nil
 	}
 	conv := req.Messages
-	cut := cutPoint(conv)
+	cut := cutPoint(conv, keep)
 	if cut <= 0 {
 		if force {
 			return errors.New("the context overflowed and there is nothing older to compact; the latest messages alone are too large")
@@ -87,8 +94,8 @@ func summaryMessage(task, summary, vars string) string {
 
 // cutPoint picks how many leading messages to summarise: all but the most recent ones, moved
 // back so a tool call is never separated from its results.
-func cutPoint(conv []model.Message) int {
-	cut := len(conv) - keepRecent
+func cutPoint(conv []model.Message, keep int) int {
+	cut := len(conv) - keep
 	for cut > 0 && conv[cut].Role == "tool" {
 		cut--
 	}

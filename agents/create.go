@@ -35,6 +35,9 @@ type CreateRequest struct {
 	// Spec and MaxTurnSteps come from a harness subagent spec (see hostSpawn).
 	Spec         string
 	MaxTurnSteps int
+	// Profile names the profile of arbor.json the session runs with; "" is the parent's, or
+	// none.
+	Profile string
 }
 
 // Create starts a session: branch and worktree from the user's HEAD (or the parent's latest
@@ -83,6 +86,14 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if err := cfg.Trust.Check(); err != nil {
 		return nil, err
 	}
+	var parentMeta *Meta
+	if parent != nil {
+		parentMeta = &parent.meta
+	}
+	var prof Meta
+	if cfg, err = withProfile(cfg, req.Profile, parentMeta, &prof); err != nil {
+		return nil, err
+	}
 	if parent != nil {
 		if err := s.checkSpawn(parent, &req, cfg.MaxDepth); err != nil {
 			return nil, err
@@ -104,6 +115,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		Worktree:  filepath.Join(ws.WorktreeDir, id),
 		Workspace: ws.Root, Created: time.Now().UTC(), Selection: req.Selection,
 		Spec: req.Spec, MaxTurnSteps: req.MaxTurnSteps,
+		Profile: prof.Profile, ProfileSettings: prof.ProfileSettings,
 	}
 	if parent != nil {
 		meta.Parent = parent.meta.ID
@@ -186,6 +198,13 @@ func newModelClient(name string, mc workspace.Model, logger *slog.Logger) (*mode
 		Name: name, BaseURL: mc.BaseURL, Model: mc.Model, APIKeyEnv: mc.APIKeyEnv,
 		ContextWindow: mc.ContextWindow, ToolMode: mc.ToolMode,
 		InputPrice: mc.InputPrice, OutputPrice: mc.OutputPrice,
+		Backoff: mc.Retry.Backoff, Timeout: mc.Retry.Timeout,
+	}
+	if n := mc.Retry.MaxRetries; n != nil {
+		cfg.MaxRetries = *n
+		if *n == 0 {
+			cfg.MaxRetries = -1 // the client's spelling of none
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

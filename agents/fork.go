@@ -52,6 +52,10 @@ func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string
 	if err := cfg.Trust.Check(); err != nil {
 		return nil, err
 	}
+	var prof Meta
+	if cfg, err = withProfile(cfg, "", &src.meta, &prof); err != nil {
+		return nil, err
+	}
 	modelName, mc, err := cfg.ResolveModel(src.meta.Model)
 	if err != nil {
 		return nil, err
@@ -69,6 +73,7 @@ func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string
 		ID: nid, Name: name, Task: src.meta.Task, Model: modelName, BaseCommit: src.meta.BaseCommit,
 		Branch: "arbor/" + slug + "-" + nid[:8], Worktree: filepath.Join(src.ws.WorktreeDir, nid),
 		ForkOf: src.meta.ID, ForkSeq: atSeq, Workspace: src.ws.Root, Created: time.Now().UTC(),
+		Profile: prof.Profile, ProfileSettings: prof.ProfileSettings,
 	}
 	repo := src.ws.Repo
 	if err := repo.Fork(ctx, gitstate.WorktreeSpec{Name: nid, Branch: meta.Branch, Base: commit, Dir: meta.Worktree}); err != nil {

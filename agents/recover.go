@@ -127,6 +127,9 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 		// trusted with (they were not applied), and the daemon log says which.
 		s.log.Warn("recovered session runs without its repository's untrusted settings", "session", id, "err", err)
 	}
+	if cfg, err = recordedProfile(cfg, meta); err != nil {
+		s.log.Warn("recovered session's profile", "session", id, "profile", meta.Profile, "err", err)
+	}
 	var client *model.Client
 	if name, mc, err := cfg.ResolveModel(meta.Model); err == nil {
 		client, _ = newModelClient(name, mc, s.log)

@@ -1,6 +1,9 @@
 package event
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Event types. Each has one payload struct below.
 const (
@@ -52,6 +55,12 @@ type SessionCreated struct {
 	// instructions follow the task, and MaxTurnSteps (when > 0) lowers the turn's step limit.
 	Spec         string `json:"spec,omitempty"`
 	MaxTurnSteps int    `json:"maxTurnSteps,omitempty"`
+	// Profile names the profile the session runs with (arbor.json "profiles"; a child's and
+	// a fork's are their parent's), and ProfileSettings records every setting of it as
+	// resolved when the session was made (workspace.Profile's JSON): what it ran with, and
+	// what a restart applies again.
+	Profile         string          `json:"profile,omitempty"`
+	ProfileSettings json.RawMessage `json:"profileSettings,omitempty"`
 }
 
 // StateChanged is a lifecycle change; Reason says why a session failed or stopped.

@@ -64,7 +64,7 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := summarize(req.Messages)
-	h.s.observe(conv)
+	h.s.observe(conv, req.Model, len(req.Tools))
 	idx, reply := h.s.match(conv)
 	h.log.Debug("scripted reply", "rule", idx+1, "turn", conv.turn, "stream", req.Stream)
 

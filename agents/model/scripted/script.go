@@ -78,6 +78,8 @@ type Request struct {
 	System string // the system messages, joined
 	Task   string // the first user message
 	Last   string // the newest message
+	Model  string // the model id asked for
+	Tools  int    // how many tools the request offers (none in fenced tool mode)
 }
 
 // Observe calls f with every chat request the script answers (tests read what a client sent).
@@ -87,12 +89,12 @@ func (s *Script) Observe(f func(Request)) {
 	s.observer = f
 }
 
-func (s *Script) observe(c conversation) {
+func (s *Script) observe(c conversation, model string, tools int) {
 	s.mu.Lock()
 	f := s.observer
 	s.mu.Unlock()
 	if f != nil {
-		f(Request{System: c.system, Task: c.task, Last: c.last})
+		f(Request{System: c.system, Task: c.task, Last: c.last, Model: model, Tools: tools})
 	}
 }
 

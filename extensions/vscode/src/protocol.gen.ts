@@ -559,6 +559,8 @@ export interface SessionCreated {
   selection?: string;
   spec?: string;
   maxTurnSteps?: number;
+  profile?: string;
+  profileSettings?: unknown;
 }
 
 export interface StateChanged {

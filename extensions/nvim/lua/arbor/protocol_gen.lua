@@ -493,6 +493,8 @@ M.EventRefined = 'refined'
 ---@field selection? string
 ---@field spec? string
 ---@field maxTurnSteps? number
+---@field profile? string
+---@field profileSettings? any
 
 ---@class arbor.StateChanged
 ---@field state arbor.SessionState
@@ -747,7 +749,7 @@ M.fields = {
   TrustGrantParams = { 'dir', 'hash' },
   SessionTreeParams = { 'full', 'sessions' },
   FellBehindParams = { 'session', 'lastSeq' },
-  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps' },
+  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps', 'profile', 'profileSettings' },
   StateChanged = { 'state', 'reason' },
   TurnStarted = { 'turn' },
   MessageQueued = { 'from', 'text', 'mode' },

@@ -38,6 +38,8 @@ type CreateRequest struct {
 	// Profile names the profile of arbor.json the session runs with; "" is the parent's, or
 	// none.
 	Profile string
+	// Goal, when set, is the session's goal from its first turn on (an autonomous run).
+	Goal *GoalSpec
 }
 
 // Create starts a session: branch and worktree from the user's HEAD (or the parent's latest
@@ -47,6 +49,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	req.Task = strings.TrimSpace(req.Task)
 	if req.Task == "" {
 		return nil, RequestError("create session: the task is empty; say what the session should do")
+	}
+	if req.Goal != nil {
+		if err := req.Goal.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	var parent *Session
 	ws, base := (*Workspace)(nil), ""
@@ -164,6 +171,12 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		// A user waits on a root session's first result; children start their kernel at
 		// their first tool call, so a wide tree does not boot a kernel per leaf.
 		sess.warmKernel()
+	}
+	if req.Goal != nil {
+		// Before the task is queued, so the first turn is already the goal's.
+		if _, err := sess.setGoal(ctx, *req.Goal); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := sess.enqueue(ctx, "task", task, "follow_up"); err != nil {
 		return nil, err

@@ -153,31 +153,49 @@ func (s *Session) runGate(ctx context.Context, pol workspace.HarnessPolicy, pid 
 	}
 	gctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd, err := s.setupCommand(gctx, dir, pol.Gate, []string{"ARBOR_SESSION=" + s.meta.ID, "ARBOR_PROPOSAL=" + pid})
+	r := s.runCommand(gctx, dir, pol.Gate, []string{"ARBOR_SESSION=" + s.meta.ID, "ARBOR_PROPOSAL=" + pid})
+	v.Passed, v.ExitCode, v.TimedOut, v.Output, v.Error = r.passed, r.exitCode, r.timedOut, r.output, r.err
+	return v
+}
+
+// cmdResult is how a verifier command (a gate, an end condition) ended.
+type cmdResult struct {
+	passed   bool
+	exitCode int
+	timedOut bool   // ctx's deadline ended it (exitCode -1)
+	output   string // the tail of its combined output
+	err      string // it could not run: not found, cannot start
+}
+
+// runCommand runs a verifier's shell command in dir, sandboxed as setup commands are, until it
+// exits or ctx ends.
+func (s *Session) runCommand(ctx context.Context, dir, script string, env []string) cmdResult {
+	var r cmdResult
+	cmd, err := s.setupCommand(ctx, dir, script, env)
 	if err != nil {
-		v.Error = err.Error()
-		return v
+		r.err = err.Error()
+		return r
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Run()
-	v.Output = tail(out.String(), gateOutputTail)
+	r.output = tail(out.String(), gateOutputTail)
 	var exit *exec.ExitError
 	switch {
-	case gctx.Err() == context.DeadlineExceeded:
-		v.TimedOut, v.ExitCode = true, -1
+	case ctx.Err() == context.DeadlineExceeded:
+		r.timedOut, r.exitCode = true, -1
 	case errors.As(err, &exit):
-		v.ExitCode = exit.ExitCode()
-		if v.ExitCode == 127 {
-			v.Error = "the command was not found: " + strings.TrimSpace(v.Output)
+		r.exitCode = exit.ExitCode()
+		if r.exitCode == 127 {
+			r.err = "the command was not found: " + strings.TrimSpace(r.output)
 		}
 	case err != nil:
-		v.Error = err.Error()
+		r.err = err.Error()
 	default:
-		v.Passed = true
+		r.passed = true
 	}
-	return v
+	return r
 }
 
 // restoreProtected puts every protected path of the checkout at dir back as it is at the

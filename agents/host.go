@@ -27,6 +27,9 @@ var hostMethods = map[string]hostMethod{
 	"harness.history":           hostHarnessHistory,
 	"harness.search":            hostHarnessSearch,
 	"refine.run":                hostRefineRun,
+	"goal.set":                  hostGoalSet,
+	"goal.complete":             hostGoalComplete,
+	"goal.get":                  hostGoalGet,
 }
 
 func (h hostHandler) HandleHost(ctx context.Context, method string, params json.RawMessage) (any, error) {

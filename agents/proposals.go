@@ -26,12 +26,15 @@ func eventEdits(es []harness.Edit) []event.HarnessEdit {
 	return out
 }
 
-func eventVerdict(v *harness.Verdict) *event.GateVerdict {
+// eventVerdict is a gate's verdict as recorded, with the subtree's spending at that moment
+// (a point of `arbor progress`).
+func (s *Session) eventVerdict(v *harness.Verdict) *event.GateVerdict {
 	if v == nil {
 		return nil
 	}
+	spend := s.svc.spend(s)
 	return &event.GateVerdict{Command: v.Command, Commit: v.Commit, Passed: v.Passed, ExitCode: v.ExitCode,
-		DurationMs: v.DurationMs, TimedOut: v.TimedOut, Output: v.Output, Error: v.Error}
+		DurationMs: v.DurationMs, TimedOut: v.TimedOut, Output: v.Output, Error: v.Error, Spend: &spend}
 }
 
 // policyFor is the session's policy for a scope.
@@ -126,7 +129,7 @@ func (s *Session) decide(ctx context.Context, st *harness.Store, p harness.Propo
 		return q, err
 	}
 	s.appliedHarness(ctx, event.HarnessApplied{Proposal: q.ID, Scope: string(q.Scope), Author: q.Author, Edits: eventEdits(q.Edits),
-		Commit: q.Applied, By: by, Gate: eventVerdict(v), Observed: observed})
+		Commit: q.Applied, By: by, Gate: s.eventVerdict(v), Observed: observed})
 	return q, nil
 }
 
@@ -136,7 +139,7 @@ func (s *Session) reject(ctx context.Context, st *harness.Store, p harness.Propo
 		return q, err
 	}
 	s.append(ctx, event.HarnessRejected{Proposal: q.ID, Scope: string(q.Scope), Author: q.Author, Edits: eventEdits(q.Edits),
-		By: by, Reason: why, Gate: eventVerdict(v)})
+		By: by, Reason: why, Gate: s.eventVerdict(v)})
 	return q, nil
 }
 

@@ -63,6 +63,13 @@ func (s *Service) Recover(ctx context.Context) error {
 				break // closing: the messages wait in the logs for the next start
 			}
 		}
+		// Active goals go on with what they have spent; one with nothing queued starts its
+		// next turn now (or parks on its children, or ends at a budget used up meanwhile).
+		for _, sess := range s.all() {
+			if sess.ws == ws {
+				sess.resumeGoal()
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -180,6 +187,7 @@ func (s *Session) replay(recs []eventlog.Record) {
 			s.svc.log.Warn("replay: skip record", "session", s.meta.ID, "seq", r.Seq, "err", err)
 			continue
 		}
+		s.replayGoal(r, p)
 		switch d := p.(type) {
 		case event.StateChanged:
 			// Stopped is final here as in a live session: logs written before state changes

@@ -27,6 +27,7 @@ type Info struct {
 	Total    Usage
 	Children []string
 	Depth    int
+	Goal     *Goal // nil without one; Spent is not filled in here (see Service.GoalOf)
 }
 
 // pendingMsg is a message waiting for delivery at the recipient's next model call or turn.
@@ -90,6 +91,10 @@ type Session struct {
 	kernel kernelSlot
 	client *model.Client
 
+	goal         *goalState // nil without a goal (under mu)
+	inbound      int64      // messages delivered from others than the goal loop (a goal's progress)
+	interruptWhy string     // why the running turn was cancelled without a stop (see interrupt)
+
 	harness turnHarness // the harness as of the current turn's start (under mu)
 	// refineMu runs one refine of the session at a time; lastAutoRefine (under mu) is when
 	// the last one ended, for the policy's cooldown.
@@ -114,8 +119,14 @@ func (s *Session) Meta() Meta { return s.meta }
 
 // snapshotLocked copies the session's own fields; the caller holds mu.
 func (s *Session) snapshotLocked() Info {
-	return Info{Meta: s.meta, State: s.state, Error: s.errMsg, LastSeq: s.log.LastSeq(),
+	in := Info{Meta: s.meta, State: s.state, Error: s.errMsg, LastSeq: s.log.LastSeq(),
 		Usage: s.usage, Children: append([]string(nil), s.children...)}
+	if s.goal != nil {
+		g := s.goal.Goal
+		g.LastCheck = nil
+		in.Goal = &g
+	}
+	return in
 }
 
 func (s *Session) usageNow() Usage {
@@ -279,6 +290,9 @@ func (s *Session) stopIdleTimer() {
 	if s.idleTimer != nil {
 		s.idleTimer.Stop()
 		s.idleTimer = nil
+	}
+	if s.goal != nil {
+		s.goal.stopTimers() // the daemon is stopping: recovery re-arms them from the log
 	}
 	s.mu.Unlock()
 }

@@ -221,7 +221,7 @@ func TestConcurrentSpawnsGetDistinctNames(t *testing.T) {
 }
 
 const laterScript = `{"rules":[
- {"when":{"task":"^later","turn":1},"code":"print(sorted(n for n in ('goal', 'heartbeat') if n in globals()))"},
+ {"when":{"task":"^later","turn":1},"code":"print(sorted(n for n in ('heartbeat',) if n in globals()))"},
  {"when":{"task":"^later"},"text":"ok"}
 ],"default":{"text":"ok"}}`
 

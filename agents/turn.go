@@ -76,6 +76,7 @@ func (s *Session) runTurns() {
 				continue
 			}
 			s.scheduleInactive()
+			s.goalChildSettled()
 			return
 		}
 		s.turn++
@@ -96,6 +97,7 @@ func (s *Session) runTurns() {
 			cancel()
 			continue // stopped meanwhile: the loop head sees it
 		}
+		s.goalTurnStart()
 		s.loadHarness(ctx)
 		err := s.runTurnIsolated(ctx, turn)
 		s.ws.slots.release(s)
@@ -103,8 +105,13 @@ func (s *Session) runTurns() {
 		s.checkpoint(ctx, turn)
 		s.maybeRefine("everyTurns", turn)
 		s.notifyParent(err)
+		why := ""
+		if errors.Is(err, context.Canceled) && s.svc.ctx.Err() == nil {
+			why = s.takeInterrupt()
+		}
 		switch {
 		case err == nil:
+			s.goalAfterTurn(s.svc.ctx, nil)
 		case s.State() == Stopped:
 			s.mu.Lock()
 			s.holder = free // Discard waits for this before removing the worktree
@@ -113,6 +120,12 @@ func (s *Session) runTurns() {
 		case errors.Is(err, context.Canceled) && s.svc.ctx.Err() != nil:
 			s.append(s.svc.ctx, event.Interrupted{Turn: turn, Reason: "daemon stopping"})
 			return
+		case why != "":
+			// Cut short on purpose (a goal's budget): recorded as such; the session stays.
+			s.append(s.svc.ctx, event.Interrupted{Turn: turn, Reason: why})
+			s.mu.Lock()
+			s.conv = closeDanglingToolCalls(s.conv, "[arbor] this cell was interrupted: "+why)
+			s.mu.Unlock()
 		default:
 			why := failureReason(err)
 			s.append(ctx, event.TurnFailed{Turn: turn, Error: why})
@@ -120,10 +133,12 @@ func (s *Session) runTurns() {
 			s.mu.Lock()
 			s.conv = closeDanglingToolCalls(s.conv, turnFailedNote(why))
 			s.mu.Unlock()
+			s.goalAfterTurn(s.svc.ctx, err)
 			if s.settle(ctx, Failed, why) {
 				continue // a message arrived: try again
 			}
 			s.scheduleInactive()
+			s.goalChildSettled()
 			return
 		}
 	}
@@ -216,6 +231,7 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 		s.usage.CostUSD += reply.Usage.CostUSD
 		s.usage.Retries += int64(reply.Retries)
 		s.mu.Unlock()
+		s.svc.spent(s) // a goal above whose budget this used up ends, interrupting this turn
 		// The conversation takes the reply once it is recorded, so replay rebuilds the same one.
 		if _, err := s.append(ctx, event.AssistantMessage{Text: reply.Text, ToolCalls: toolCallsEvent(reply.ToolCalls), Usage: usageEvent(reply.Usage), Retries: reply.Retries}); err != nil {
 			return err
@@ -292,7 +308,10 @@ func (s *Session) deliver(ctx context.Context, turnStart bool) error {
 	s.mu.Unlock()
 	for _, m := range take {
 		text := m.Text
-		if m.From != "user" && m.From != "task" {
+		switch m.From {
+		case "user", "task":
+		case "goal": // the goal loop's own continuation says what it is
+		default:
 			text = fmt.Sprintf("[message from %s]\n%s", m.From, m.Text)
 		}
 		if _, err := s.append(ctx, event.UserMessage{Text: text, From: m.From, QueuedSeq: m.Seq}); err != nil {
@@ -300,6 +319,9 @@ func (s *Session) deliver(ctx context.Context, turnStart bool) error {
 		}
 		s.mu.Lock()
 		s.conv = append(s.conv, model.Message{Role: "user", Content: text})
+		if m.From != "goal" {
+			s.inbound++
+		}
 		s.mu.Unlock()
 	}
 	return nil
@@ -452,7 +474,8 @@ func (s *Session) checkpointAs(ctx context.Context, turn int, title string) {
 	s.mu.Lock()
 	s.head = commit
 	s.mu.Unlock()
-	s.append(ctx, event.Checkpoint{Turn: turn, Commit: commit})
+	spend := s.svc.spend(s)
+	s.append(ctx, event.Checkpoint{Turn: turn, Commit: commit, Spend: &spend})
 }
 
 // touched returns the worktree paths changed since the last checkpoint, or nil (scan

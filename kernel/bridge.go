@@ -60,6 +60,7 @@ var bridgeMethods = map[string]bool{
 	"harness.list": true, "harness.get": true, "harness.put": true, "harness.delete": true,
 	"harness.search": true, "harness.history": true,
 	"refine.run": true,
+	"goal.set":   true, "goal.complete": true, "goal.get": true,
 }
 
 func newBridge(dir string, host HostHandler, log *slog.Logger) (*bridge, error) {

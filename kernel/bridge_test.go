@@ -73,7 +73,8 @@ func TestBridgeSurface(t *testing.T) {
 		{"bad role", "await agent_message.send('x', receiver_role='boss')", "ValueError: receiver_role='boss': expected one of 'parent', 'child', 'sibling'", "error"},
 		{"bad mode", "await agent_message.send('x', mode='shout')", "ValueError: mode='shout'", "error"},
 		{"empty task", "await rlm('')", "TypeError: task must be a non-empty string", "error"},
-		{"unbuilt names are absent", "goal", "NameError: name 'goal' is not defined", "error"},
+		{"goal budget checked", "await goal.set('ship it', token_budget=0)", "ValueError: token_budget=0: expected a number above zero", "error"},
+		{"goal wall budget parsed", "await goal.set('ship it', wall_budget='2 hours')", "ValueError: wall_budget='2 hours'", "error"},
 		{"refine scope checked", "await refine.run('x', scope='team')", "ValueError: scope='team'", "error"},
 		{"harness kinds", "print(harness.notes, harness.skills)", "<harness.notes: await .create(id, title, ...)", "ok"},
 		{"ArborError catchable", "try:\n    await agent_message.inbox()\nexcept ArborError as e:\n    print('caught', e)", "caught inbox unreadable", "ok"},
@@ -145,7 +146,7 @@ func TestBridgeRejects(t *testing.T) {
 	k := startKernel(t, Options{Host: &recordingHost{}})
 	tests := []struct{ name, code, want string }{
 		{"unknown method", "import arbor_runtime\nawait arbor_runtime.call('rm.rf', {})", "unknown Arbor method"},
-		{"unbuilt method", "import arbor_runtime\nawait arbor_runtime.call('goal.set', {})", "unknown Arbor method \"goal.set\""},
+		{"unbuilt method", "import arbor_runtime\nawait arbor_runtime.call('eval.run', {})", "unknown Arbor method \"eval.run\""},
 		{"bad token", "import os, arbor_runtime, asyncio\nos.environ['ARBOR_BRIDGE_TOKEN'] = 'nope'\n" +
 			"async def fresh():\n    arbor_runtime._conns.clear()\n    return await arbor_runtime.call('ping', {})\n" +
 			"await fresh()", "refused this connection: bad token"},
@@ -212,8 +213,8 @@ func FuzzBridgeRequest(f *testing.F) {
 // forked kernel. The methods the surface calls are exactly the bridge's table, so a feature
 // enters both together.
 func TestRuntimeSurface(t *testing.T) {
-	want := []string{"ArborError", "agent_message", "arbor_ping", "harness", "refine", "rlm"}
-	unbuilt := []string{"goal", "heartbeat"}
+	want := []string{"ArborError", "agent_message", "arbor_ping", "goal", "harness", "refine", "rlm"}
+	unbuilt := []string{"heartbeat"}
 	var methods []string
 	for m := range bridgeMethods {
 		methods = append(methods, m)

@@ -13,8 +13,15 @@ func toSession(in agents.Info) Session {
 		ID: in.ID, Parent: in.Parent, Name: in.Name, Task: in.Task, State: in.State,
 		Error: in.Error, Model: in.Model, Branch: in.Branch, Worktree: in.Worktree,
 		BaseCommit: in.BaseCommit, ForkOf: in.ForkOf, ForkSeq: in.ForkSeq, Workspace: in.Workspace, Created: in.Created, LastSeq: in.LastSeq,
-		Usage: toUsage(in.Usage), Total: toUsage(in.Total), Children: in.Children,
+		Usage: toUsage(in.Usage), Total: toUsage(in.Total), Children: in.Children, Goal: goalBrief(in.Goal),
 	}
+}
+
+func goalBrief(g *agents.Goal) *GoalBrief {
+	if g == nil {
+		return nil
+	}
+	return &GoalBrief{Objective: g.Objective, Status: g.Status, Waiting: g.Waiting, Until: g.Until}
 }
 
 func toUsage(u agents.Usage) Usage {

@@ -58,6 +58,11 @@ var (
 	RefineProposal  Method[ProposalRef, *Proposal]            = MethodRefineProposal
 	RefineAccept    Method[ProposalDecideParams, *Proposal]   = MethodRefineAccept
 	RefineReject    Method[ProposalDecideParams, *Proposal]   = MethodRefineReject
+
+	GoalSet     Method[GoalSetParams, *Goal]            = MethodGoalSet
+	GoalGet     Method[GoalRef, *GoalResult]            = MethodGoalGet
+	GoalControl Method[GoalControlParams, *Goal]        = MethodGoalControl
+	Progress    Method[ProgressParams, *ProgressResult] = MethodProgress
 )
 
 // Notification is a daemon → client notification with its params type P.
@@ -143,6 +148,10 @@ func buildRoutes() map[string]route {
 		register(RefineProposal, (*conn).refineProposal),
 		register(RefineAccept, (*conn).refineAccept),
 		register(RefineReject, (*conn).refineReject),
+		register(GoalSet, (*conn).goalSet),
+		register(GoalGet, (*conn).goalGet),
+		register(GoalControl, (*conn).goalControl),
+		register(Progress, (*conn).progressSeries),
 	} {
 		if _, dup := m[r.name]; dup {
 			panic("server: method registered twice: " + r.name)

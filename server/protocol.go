@@ -48,6 +48,10 @@ const (
 	MethodRefineProposal  = "arbor/refine.proposal"
 	MethodRefineAccept    = "arbor/refine.accept"
 	MethodRefineReject    = "arbor/refine.reject"
+	MethodGoalSet         = "arbor/goal.set"
+	MethodGoalGet         = "arbor/goal.get"
+	MethodGoalControl     = "arbor/goal.control"
+	MethodProgress        = "arbor/progress"
 )
 
 // Notifications, daemon → client.
@@ -105,6 +109,95 @@ type Session struct {
 	Usage      Usage       `json:"usage"`
 	Total      Usage       `json:"total"`
 	Children   []string    `json:"children,omitempty"`
+	Goal       *GoalBrief  `json:"goal,omitempty"` // the session's goal, when it has one
+}
+
+// GoalBrief is a session's goal as the tree shows it.
+type GoalBrief struct {
+	Objective string `json:"objective"`
+	Status    string `json:"status"` // active, paused, budget_limited, stalled or complete
+	Waiting   string `json:"waiting,omitempty"`
+	Until     string `json:"until,omitempty"` // the end condition of an autonomous run
+}
+
+// GoalSetParams gives a session a goal. Budgets are optional (none = no limit); one that is
+// given must be above zero. Until makes it an autonomous run: the command runs in the
+// session's worktree after each turn and only its pass completes the goal.
+type GoalSetParams struct {
+	Session      string   `json:"session"`
+	Objective    string   `json:"objective"`
+	TokenBudget  *int64   `json:"tokenBudget,omitempty"`
+	TurnBudget   *int     `json:"turnBudget,omitempty"`
+	WallBudget   string   `json:"wallBudget,omitempty"` // a Go duration: "2h", "90m"
+	CostBudget   *float64 `json:"costBudget,omitempty"` // USD
+	Until        string   `json:"until,omitempty"`
+	CheckTimeout string   `json:"checkTimeout,omitempty"` // a Go duration bounding Until
+	Replace      bool     `json:"replace,omitempty"`      // replace an active or paused goal
+}
+
+// GoalRef names the session whose goal is meant.
+type GoalRef struct {
+	Session string `json:"session"`
+}
+
+// GoalControlParams pauses, resumes or clears a goal.
+type GoalControlParams struct {
+	Session string `json:"session"`
+	Action  string `json:"action"` // pause, resume or clear
+}
+
+// Goal is a session's goal in full. Spent counts the subtree's spending since it was set.
+// Claimed is the model's own claim of success (goal.complete), Verified the end condition's
+// pass: they are different numbers.
+type Goal struct {
+	Session      string          `json:"session"`
+	Objective    string          `json:"objective"`
+	Status       string          `json:"status"`
+	Reason       string          `json:"reason,omitempty"`
+	Limit        string          `json:"limit,omitempty"` // the budget that ended it: tokens, turns, wall or cost
+	By           string          `json:"by"`
+	TokenBudget  int64           `json:"tokenBudget,omitempty"`
+	TurnBudget   int             `json:"turnBudget,omitempty"`
+	WallBudgetMs int64           `json:"wallBudgetMs,omitempty"`
+	CostBudget   float64         `json:"costBudget,omitempty"`
+	Until        string          `json:"until,omitempty"`
+	Set          time.Time       `json:"set"`
+	Turns        int             `json:"turns"`
+	IdleTurns    int             `json:"idleTurns,omitempty"`
+	Spent        event.Spend     `json:"spent"`
+	Claimed      bool            `json:"claimed"`
+	Verified     bool            `json:"verified"`
+	Evidence     string          `json:"evidence,omitempty"`
+	Checks       int             `json:"checks,omitempty"`
+	LastCheck    *event.Verified `json:"lastCheck,omitempty"`
+	Waiting      string          `json:"waiting,omitempty"` // children or backoff
+}
+
+// GoalResult is a session's goal, or none.
+type GoalResult struct {
+	Goal *Goal `json:"goal"`
+}
+
+// ProgressParams names the session whose cost–progress series is asked for.
+type ProgressParams struct {
+	Session string `json:"session"`
+}
+
+// ProgressPoint is a verifier outcome, a checkpoint or a goal change with the subtree's
+// cumulative spending when it was recorded.
+type ProgressPoint struct {
+	Seq    uint64      `json:"seq"`
+	Time   time.Time   `json:"time"`
+	Kind   string      `json:"kind"`             // checkpoint, goal_set, goal_changed, verified or gate
+	Status string      `json:"status,omitempty"` // a goal's status; passed, failed or skipped for a verifier
+	Detail string      `json:"detail,omitempty"`
+	Spend  event.Spend `json:"spend"`
+}
+
+// ProgressResult is the series, oldest first.
+type ProgressResult struct {
+	Session string          `json:"session"`
+	Points  []ProgressPoint `json:"points"`
 }
 
 // Selection is editor context attached to a task: the text a user selected.
@@ -124,6 +217,9 @@ type SessionCreateParams struct {
 	Name      string     `json:"name,omitempty"`
 	Model     string     `json:"model,omitempty"`
 	Selection *Selection `json:"selection,omitempty"`
+	// Goal starts the session with a goal (its Session is ignored): with Until, an
+	// autonomous run (arbor run --autonomous).
+	Goal *GoalSetParams `json:"goal,omitempty"`
 }
 
 // SessionRef names one session by id (a unique prefix is accepted).

@@ -17,6 +17,20 @@ func (c *conn) sessionCreate(ctx context.Context, p SessionCreateParams) (*Sessi
 	if s := p.Selection; s != nil && s.Text != "" {
 		req.Selection = fmt.Sprintf("%s lines %d-%d:\n%s", s.URI, s.StartLine+1, s.EndLine+1, s.Text)
 	}
+	if p.Goal != nil {
+		g := *p.Goal
+		if g.Objective == "" {
+			g.Objective = p.Task
+		}
+		spec, err := goalSpec("arbor/session.create", g)
+		if err != nil {
+			return nil, err
+		}
+		if spec.Until != "" {
+			spec.By = "autonomous"
+		}
+		req.Goal = &spec
+	}
 	sess, err := c.srv.agents.Create(ctx, req)
 	if err != nil {
 		return nil, err

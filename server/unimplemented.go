@@ -10,9 +10,7 @@ import (
 // a client that calls one anyway gets MethodNotFound saying so, rather than the generic "not
 // part of the arbor protocol". A family moves from here to methods.go when it is built.
 var unimplemented = map[string]string{
-	"arbor/goal.":      "goals",
 	"arbor/heartbeat.": "heartbeats",
-	"arbor/progress":   "the cost–progress series",
 	"arbor/eval.":      "evaluation suites",
 }
 

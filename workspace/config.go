@@ -90,6 +90,8 @@ type Config struct {
 	Profiles map[string]Profile
 	// ActiveProfile is the profile [Config.WithProfile] applied; nil is none.
 	ActiveProfile *Profile
+	// Goals configures how goals keep a session working ("goals").
+	Goals GoalPolicy
 	// Trust says which guarded settings the repository's arbor.json sets and whether they
 	// are trusted. Untrusted ones were not applied: what starts work in the repository
 	// calls Trust.Check first, so the user learns why instead of getting another config.
@@ -154,6 +156,18 @@ type RefinePolicy struct {
 	AfterCompaction bool
 	// Cooldown is the least time between two runs refine starts by itself.
 	Cooldown time.Duration
+}
+
+// GoalPolicy configures goals and autonomous runs.
+type GoalPolicy struct {
+	// StallAfter ends a goal as stalled after this many turns in a row that changed nothing
+	// (no file, no message, no new child).
+	StallAfter int
+	// Backoff is the wait before the continuation after the first turn that changed nothing;
+	// it doubles with each further one, up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	// CheckTimeout bounds an end-condition command that does not set its own.
+	CheckTimeout time.Duration
 }
 
 // Empty reports whether there is nothing to set up.
@@ -241,6 +255,7 @@ func Defaults() Config {
 		},
 		Refine:     RefinePolicy{Cooldown: 10 * time.Minute},
 		Compaction: CompactionPolicy{Threshold: 0.7, Keep: 6},
+		Goals:      GoalPolicy{StallAfter: 3, Backoff: 30 * time.Second, MaxBackoff: 30 * time.Minute, CheckTimeout: 10 * time.Minute},
 	}
 }
 

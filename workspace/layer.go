@@ -46,7 +46,35 @@ type fileConfig struct {
 	// Profiles are decoded one by one (decodeProfiles), so an error names the profile.
 	Profiles map[string]json.RawMessage `json:"profiles"`
 
+	Goals *fileGoals `json:"goals"`
+
 	profiles map[string]*fileProfile
+}
+
+type fileGoals struct {
+	StallAfter   *int    `json:"stallAfter"`
+	Backoff      *string `json:"backoff"`
+	MaxBackoff   *string `json:"maxBackoff"`
+	CheckTimeout *string `json:"checkTimeout"`
+}
+
+func (f *fileGoals) apply(dst *GoalPolicy) error {
+	if f == nil {
+		return nil
+	}
+	if f.StallAfter != nil {
+		if *f.StallAfter < 1 {
+			return fmt.Errorf("goals.stallAfter %d: want 1 or more (turns without a change before a goal ends as stalled)", *f.StallAfter)
+		}
+		dst.StallAfter = *f.StallAfter
+	}
+	if err := setDuration(&dst.Backoff, f.Backoff, "goals.backoff", "30s", false); err != nil {
+		return err
+	}
+	if err := setDuration(&dst.MaxBackoff, f.MaxBackoff, "goals.maxBackoff", "30m", false); err != nil {
+		return err
+	}
+	return setDuration(&dst.CheckTimeout, f.CheckTimeout, "goals.checkTimeout", "10m", false)
 }
 
 type fileHarness struct {
@@ -283,6 +311,9 @@ func (f fileConfig) apply(cfg *Config, root string) error {
 		return err
 	}
 	if err := f.Compaction.apply(&cfg.Compaction); err != nil {
+		return err
+	}
+	if err := f.Goals.apply(&cfg.Goals); err != nil {
 		return err
 	}
 	if f.Worktree != nil {

@@ -31,6 +31,7 @@ func Registered() []Payload {
 		TurnFailed{}, Interrupted{}, Recovered{}, Kernel{}, SubagentSpawned{}, MessageSent{},
 		Compaction{}, WorktreeSetup{}, Forked{}, Accepted{}, Merged{}, Discarded{},
 		HarnessProposed{}, HarnessApplied{}, HarnessRejected{}, HarnessRolledBack{}, Refined{},
+		GoalSet{}, GoalChanged{}, GoalWait{}, Verified{},
 	}
 }
 

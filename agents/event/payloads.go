@@ -34,6 +34,10 @@ const (
 	TypeHarnessRejected   Type = "harness_rejected"
 	TypeHarnessRolledBack Type = "harness_rolled_back"
 	TypeRefined           Type = "refined"
+	TypeGoalSet           Type = "goal_set"
+	TypeGoalChanged       Type = "goal_changed"
+	TypeGoalWait          Type = "goal_wait"
+	TypeVerified          Type = "verified"
 )
 
 // SessionCreated is a session's first record: what it is, fixed for its life.
@@ -145,6 +149,7 @@ type Checkpoint struct {
 	Turn   int    `json:"turn"`
 	Commit string `json:"commit"`
 	Merged string `json:"merged,omitempty"` // the child session merged by this commit
+	Spend  *Spend `json:"spend,omitempty"`  // the subtree's spending when it was made
 }
 
 // TurnFailed ends a turn with an error. Checkpoint is set when only the turn's checkpoint
@@ -277,6 +282,7 @@ type GateVerdict struct {
 	TimedOut   bool   `json:"timedOut,omitempty"`
 	Output     string `json:"output,omitempty"`
 	Error      string `json:"error,omitempty"`
+	Spend      *Spend `json:"spend,omitempty"` // the session's subtree spending at the verdict
 }
 
 // HarnessProposed is a change to a harness scope waiting for a decision (the user's, or the
@@ -346,6 +352,73 @@ type Refined struct {
 	Error     string     `json:"error,omitempty"`
 }
 
+// Spend is what a session's subtree — the session and every descendant, refine runs
+// included — had spent when an event was recorded: the x axis of `arbor progress`.
+type Spend struct {
+	Tokens     int64   `json:"tokens"` // input + output
+	CostUSD    float64 `json:"costUSD"`
+	ModelCalls int64   `json:"modelCalls"`
+}
+
+// GoalSet is a goal given to the session (replacing its previous one when Replaced): it keeps
+// the session taking turns until it is complete or a budget, a stall or the user ends it.
+// Budgets of 0 are unlimited; they count the whole subtree's spending from Spend on. An Until
+// command makes it an autonomous run: after each turn it runs in the worktree, and only its
+// pass completes the goal.
+type GoalSet struct {
+	Objective      string  `json:"objective"`
+	TokenBudget    int64   `json:"tokenBudget,omitempty"`
+	TurnBudget     int     `json:"turnBudget,omitempty"`
+	WallBudgetMs   int64   `json:"wallBudgetMs,omitempty"`
+	CostBudget     float64 `json:"costBudget,omitempty"`
+	Until          string  `json:"until,omitempty"`
+	CheckTimeoutMs int64   `json:"checkTimeoutMs,omitempty"`
+	By             string  `json:"by"` // user, agent, profile or autonomous
+	Replaced       bool    `json:"replaced,omitempty"`
+	Spend          Spend   `json:"spend"`
+}
+
+// GoalChanged is a goal's new status — active, paused, budget_limited, stalled, complete, or
+// cleared (no goal) — with why. Claimed says the model called goal.complete; Verified that
+// the end condition passed: a self-reported and a verified success are different numbers.
+type GoalChanged struct {
+	Status   string `json:"status"`
+	Reason   string `json:"reason,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
+	Limit    string `json:"limit,omitempty"` // the budget that ended it: tokens, turns, wall or cost
+	Claimed  bool   `json:"claimed,omitempty"`
+	Verified bool   `json:"verified,omitempty"`
+	Turns    int    `json:"turns"` // turns taken under the goal
+	Spend    Spend  `json:"spend"`
+}
+
+// GoalWait is a goal holding back its next turn: parked while children, a cell or a message
+// are awaited (no model call until one arrives), or backing off after turns that changed
+// nothing (DelayMs, doubling with IdleTurns).
+type GoalWait struct {
+	Reason    string   `json:"reason"` // children or backoff
+	DelayMs   int64    `json:"delayMs,omitempty"`
+	IdleTurns int      `json:"idleTurns,omitempty"`
+	Children  []string `json:"children,omitempty"`
+}
+
+// Verified is an end-condition check after a turn: the command's verdict on the worktree at
+// Commit, or Skipped when the worktree had not changed since the check last failed. Claimed
+// says the model had claimed success (goal.complete) before it.
+type Verified struct {
+	Command    string `json:"command"`
+	Commit     string `json:"commit,omitempty"`
+	Passed     bool   `json:"passed"`
+	ExitCode   int    `json:"exitCode"`
+	DurationMs int64  `json:"durationMs"`
+	TimedOut   bool   `json:"timedOut,omitempty"`
+	Skipped    bool   `json:"skipped,omitempty"`
+	Output     string `json:"output,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Claimed    bool   `json:"claimed,omitempty"`
+	Spend      Spend  `json:"spend"`
+}
+
 func (SessionCreated) EventType() Type    { return TypeSessionCreated }
 func (StateChanged) EventType() Type      { return TypeStateChanged }
 func (TurnStarted) EventType() Type       { return TypeTurnStarted }
@@ -373,3 +446,7 @@ func (HarnessApplied) EventType() Type    { return TypeHarnessApplied }
 func (HarnessRejected) EventType() Type   { return TypeHarnessRejected }
 func (HarnessRolledBack) EventType() Type { return TypeHarnessRolledBack }
 func (Refined) EventType() Type           { return TypeRefined }
+func (GoalSet) EventType() Type           { return TypeGoalSet }
+func (GoalChanged) EventType() Type       { return TypeGoalChanged }
+func (GoalWait) EventType() Type          { return TypeGoalWait }
+func (Verified) EventType() Type          { return TypeVerified }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/server"
@@ -145,10 +146,65 @@ func eventLine(p event.Payload) string {
 		}
 		return fmt.Sprintf("refine (%s scope, events %d–%d, %d+%d tokens): %d proposals %s", d.Scope, d.FromSeq, d.ToSeq,
 			d.Usage.InputTokens, d.Usage.OutputTokens, len(d.Proposals), strings.Join(d.Proposals, ", "))
+	case event.GoalSet:
+		line := "◎ goal: " + firstLine(d.Objective)
+		if b := budgetText(d.TokenBudget, d.TurnBudget, d.WallBudgetMs, d.CostBudget); b != "" {
+			line += " (" + b + ")"
+		}
+		if d.Until != "" {
+			line += fmt.Sprintf(", done when `%s` passes", d.Until)
+		}
+		if d.Replaced {
+			line += ", replacing the previous goal"
+		}
+		return line
+	case event.GoalChanged:
+		line := "◎ goal " + strings.ReplaceAll(d.Status, "_", " ")
+		if d.Reason != "" {
+			line += ": " + d.Reason
+		}
+		return line + fmt.Sprintf(" [%d turns, %s]", d.Turns, spendText(d.Spend))
+	case event.GoalWait:
+		if d.Reason == "children" {
+			return "◎ goal parked until its subagents report: " + strings.Join(d.Children, ", ")
+		}
+		return fmt.Sprintf("◎ goal backs off %s after %d turn(s) that changed nothing", time.Duration(d.DelayMs)*time.Millisecond, d.IdleTurns)
+	case event.Verified:
+		switch {
+		case d.Skipped:
+			return fmt.Sprintf("✓? end condition `%s` not run again: the worktree is unchanged since it failed", d.Command)
+		case d.Passed:
+			return fmt.Sprintf("✓ end condition `%s` passed (%d ms) [%s]", d.Command, d.DurationMs, spendText(d.Spend))
+		case d.Error != "":
+			return fmt.Sprintf("✗ end condition `%s`: %s [%s]", d.Command, d.Error, spendText(d.Spend))
+		}
+		return fmt.Sprintf("✗ end condition `%s` failed (exit %d) [%s]", d.Command, d.ExitCode, spendText(d.Spend))
 	case event.MessageQueued, event.ToolStarted, event.TurnStarted:
 		return "" // shown by the events that follow them
 	}
 	return fmt.Sprintf("%s %+v", p.EventType(), p)
+}
+
+// budgetText lists a goal's budgets; "" when it has none.
+func budgetText(tokens int64, turns int, wallMs int64, cost float64) string {
+	var parts []string
+	if tokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d tokens", tokens))
+	}
+	if turns > 0 {
+		parts = append(parts, fmt.Sprintf("%d turns", turns))
+	}
+	if wallMs > 0 {
+		parts = append(parts, (time.Duration(wallMs) * time.Millisecond).String())
+	}
+	if cost > 0 {
+		parts = append(parts, fmt.Sprintf("$%.2f", cost))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func spendText(sp event.Spend) string {
+	return fmt.Sprintf("%d tokens, $%.4f, %d model calls", sp.Tokens, sp.CostUSD, sp.ModelCalls)
 }
 
 func harnessEdits(es []event.HarnessEdit) string {

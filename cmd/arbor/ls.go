@@ -132,8 +132,15 @@ func cmdTree(ctx context.Context, args []string) error {
 		if s.ForkOf != "" {
 			label += fmt.Sprintf(" (fork of %s@%d)", s.ForkOf[:min(8, len(s.ForkOf))], s.ForkSeq)
 		}
-		fmt.Printf("%s%s%s [%s] %s  tokens %d (total %d)%s  %s\n", prefix, branch, label, s.State, s.Branch,
-			s.Usage.InputTokens+s.Usage.OutputTokens, s.Total.InputTokens+s.Total.OutputTokens, harnessAccounting(s.Usage), truncate(firstLine(s.Task), 40))
+		goal := ""
+		if g := s.Goal; g != nil {
+			goal = "  goal " + strings.ReplaceAll(g.Status, "_", " ")
+			if g.Waiting != "" {
+				goal += " (waiting on " + g.Waiting + ")"
+			}
+		}
+		fmt.Printf("%s%s%s [%s] %s  tokens %d (total %d)%s%s  %s\n", prefix, branch, label, s.State, s.Branch,
+			s.Usage.InputTokens+s.Usage.OutputTokens, s.Total.InputTokens+s.Total.OutputTokens, harnessAccounting(s.Usage), goal, truncate(firstLine(s.Task), 40))
 		for i, c := range s.Children {
 			if _, ok := byID[c]; ok {
 				walk(c, next, i == len(s.Children)-1, false)

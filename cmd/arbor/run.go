@@ -19,12 +19,46 @@ func cmdRun(ctx context.Context, args []string) error {
 	model := fs.String("model", "", "configured model name (default: the configured default)")
 	detach := fs.Bool("detach", false, "print the session id and return; the session keeps running")
 	dir := fs.String("dir", ".", "a directory inside the git repository to work on")
+	autonomous := fs.Bool("autonomous", false, "keep taking turns until the --until command passes or a limit ends the run")
+	until := fs.String("until", "", "the end condition: a command run in the session's worktree after each turn")
+	checkTimeout := fs.String("check-timeout", "", "bounds the end condition (default goals.checkTimeout, 10m)")
+	maxTurns := fs.Int("max-turns", 0, "end the run after N turns")
+	maxTokens := fs.Int64("max-tokens", 0, "end the run when the session and its subagents have spent N tokens")
+	maxWall := fs.String("max-wall", "", "end the run after this long (e.g. 2h)")
+	maxCost := fs.Float64("max-cost", 0, "end the run when the subtree has spent this many USD")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return fmt.Errorf(`usage: arbor run "task" [--model M] [--detach]`)
+		return fmt.Errorf(`usage: arbor run "task" [--model M] [--detach] [--autonomous --until CMD [--max-turns N --max-tokens N --max-wall 2h --max-cost USD]]`)
+	}
+	var goal *server.GoalSetParams
+	limits := *maxTurns != 0 || *maxTokens != 0 || *maxWall != "" || *maxCost != 0
+	switch {
+	case *autonomous && *until == "":
+		return fmt.Errorf("--autonomous needs an end condition: --until \"make test\" (a command that passes when the task is done)")
+	case !*autonomous && (*until != "" || limits || *checkTimeout != ""):
+		return fmt.Errorf("--until, --check-timeout and --max-* belong to an autonomous run: add --autonomous")
+	case *autonomous:
+		goal = &server.GoalSetParams{Until: *until, CheckTimeout: *checkTimeout, WallBudget: *maxWall}
+		for _, l := range []struct {
+			name string
+			bad  bool
+		}{{"--max-turns", *maxTurns < 0}, {"--max-tokens", *maxTokens < 0}, {"--max-cost", *maxCost < 0}} {
+			if l.bad {
+				return fmt.Errorf("%s: want a limit above zero (leave it out for none)", l.name)
+			}
+		}
+		if *maxTurns > 0 {
+			goal.TurnBudget = maxTurns
+		}
+		if *maxTokens > 0 {
+			goal.TokenBudget = maxTokens
+		}
+		if *maxCost > 0 {
+			goal.CostBudget = maxCost
+		}
 	}
 	task := pos[0]
 	for _, p := range pos[1:] {
@@ -47,16 +81,46 @@ func cmdRun(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	s, err := server.SessionCreate.Call(ctx, c, server.SessionCreateParams{Task: task, Dir: abs, Model: *model})
+	s, err := server.SessionCreate.Call(ctx, c, server.SessionCreateParams{Task: task, Dir: abs, Model: *model, Goal: goal})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("session %s on branch %s\n", s.ID, s.Branch)
+	if goal != nil {
+		fmt.Printf("autonomous: until `%s` passes in its worktree\n", goal.Until)
+	}
 	if *detach {
 		fmt.Printf("follow it with: arbor log %s --follow\n", s.ID[:8])
 		return nil
 	}
-	return f.follow(ctx, c, s.ID)
+	if goal == nil {
+		return f.follow(ctx, c, s.ID)
+	}
+	f.untilGoalEnds = true
+	if err := f.follow(ctx, c, s.ID); err != nil {
+		return err
+	}
+	return runSummary(ctx, c, s.ID)
+}
+
+// runSummary prints how an autonomous run ended; exit status 1 unless its end condition passed.
+func runSummary(ctx context.Context, c *server.Client, id string) error {
+	res, err := server.GoalGet.Call(ctx, c, server.GoalRef{Session: id})
+	if err != nil {
+		return err
+	}
+	g := res.Goal
+	if g == nil {
+		fmt.Println("the run's goal was cleared")
+		return exitCode(1)
+	}
+	fmt.Printf("run %s: %s — %s\n", strings.ReplaceAll(g.Status, "_", " "), abbrev(id, 8), g.Reason)
+	fmt.Printf("  %d turns, %s; end condition checked %d times\n", g.Turns, spendText(g.Spent), g.Checks)
+	fmt.Printf("  verified: %s; the model claimed success: %s\n", yesNo(g.Verified), yesNo(g.Claimed))
+	if !g.Verified {
+		return exitCode(1)
+	}
+	return nil
 }
 
 // staleModelNote says when this shell's ARBOR_MODEL_* settings differ from those the running
@@ -107,6 +171,9 @@ type follower struct {
 	events  chan server.Event
 	behind  chan struct{}
 	lastSeq uint64 // the follow loop's
+	// untilGoalEnds follows past idle states to the end of the session's goal (an
+	// autonomous run backs off and parks between its turns).
+	untilGoalEnds bool
 
 	mu   sync.Mutex
 	next uint64 // the seq notify hands on next
@@ -178,6 +245,15 @@ func (f *follower) follow(ctx context.Context, c *server.Client, id string) erro
 			}
 			f.lastSeq = e.Seq
 			printEvent(f.w, e, f.json)
+			if f.untilGoalEnds {
+				if goalEnded(e) {
+					return nil
+				}
+				if st, err := event.As[event.StateChanged](event.Type(e.Type), e.Data); err == nil && st.State == event.Stopped {
+					return nil
+				}
+				continue
+			}
 			if event.Type(e.Type) != event.TypeStateChanged {
 				continue
 			}
@@ -214,6 +290,13 @@ func (f *follower) settledAfter(ctx context.Context, c *server.Client, id string
 		return true, exitCode(1)
 	}
 	return true, nil
+}
+
+// goalEnded reports whether e ends the session's goal: complete, stalled, out of budget or
+// cleared (a pause is not an end: a resume continues the run).
+func goalEnded(e server.Event) bool {
+	g, err := event.As[event.GoalChanged](event.Type(e.Type), e.Data)
+	return err == nil && g.Status != "active" && g.Status != "paused"
 }
 
 func settled(state event.State) bool {

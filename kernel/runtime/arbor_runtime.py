@@ -1,5 +1,5 @@
 """Arbor's runtime inside every kernel: the host bridge client and the Python surface the model
-uses (rlm, agent_message, harness, refine, arbor_ping, ArborError; _SURFACE lists them).
+uses (rlm, agent_message, harness, refine, goal, arbor_ping, ArborError; _SURFACE lists them).
 
 Every call is an async request over a per-session Unix socket to the daemon, newline-delimited
 JSON: {"id":N,"method":M,"params":{...}} answered by {"id":N,"result":R} or
@@ -309,6 +309,61 @@ class _Refine:
         return '<refine: await .run(focus="", scope="session"|"workspace"|"global")>'
 
 
+def _budget(arg, value, kind):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        raise ValueError(f"{arg}={value!r}: expected a number above zero (or None for no limit)")
+    return value
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _seconds(arg, value):
+    """A wall budget: seconds, or a string such as "90s", "30m", "2h"."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        v = value.strip()
+        if len(v) < 2 or v[-1] not in _UNITS:
+            raise ValueError(f"{arg}={value!r}: expected seconds or a duration such as '30m' or '2h'")
+        try:
+            value = float(v[:-1]) * _UNITS[v[-1]]
+        except ValueError:
+            raise ValueError(f"{arg}={value!r}: expected seconds or a duration such as '30m' or '2h'") from None
+    return _budget(arg, value, (int, float))
+
+
+class _Goal:
+    """A goal keeps this session taking turns until it is met: await goal.set(objective,
+    token_budget=, turn_budget=, wall_budget="2h", cost_budget=), then goal.complete(evidence=)
+    when it is achieved; goal.get() shows it. Budgets count this session and all its subagents."""
+
+    async def set(self, objective, token_budget=None, turn_budget=None, wall_budget=None, cost_budget=None, replace=False):
+        _text("objective", objective)
+        p = {"objective": objective, "replace": bool(replace)}
+        for k, v in (("token_budget", _budget("token_budget", token_budget, int)),
+                     ("turn_budget", _budget("turn_budget", turn_budget, int)),
+                     ("wall_budget", _seconds("wall_budget", wall_budget)),
+                     ("cost_budget", _budget("cost_budget", cost_budget, (int, float)))):
+            if v is not None:
+                p[k] = v
+        return await call("goal.set", p)
+
+    async def complete(self, evidence=""):
+        if not isinstance(evidence, str):
+            raise TypeError(f"evidence must be a string, got {type(evidence).__name__}")
+        return await call("goal.complete", {"evidence": evidence})
+
+    async def get(self):
+        return await call("goal.get", {})
+
+    def __repr__(self):
+        return ('<goal: await .set(objective, token_budget=None, turn_budget=None, wall_budget=None, '
+                'cost_budget=None, replace=False) .complete(evidence="") .get()>')
+
+
 async def arbor_ping(payload=None):
     """Round-trip payload through the daemon (tests and benchmarks)."""
     return await call("ping", {"payload": payload})
@@ -324,6 +379,7 @@ _SURFACE = {
     "arbor_ping": (lambda: arbor_ping, ("ping",)),
     "harness": (_Harness, ("harness.list", "harness.get", "harness.put", "harness.delete", "harness.search", "harness.history")),
     "refine": (_Refine, ("refine.run",)),
+    "goal": (_Goal, ("goal.set", "goal.complete", "goal.get")),
     "ArborError": (lambda: ArborError, ()),
 }
 

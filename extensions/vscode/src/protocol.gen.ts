@@ -40,6 +40,10 @@ export const MethodRefineProposals = 'arbor/refine.proposals';
 export const MethodRefineProposal = 'arbor/refine.proposal';
 export const MethodRefineAccept = 'arbor/refine.accept';
 export const MethodRefineReject = 'arbor/refine.reject';
+export const MethodGoalSet = 'arbor/goal.set';
+export const MethodGoalGet = 'arbor/goal.get';
+export const MethodGoalControl = 'arbor/goal.control';
+export const MethodProgress = 'arbor/progress';
 export const NotifyEvent = 'arbor/event';
 export const NotifySessionTree = 'arbor/sessionTree';
 export const NotifyFellBehind = 'arbor/fellBehind';
@@ -112,6 +116,10 @@ export const EventHarnessApplied = 'harness_applied';
 export const EventHarnessRejected = 'harness_rejected';
 export const EventHarnessRolledBack = 'harness_rolled_back';
 export const EventRefined = 'refined';
+export const EventGoalSet = 'goal_set';
+export const EventGoalChanged = 'goal_changed';
+export const EventGoalWait = 'goal_wait';
+export const EventVerified = 'verified';
 
 /** A method or field that takes or returns nothing. */
 export type Empty = Record<string, never>;
@@ -135,6 +143,75 @@ export interface SandboxStatus {
   mode: string;
   available: boolean;
   reason?: string;
+}
+
+export interface GoalControlParams {
+  session: string;
+  action: string;
+}
+
+export interface Goal {
+  session: string;
+  objective: string;
+  status: string;
+  reason?: string;
+  limit?: string;
+  by: string;
+  tokenBudget?: number;
+  turnBudget?: number;
+  wallBudgetMs?: number;
+  costBudget?: number;
+  until?: string;
+  set: string /* RFC 3339 */;
+  turns: number;
+  idleTurns?: number;
+  spent: Spend;
+  claimed: boolean;
+  verified: boolean;
+  evidence?: string;
+  checks?: number;
+  lastCheck?: Verified;
+  waiting?: string;
+}
+
+export interface Spend {
+  tokens: number;
+  costUSD: number;
+  modelCalls: number;
+}
+
+export interface Verified {
+  command: string;
+  commit?: string;
+  passed: boolean;
+  exitCode: number;
+  durationMs: number;
+  timedOut?: boolean;
+  skipped?: boolean;
+  output?: string;
+  error?: string;
+  claimed?: boolean;
+  spend: Spend;
+}
+
+export interface GoalRef {
+  session: string;
+}
+
+export interface GoalResult {
+  goal?: Goal;
+}
+
+export interface GoalSetParams {
+  session: string;
+  objective: string;
+  tokenBudget?: number;
+  turnBudget?: number;
+  wallBudget?: string;
+  costBudget?: number;
+  until?: string;
+  checkTimeout?: string;
+  replace?: boolean;
 }
 
 export interface HarnessDeleteParams {
@@ -251,6 +328,24 @@ export interface HarnessRollbackParams {
   version: string;
 }
 
+export interface ProgressParams {
+  session: string;
+}
+
+export interface ProgressResult {
+  session: string;
+  points: ProgressPoint[];
+}
+
+export interface ProgressPoint {
+  seq: number;
+  time: string /* RFC 3339 */;
+  kind: string;
+  status?: string;
+  detail?: string;
+  spend: Spend;
+}
+
 export interface ProposalDecideParams {
   dir?: string;
   id: string;
@@ -298,6 +393,7 @@ export interface GateVerdict {
   timedOut?: boolean;
   output?: string;
   error?: string;
+  spend?: Spend;
 }
 
 export interface ProposalRef {
@@ -374,6 +470,7 @@ export interface Session {
   usage: Usage;
   total: Usage;
   children?: string[];
+  goal?: GoalBrief;
 }
 
 export interface Usage {
@@ -392,6 +489,13 @@ export interface Usage {
   refineCostUSD: number;
 }
 
+export interface GoalBrief {
+  objective: string;
+  status: string;
+  waiting?: string;
+  until?: string;
+}
+
 export interface SessionCreateParams {
   task: string;
   dir: string;
@@ -399,6 +503,7 @@ export interface SessionCreateParams {
   name?: string;
   model?: string;
   selection?: Selection;
+  goal?: GoalSetParams;
 }
 
 export interface Selection {
@@ -630,6 +735,7 @@ export interface Checkpoint {
   turn: number;
   commit: string;
   merged?: string;
+  spend?: Spend;
 }
 
 export interface TurnFailed {
@@ -786,6 +892,37 @@ export interface Refined {
   error?: string;
 }
 
+export interface GoalSet {
+  objective: string;
+  tokenBudget?: number;
+  turnBudget?: number;
+  wallBudgetMs?: number;
+  costBudget?: number;
+  until?: string;
+  checkTimeoutMs?: number;
+  by: string;
+  replaced?: boolean;
+  spend: Spend;
+}
+
+export interface GoalChanged {
+  status: string;
+  reason?: string;
+  evidence?: string;
+  limit?: string;
+  claimed?: boolean;
+  verified?: boolean;
+  turns: number;
+  spend: Spend;
+}
+
+export interface GoalWait {
+  reason: string;
+  delayMs?: number;
+  idleTurns?: number;
+  children?: string[];
+}
+
 /** The payload of each event type. */
 export interface EventPayloads {
   session_created: SessionCreated;
@@ -815,6 +952,10 @@ export interface EventPayloads {
   harness_rejected: HarnessRejected;
   harness_rolled_back: HarnessRolledBack;
   refined: Refined;
+  goal_set: GoalSet;
+  goal_changed: GoalChanged;
+  goal_wait: GoalWait;
+  verified: Verified;
 }
 
 export type EventType = keyof EventPayloads;
@@ -848,6 +989,10 @@ export const EventTypes: readonly EventType[] = [
   'harness_rejected',
   'harness_rolled_back',
   'refined',
+  'goal_set',
+  'goal_changed',
+  'goal_wait',
+  'verified',
 ];
 
 /** An Event whose data is typed by its type: narrow on `type`. */
@@ -857,6 +1002,9 @@ export type TypedEvent = { [K in EventType]: Omit<Event, 'type' | 'data'> & { ty
 export interface Requests {
   'arbor/daemon.status': { params: Empty; result: DaemonStatusResult };
   'arbor/daemon.stop': { params: Empty; result: DaemonStatusResult };
+  'arbor/goal.control': { params: GoalControlParams; result: Goal };
+  'arbor/goal.get': { params: GoalRef; result: GoalResult };
+  'arbor/goal.set': { params: GoalSetParams; result: Goal };
   'arbor/harness.delete': { params: HarnessDeleteParams; result: HarnessWriteResult };
   'arbor/harness.diff': { params: HarnessDiffParams; result: HarnessDiffResult };
   'arbor/harness.get': { params: HarnessGetParams; result: HarnessEntry };
@@ -864,6 +1012,7 @@ export interface Requests {
   'arbor/harness.list': { params: HarnessListParams; result: HarnessListResult };
   'arbor/harness.put': { params: HarnessPutParams; result: HarnessWriteResult };
   'arbor/harness.rollback': { params: HarnessRollbackParams; result: HarnessWriteResult };
+  'arbor/progress': { params: ProgressParams; result: ProgressResult };
   'arbor/refine.accept': { params: ProposalDecideParams; result: Proposal };
   'arbor/refine.proposal': { params: ProposalRef; result: Proposal };
   'arbor/refine.proposals': { params: ProposalsParams; result: ProposalsResult };

@@ -40,6 +40,10 @@ M.MethodRefineProposals = 'arbor/refine.proposals'
 M.MethodRefineProposal = 'arbor/refine.proposal'
 M.MethodRefineAccept = 'arbor/refine.accept'
 M.MethodRefineReject = 'arbor/refine.reject'
+M.MethodGoalSet = 'arbor/goal.set'
+M.MethodGoalGet = 'arbor/goal.get'
+M.MethodGoalControl = 'arbor/goal.control'
+M.MethodProgress = 'arbor/progress'
 M.NotifyEvent = 'arbor/event'
 M.NotifySessionTree = 'arbor/sessionTree'
 M.NotifyFellBehind = 'arbor/fellBehind'
@@ -102,6 +106,10 @@ M.EventHarnessApplied = 'harness_applied'
 M.EventHarnessRejected = 'harness_rejected'
 M.EventHarnessRolledBack = 'harness_rolled_back'
 M.EventRefined = 'refined'
+M.EventGoalSet = 'goal_set'
+M.EventGoalChanged = 'goal_changed'
+M.EventGoalWait = 'goal_wait'
+M.EventVerified = 'verified'
 
 ---@alias arbor.SessionState 'unknown'|'admitted'|'running'|'idle'|'inactive'|'stopped'|'failed'
 
@@ -125,6 +133,68 @@ M.EventRefined = 'refined'
 ---@field mode string
 ---@field available boolean
 ---@field reason? string
+
+---@class arbor.GoalControlParams
+---@field session string
+---@field action string
+
+---@class arbor.Goal
+---@field session string
+---@field objective string
+---@field status string
+---@field reason? string
+---@field limit? string
+---@field by string
+---@field tokenBudget? number
+---@field turnBudget? number
+---@field wallBudgetMs? number
+---@field costBudget? number
+---@field until? string
+---@field set string
+---@field turns number
+---@field idleTurns? number
+---@field spent arbor.Spend
+---@field claimed boolean
+---@field verified boolean
+---@field evidence? string
+---@field checks? number
+---@field lastCheck? arbor.Verified
+---@field waiting? string
+
+---@class arbor.Spend
+---@field tokens number
+---@field costUSD number
+---@field modelCalls number
+
+---@class arbor.Verified
+---@field command string
+---@field commit? string
+---@field passed boolean
+---@field exitCode number
+---@field durationMs number
+---@field timedOut? boolean
+---@field skipped? boolean
+---@field output? string
+---@field error? string
+---@field claimed? boolean
+---@field spend arbor.Spend
+
+---@class arbor.GoalRef
+---@field session string
+
+---@class arbor.GoalResult
+---@field goal? arbor.Goal
+
+---@class arbor.GoalSetParams
+---@field session string
+---@field objective string
+---@field tokenBudget? number
+---@field turnBudget? number
+---@field wallBudget? string
+---@field costBudget? number
+---@field until? string
+---@field checkTimeout? string
+---@field replace? boolean
 
 ---@class arbor.HarnessDeleteParams
 ---@field dir? string
@@ -225,6 +295,21 @@ M.EventRefined = 'refined'
 ---@field id string
 ---@field version string
 
+---@class arbor.ProgressParams
+---@field session string
+
+---@class arbor.ProgressResult
+---@field session string
+---@field points arbor.ProgressPoint[]
+
+---@class arbor.ProgressPoint
+---@field seq number
+---@field time string
+---@field kind string
+---@field status? string
+---@field detail? string
+---@field spend arbor.Spend
+
 ---@class arbor.ProposalDecideParams
 ---@field dir? string
 ---@field id string
@@ -269,6 +354,7 @@ M.EventRefined = 'refined'
 ---@field timedOut? boolean
 ---@field output? string
 ---@field error? string
+---@field spend? arbor.Spend
 
 ---@class arbor.ProposalRef
 ---@field dir? string
@@ -335,6 +421,7 @@ M.EventRefined = 'refined'
 ---@field usage arbor.Usage
 ---@field total arbor.Usage
 ---@field children? string[]
+---@field goal? arbor.GoalBrief
 
 ---@class arbor.Usage
 ---@field modelCalls number
@@ -351,6 +438,12 @@ M.EventRefined = 'refined'
 ---@field refineOutputTokens number
 ---@field refineCostUSD number
 
+---@class arbor.GoalBrief
+---@field objective string
+---@field status string
+---@field waiting? string
+---@field until? string
+
 ---@class arbor.SessionCreateParams
 ---@field task string
 ---@field dir string
@@ -358,6 +451,7 @@ M.EventRefined = 'refined'
 ---@field name? string
 ---@field model? string
 ---@field selection? arbor.Selection
+---@field goal? arbor.GoalSetParams
 
 ---@class arbor.Selection
 ---@field uri string
@@ -553,6 +647,7 @@ M.EventRefined = 'refined'
 ---@field turn number
 ---@field commit string
 ---@field merged? string
+---@field spend? arbor.Spend
 
 ---@class arbor.TurnFailed
 ---@field turn number
@@ -689,11 +784,46 @@ M.EventRefined = 'refined'
 ---@field summary? string
 ---@field error? string
 
+---@class arbor.GoalSet
+---@field objective string
+---@field tokenBudget? number
+---@field turnBudget? number
+---@field wallBudgetMs? number
+---@field costBudget? number
+---@field until? string
+---@field checkTimeoutMs? number
+---@field by string
+---@field replaced? boolean
+---@field spend arbor.Spend
+
+---@class arbor.GoalChanged
+---@field status string
+---@field reason? string
+---@field evidence? string
+---@field limit? string
+---@field claimed? boolean
+---@field verified? boolean
+---@field turns number
+---@field spend arbor.Spend
+
+---@class arbor.GoalWait
+---@field reason string
+---@field delayMs? number
+---@field idleTurns? number
+---@field children? string[]
+
 -- The JSON fields of each type, in order: what the daemon sends.
 M.fields = {
   Empty = {  },
   DaemonStatusResult = { 'pid', 'version', 'socket', 'started', 'sessions', 'live', 'clients', 'workspaces', 'modelBaseURL', 'model', 'apiKeyEnv', 'sandbox' },
   SandboxStatus = { 'mode', 'available', 'reason' },
+  GoalControlParams = { 'session', 'action' },
+  Goal = { 'session', 'objective', 'status', 'reason', 'limit', 'by', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'set', 'turns', 'idleTurns', 'spent', 'claimed', 'verified', 'evidence', 'checks', 'lastCheck', 'waiting' },
+  Spend = { 'tokens', 'costUSD', 'modelCalls' },
+  Verified = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'skipped', 'output', 'error', 'claimed', 'spend' },
+  GoalRef = { 'session' },
+  GoalResult = { 'goal' },
+  GoalSetParams = { 'session', 'objective', 'tokenBudget', 'turnBudget', 'wallBudget', 'costBudget', 'until', 'checkTimeout', 'replace' },
   HarnessDeleteParams = { 'dir', 'scope', 'session', 'kind', 'id', 'base' },
   HarnessWriteResult = { 'version', 'unchanged' },
   HarnessDiffParams = { 'dir', 'scope', 'session', 'kind', 'id', 'from', 'to' },
@@ -709,10 +839,13 @@ M.fields = {
   HarnessListResult = { 'scope', 'ref', 'head', 'entries' },
   HarnessPutParams = { 'dir', 'scope', 'session', 'entry', 'base' },
   HarnessRollbackParams = { 'dir', 'scope', 'session', 'kind', 'id', 'version' },
+  ProgressParams = { 'session' },
+  ProgressResult = { 'session', 'points' },
+  ProgressPoint = { 'seq', 'time', 'kind', 'status', 'detail', 'spend' },
   ProposalDecideParams = { 'dir', 'id', 'reason' },
   Proposal = { 'id', 'scope', 'ref', 'author', 'session', 'turn', 'trigger', 'rationale', 'intended', 'edits', 'base', 'commit', 'created', 'status', 'reason', 'decidedBy', 'decided', 'applied', 'gate', 'observed', 'diff' },
   ProposalEdit = { 'op', 'kind', 'id', 'title', 'base' },
-  GateVerdict = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'output', 'error' },
+  GateVerdict = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'output', 'error', 'spend' },
   ProposalRef = { 'dir', 'id' },
   ProposalsParams = { 'dir', 'status' },
   ProposalsResult = { 'proposals' },
@@ -722,9 +855,10 @@ M.fields = {
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
   AttachResult = { 'session' },
-  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children' },
+  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal' },
   Usage = { 'modelCalls', 'inputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
-  SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection' },
+  GoalBrief = { 'objective', 'status', 'waiting', 'until' },
+  SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal' },
   Selection = { 'uri', 'startLine', 'endLine', 'text' },
   SessionRef = { 'id' },
   DiffParams = { 'id', 'turn' },
@@ -760,7 +894,7 @@ M.fields = {
   ModelRetry = { 'retry', 'error' },
   ToolStarted = { 'callId', 'code' },
   ToolFinished = { 'callId', 'status', 'output', 'bytes', 'durationMs', 'executionCount', 'artifact', 'rich', 'error' },
-  Checkpoint = { 'turn', 'commit', 'merged' },
+  Checkpoint = { 'turn', 'commit', 'merged', 'spend' },
   TurnFailed = { 'turn', 'error', 'checkpoint' },
   Interrupted = { 'turn', 'reason' },
   Recovered = { 'previousState', 'worktree' },
@@ -780,6 +914,9 @@ M.fields = {
   HarnessRejected = { 'proposal', 'scope', 'author', 'edits', 'by', 'reason', 'gate' },
   HarnessRolledBack = { 'scope', 'kind', 'id', 'to', 'commit', 'author' },
   Refined = { 'scope', 'focus', 'trigger', 'fromSeq', 'toSeq', 'model', 'calls', 'usage', 'proposals', 'summary', 'error' },
+  GoalSet = { 'objective', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'checkTimeoutMs', 'by', 'replaced', 'spend' },
+  GoalChanged = { 'status', 'reason', 'evidence', 'limit', 'claimed', 'verified', 'turns', 'spend' },
+  GoalWait = { 'reason', 'delayMs', 'idleTurns', 'children' },
 }
 
 -- The payload type of each event type.
@@ -811,12 +948,19 @@ M.event_payloads = {
   harness_rejected = 'HarnessRejected',
   harness_rolled_back = 'HarnessRolledBack',
   refined = 'Refined',
+  goal_set = 'GoalSet',
+  goal_changed = 'GoalChanged',
+  goal_wait = 'GoalWait',
+  verified = 'Verified',
 }
 
 -- Params and result types of each arbor/* request.
 M.requests = {
   ['arbor/daemon.status'] = { params = 'arbor.Empty', result = 'arbor.DaemonStatusResult' },
   ['arbor/daemon.stop'] = { params = 'arbor.Empty', result = 'arbor.DaemonStatusResult' },
+  ['arbor/goal.control'] = { params = 'arbor.GoalControlParams', result = 'arbor.Goal' },
+  ['arbor/goal.get'] = { params = 'arbor.GoalRef', result = 'arbor.GoalResult' },
+  ['arbor/goal.set'] = { params = 'arbor.GoalSetParams', result = 'arbor.Goal' },
   ['arbor/harness.delete'] = { params = 'arbor.HarnessDeleteParams', result = 'arbor.HarnessWriteResult' },
   ['arbor/harness.diff'] = { params = 'arbor.HarnessDiffParams', result = 'arbor.HarnessDiffResult' },
   ['arbor/harness.get'] = { params = 'arbor.HarnessGetParams', result = 'arbor.HarnessEntry' },
@@ -824,6 +968,7 @@ M.requests = {
   ['arbor/harness.list'] = { params = 'arbor.HarnessListParams', result = 'arbor.HarnessListResult' },
   ['arbor/harness.put'] = { params = 'arbor.HarnessPutParams', result = 'arbor.HarnessWriteResult' },
   ['arbor/harness.rollback'] = { params = 'arbor.HarnessRollbackParams', result = 'arbor.HarnessWriteResult' },
+  ['arbor/progress'] = { params = 'arbor.ProgressParams', result = 'arbor.ProgressResult' },
   ['arbor/refine.accept'] = { params = 'arbor.ProposalDecideParams', result = 'arbor.Proposal' },
   ['arbor/refine.proposal'] = { params = 'arbor.ProposalRef', result = 'arbor.Proposal' },
   ['arbor/refine.proposals'] = { params = 'arbor.ProposalsParams', result = 'arbor.ProposalsResult' },
@@ -884,6 +1029,10 @@ M.event_types = {
   'harness_rejected',
   'harness_rolled_back',
   'refined',
+  'goal_set',
+  'goal_changed',
+  'goal_wait',
+  'verified',
 }
 
 return M

@@ -101,6 +101,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if cfg, err = withProfile(cfg, req.Profile, parentMeta, &prof); err != nil {
 		return nil, err
 	}
+	if parent == nil {
+		req.Goal = profileGoal(cfg.ActiveProfile, req.Task, req.Goal)
+	}
 	if parent != nil {
 		if err := s.checkSpawn(parent, &req, cfg.MaxDepth); err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/workspace"
 )
 
 // Goals keep a session taking turns until an objective is met, without hot loops.
@@ -867,4 +868,36 @@ func (s *Session) resumeGoal() {
 	if ok {
 		s.goalKick()
 	}
+}
+
+// profileGoal is the goal of a root session run with a profile whose completion gate or
+// limits are set: an autonomous run toward the task. What the request sets itself (flags of
+// `arbor run`) wins over the profile, setting by setting.
+func profileGoal(p *workspace.Profile, task string, req *GoalSpec) *GoalSpec {
+	if p == nil || (p.Until == "" && p.MaxTurns == 0 && p.MaxTokens == 0 && p.MaxWall == 0 && p.MaxCost == 0) {
+		return req
+	}
+	g := GoalSpec{Objective: task, By: "profile"}
+	if req != nil {
+		g = *req
+	}
+	if g.Until == "" {
+		g.Until = p.Until
+	}
+	if g.CheckTimeout == 0 {
+		g.CheckTimeout = p.CheckTimeout
+	}
+	if g.TurnBudget == 0 {
+		g.TurnBudget = p.MaxTurns
+	}
+	if g.TokenBudget == 0 {
+		g.TokenBudget = p.MaxTokens
+	}
+	if g.WallBudget == 0 {
+		g.WallBudget = p.MaxWall
+	}
+	if g.CostBudget == 0 {
+		g.CostBudget = p.MaxCost
+	}
+	return &g
 }

@@ -385,3 +385,31 @@ func TestGoalResumesAfterRestart(t *testing.T) {
 		t.Errorf("the turn after the back-off began %s after it, across the restart; want the whole 6 s", d)
 	}
 }
+
+// A profile's completion gate and limits make a root session's run autonomous; a request's
+// own settings win over the profile's, one by one; children run with the profile but no goal.
+func TestProfileMakesTheRunAutonomous(t *testing.T) {
+	e := newEnv(t, `{"rules":[
+ {"when":{"task":"^gated","last":"^gated"},"code":"open('done.txt', 'w').write('yes')\nawait rlm('helper: look around', name='h')"}
+],"default":{"text":"ok"}}`)
+	userConfig(t, `{"profiles":{"ci":{"until":"test -f done.txt","maxTurns":5,"maxTokens":900000}}}`)
+	spec := GoalSpec{Objective: "gated work", TurnBudget: 3, By: "autonomous"}
+	s, err := e.svc.Create(context.Background(), CreateRequest{Task: "gated work", Dir: e.repo, Profile: "ci", Goal: &spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := e.waitGoal(s, GoalComplete)
+	if g.Until != "test -f done.txt" || g.TurnBudget != 3 || g.TokenBudget != 900000 || !g.Verified {
+		t.Errorf("goal = %+v, want the profile's gate and token limit, the request's turn limit, verified", g)
+	}
+	kids := s.childIDs()
+	if len(kids) != 1 {
+		t.Fatalf("children %v", kids)
+	}
+	if _, ok, _ := e.svc.GoalOf(kids[0]); ok {
+		t.Error("the child has a goal of its own; the profile's run is the root's")
+	}
+	if got := profileGoal(nil, "x", nil); got != nil {
+		t.Errorf("no profile, no goal: %+v", got)
+	}
+}

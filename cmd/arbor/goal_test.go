@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// An autonomous run: the end condition fails once (its output goes back to the model), then
+// passes; the run prints a verified end with the model's own claim beside it and exits 0.
+// arbor goal and arbor progress show the same from another process.
+func TestAutonomousRunUntilTheCheckPasses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustArbor("run", "--autonomous", "--until", `n=$(cat n.txt); echo "have $n"; test "$n" = 2`, "--max-turns", "5", "autonomous count to two")
+	id := sessionID(t, r)
+	for _, want := range []string{
+		"autonomous: until `n=$(cat n.txt)",
+		"◎ goal: autonomous count to two (5 turns), done when",
+		"✗ end condition `n=$(cat n.txt); echo \"have $n\"; test \"$n\" = 2` failed (exit 1)",
+		"✓ end condition",
+		"◎ goal complete: the end condition",
+		"run complete: " + id[:8],
+		"verified: yes; the model claimed success: yes",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("arbor run lacks %q:\n%s", want, r)
+		}
+	}
+	g := e.mustArbor("goal", id)
+	for _, want := range []string{"status:   complete", "2 turns", "claimed by the model: yes; verified: yes", "evidence: n is 2", "(2 checks)"} {
+		if !strings.Contains(g.stdout, want) {
+			t.Errorf("arbor goal lacks %q:\n%s", want, g)
+		}
+	}
+	p := e.mustArbor("progress", id)
+	if n := strings.Count(p.stdout, " verified "); n != 2 {
+		t.Errorf("arbor progress shows %d end-condition verdicts, want 2:\n%s", n, p)
+	}
+	var series struct {
+		Points []struct {
+			Kind, Status string
+			Spend        struct{ Tokens int64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(e.mustArbor("progress", id, "--json").stdout), &series); err != nil {
+		t.Fatal(err)
+	}
+	last := series.Points[len(series.Points)-1]
+	if last.Kind != "goal_changed" || last.Status != "complete" || last.Spend.Tokens <= 0 {
+		t.Errorf("last progress point = %+v, want the completion with its spending", last)
+	}
+	if r := e.arbor("goal", id, "pause"); r.code == 0 || !strings.Contains(r.stderr, "goal is complete, not active") {
+		t.Errorf("pausing a complete goal:\n%s", r)
+	}
+}
+
+// A limit ends a run naming it, and the exit status says the run was not verified.
+func TestAutonomousRunEndsAtItsLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.arbor("run", "--autonomous", "--until", "false", "--max-turns", "2", "autonomous forever")
+	if r.code != 1 {
+		t.Fatalf("want exit 1 for an unverified run:\n%s", r)
+	}
+	for _, want := range []string{"run budget limited", "turn budget reached: 2 of 2 turns", "verified: no; the model claimed success: no"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("arbor run lacks %q:\n%s", want, r)
+		}
+	}
+	id := sessionID(t, r)
+	if tr := e.mustArbor("tree"); !strings.Contains(tr.stdout, "goal budget limited") {
+		t.Errorf("arbor tree does not show the goal:\n%s", tr)
+	}
+	// Resuming continues the run (the budget is spent: it ends again at once, naming it).
+	if g := e.mustArbor("goal", id, "resume"); !strings.Contains(g.stdout, "status:   active") {
+		t.Errorf("arbor goal resume:\n%s", g)
+	}
+	eventually(t, "the resumed goal to end at its budget", func() bool {
+		return strings.Contains(e.mustArbor("goal", id).stdout, "status:   budget limited")
+	})
+}
+
+// Bad input gets an error naming what was wrong, and nothing is started.
+func TestGoalBadInputFromTheCLI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--autonomous", "no end"}, "--autonomous needs an end condition: --until"},
+		{[]string{"run", "--until", "make test", "x"}, "add --autonomous"},
+		{[]string{"run", "--autonomous", "--until", "true", "--max-wall", "forever", "x"}, `wallBudget "forever": want a duration`},
+		{[]string{"run", "--autonomous", "--until", "true", "--max-turns", "-1", "x"}, "--max-turns: want a limit above zero"},
+		{[]string{"goal", "deadbeef", "x", "--budget", "tokens=0"}, `--budget item 1 "tokens=0": want a whole number of tokens above zero`},
+		{[]string{"goal", "deadbeef", "x", "--budget", "turns=3,speed=9"}, `--budget item 2 "speed=9": unknown budget`},
+		{[]string{"goal", "deadbeef", "x"}, "deadbeef"},
+	} {
+		r := e.arbor(tc.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("arbor %s: want a failure naming %q:\n%s", strings.Join(tc.args, " "), tc.want, r)
+		}
+	}
+	if ls := e.ls(); len(ls) != 0 {
+		t.Errorf("bad input started %d sessions", len(ls))
+	}
+}

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/arborhq/arbor/workspace"
@@ -17,7 +18,11 @@ func withProfile(cfg workspace.Config, name string, parent *Meta, meta *Meta) (w
 	case name != "":
 		var err error
 		if p, err = cfg.Profile(name); err != nil {
-			return cfg, err
+			var untrusted *workspace.UntrustedError
+			if errors.As(err, &untrusted) {
+				return cfg, err
+			}
+			return cfg, RequestError(err.Error()) // a name the caller got wrong
 		}
 	case parent != nil && parent.Profile != "":
 		// Exactly what the parent runs with, even if arbor.json changed since.

@@ -44,6 +44,7 @@ var (
 	TrustGet       Method[TrustParams, *TrustState]        = MethodTrustGet
 	TrustGrant     Method[TrustGrantParams, *TrustState]   = MethodTrustGrant
 	TrustRevoke    Method[TrustParams, *TrustState]        = MethodTrustRevoke
+	Profiles       Method[ProfilesParams, *ProfilesResult] = MethodProfiles
 
 	HarnessList     Method[HarnessListParams, *HarnessListResult]       = MethodHarnessList
 	HarnessGet      Method[HarnessGetParams, *HarnessEntry]             = MethodHarnessGet
@@ -136,6 +137,7 @@ func buildRoutes() map[string]route {
 		register(TrustGet, (*conn).trustGet),
 		register(TrustGrant, (*conn).trustGrant),
 		register(TrustRevoke, (*conn).trustRevoke),
+		register(Profiles, (*conn).profiles),
 		register(HarnessList, (*conn).harnessList),
 		register(HarnessGet, (*conn).harnessGet),
 		register(HarnessPut, (*conn).harnessPut),

@@ -36,6 +36,7 @@ const (
 	MethodTrustGet        = "arbor/trust.get"
 	MethodTrustGrant      = "arbor/trust.grant"
 	MethodTrustRevoke     = "arbor/trust.revoke"
+	MethodProfiles        = "arbor/profiles"
 	MethodHarnessList     = "arbor/harness.list"
 	MethodHarnessGet      = "arbor/harness.get"
 	MethodHarnessPut      = "arbor/harness.put"
@@ -109,7 +110,8 @@ type Session struct {
 	Usage      Usage       `json:"usage"`
 	Total      Usage       `json:"total"`
 	Children   []string    `json:"children,omitempty"`
-	Goal       *GoalBrief  `json:"goal,omitempty"` // the session's goal, when it has one
+	Goal       *GoalBrief  `json:"goal,omitempty"`    // the session's goal, when it has one
+	Profile    string      `json:"profile,omitempty"` // the profile it runs with (see SessionCreateParams)
 }
 
 // GoalBrief is a session's goal as the tree shows it.
@@ -220,6 +222,9 @@ type SessionCreateParams struct {
 	// Goal starts the session with a goal (its Session is ignored): with Until, an
 	// autonomous run (arbor run --autonomous).
 	Goal *GoalSetParams `json:"goal,omitempty"`
+	// Profile names a profile of arbor.json or the user config to run with ("profiles"); a
+	// child runs with its parent's.
+	Profile string `json:"profile,omitempty"`
 }
 
 // SessionRef names one session by id (a unique prefix is accepted).
@@ -429,6 +434,31 @@ type TrustState struct {
 	Settings []TrustSetting `json:"settings"`
 	Hash     string         `json:"hash,omitempty"` // "" when nothing needs trust
 	Command  string         `json:"command"`        // the CLI command that trusts it
+}
+
+// ProfilesParams names a repository by any directory inside it ("" = the client's root).
+type ProfilesParams struct {
+	Dir string `json:"dir,omitempty"`
+}
+
+// ProfilesResult lists the profiles a session of the repository can run with
+// (SessionCreateParams.Profile), by name.
+type ProfilesResult struct {
+	Profiles []ProfileInfo `json:"profiles"`
+}
+
+// ProfileInfo is one profile with every setting a run with it has.
+type ProfileInfo struct {
+	Name   string `json:"name"`
+	Source string `json:"source"` // the file that defines it
+	// Settings are the profile's settings resolved over the rest of the configuration, with
+	// arbor.json's keys: model, provider, toolMode, compaction, refine, retry, maxTurnSteps,
+	// cellTimeout, until, checkTimeout, maxTurns, maxTokens, maxWall, maxCost.
+	Settings json.RawMessage `json:"settings"`
+	// Untrusted lists its guarded settings the repository is not trusted with: they are not
+	// in Settings, and a run with the profile is refused until TrustCommand is run.
+	Untrusted    []TrustSetting `json:"untrusted,omitempty"`
+	TrustCommand string         `json:"trustCommand,omitempty"`
 }
 
 // HarnessScope names one scope's harness store: Scope is "session", "workspace" (the default:

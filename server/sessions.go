@@ -13,7 +13,7 @@ func (c *conn) sessionCreate(ctx context.Context, p SessionCreateParams) (*Sessi
 		p.Dir = c.rootDir
 		c.mu.Unlock()
 	}
-	req := agents.CreateRequest{Task: p.Task, Dir: p.Dir, Parent: p.Parent, Name: p.Name, Model: p.Model}
+	req := agents.CreateRequest{Task: p.Task, Dir: p.Dir, Parent: p.Parent, Name: p.Name, Model: p.Model, Profile: p.Profile}
 	if s := p.Selection; s != nil && s.Text != "" {
 		req.Selection = fmt.Sprintf("%s lines %d-%d:\n%s", s.URI, s.StartLine+1, s.EndLine+1, s.Text)
 	}

@@ -23,6 +23,7 @@ type lsEntry struct {
 	ForkSeq  uint64       `json:"forkSeq,omitempty"`
 	Worktree string       `json:"worktree"`
 	Model    string       `json:"model"`
+	Profile  string       `json:"profile,omitempty"`
 	Usage    server.Usage `json:"usage"`
 	Own      server.Usage `json:"own"`
 	Total    server.Usage `json:"total"`
@@ -54,7 +55,7 @@ func toEntries(ss []server.Session) []lsEntry {
 			ch = []string{}
 		}
 		out = append(out, lsEntry{ID: s.ID, Parent: s.Parent, Name: s.Name, Task: s.Task, State: s.State.String(), Error: s.Error,
-			Branch: s.Branch, ForkOf: s.ForkOf, ForkSeq: s.ForkSeq, Worktree: s.Worktree, Model: s.Model, Usage: s.Usage, Own: s.Usage, Total: s.Total, Children: ch})
+			Branch: s.Branch, ForkOf: s.ForkOf, ForkSeq: s.ForkSeq, Worktree: s.Worktree, Model: s.Model, Profile: s.Profile, Usage: s.Usage, Own: s.Usage, Total: s.Total, Children: ch})
 	}
 	return out
 }
@@ -87,7 +88,7 @@ func cmdLs(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tMODEL\tTOKENS\tBRANCH\tTASK")
 	for _, s := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID[:12], s.State, s.Model,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID[:12], s.State, modelLabel(s),
 			s.Total.InputTokens+s.Total.OutputTokens, s.Branch, truncate(firstLine(s.Task), 50))
 	}
 	return tw.Flush()
@@ -129,6 +130,9 @@ func cmdTree(ctx context.Context, args []string) error {
 		if s.Name != "" {
 			label += " " + s.Name
 		}
+		if s.Profile != "" {
+			label += " profile=" + s.Profile
+		}
 		if s.ForkOf != "" {
 			label += fmt.Sprintf(" (fork of %s@%d)", s.ForkOf[:min(8, len(s.ForkOf))], s.ForkSeq)
 		}
@@ -153,6 +157,14 @@ func cmdTree(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// modelLabel is the session's model, and the profile it runs with.
+func modelLabel(s server.Session) string {
+	if s.Profile == "" {
+		return s.Model
+	}
+	return s.Model + " profile=" + s.Profile
 }
 
 func truncate(s string, n int) string {

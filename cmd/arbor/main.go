@@ -24,7 +24,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"run", `"task" [--model M] [--detach] [--dir D] [--autonomous --until CMD [--max-turns N --max-tokens N --max-wall D --max-cost USD]]`, "start a session in the current repository and stream it (--autonomous: until CMD passes)", cmdRun},
+		{"run", `"task" [--model M] [--profile P] [--detach] [--dir D] [--autonomous --until CMD [--max-turns N --max-tokens N --max-wall D --max-cost USD]]`, "start a session in the current repository and stream it (--autonomous: until CMD passes)", cmdRun},
 		{"ls", "[--json] [--all]", "list sessions of this repository (--all: every repository)", cmdLs},
 		{"tree", "[--json]", "show the session tree with states and rolled-up usage", cmdTree},
 		{"log", "ID [--json] [--follow]", "print a session's events (--follow until it settles)", cmdLog},
@@ -47,6 +47,7 @@ func init() {
 		{"goal", `ID ["objective" [--budget tokens=N,turns=N,wall=D,cost=USD] [--until CMD] [--replace] | pause | resume | clear]`, "give a session a goal that keeps it working until met, out of budget or stalled", cmdGoal},
 		{"progress", "ID [--json]", "a session's verified progress against its subtree's spending", cmdProgress},
 		{"trust", "[DIR] [--yes] | --list | --revoke [DIR]", "review and trust the commands, interpreter, sandbox and key routing a repository's arbor.json sets", cmdTrust},
+		{"profiles", "[DIR] [--json]", "list the profiles a run can use (arbor run --profile NAME) with their settings", cmdProfiles},
 		{"version", "", "print the version", func(context.Context, []string) error { fmt.Println("arbor", version); return nil }},
 	}
 }

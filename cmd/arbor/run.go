@@ -17,6 +17,7 @@ import (
 func cmdRun(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	model := fs.String("model", "", "configured model name (default: the configured default)")
+	profile := fs.String("profile", "", "run with this profile of arbor.json or the user config (see arbor profiles)")
 	detach := fs.Bool("detach", false, "print the session id and return; the session keeps running")
 	dir := fs.String("dir", ".", "a directory inside the git repository to work on")
 	autonomous := fs.Bool("autonomous", false, "keep taking turns until the --until command passes or a limit ends the run")
@@ -31,7 +32,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) == 0 {
-		return fmt.Errorf(`usage: arbor run "task" [--model M] [--detach] [--autonomous --until CMD [--max-turns N --max-tokens N --max-wall 2h --max-cost USD]]`)
+		return fmt.Errorf(`usage: arbor run "task" [--model M] [--profile P] [--detach] [--autonomous --until CMD [--max-turns N --max-tokens N --max-wall 2h --max-cost USD]]`)
 	}
 	var goal *server.GoalSetParams
 	limits := *maxTurns != 0 || *maxTokens != 0 || *maxWall != "" || *maxCost != 0
@@ -81,7 +82,7 @@ func cmdRun(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	s, err := server.SessionCreate.Call(ctx, c, server.SessionCreateParams{Task: task, Dir: abs, Model: *model, Goal: goal})
+	s, err := server.SessionCreate.Call(ctx, c, server.SessionCreateParams{Task: task, Dir: abs, Model: *model, Goal: goal, Profile: *profile})
 	if err != nil {
 		return err
 	}

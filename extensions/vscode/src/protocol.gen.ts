@@ -28,6 +28,7 @@ export const MethodDaemonStop = 'arbor/daemon.stop';
 export const MethodTrustGet = 'arbor/trust.get';
 export const MethodTrustGrant = 'arbor/trust.grant';
 export const MethodTrustRevoke = 'arbor/trust.revoke';
+export const MethodProfiles = 'arbor/profiles';
 export const MethodHarnessList = 'arbor/harness.list';
 export const MethodHarnessGet = 'arbor/harness.get';
 export const MethodHarnessPut = 'arbor/harness.put';
@@ -328,6 +329,28 @@ export interface HarnessRollbackParams {
   version: string;
 }
 
+export interface ProfilesParams {
+  dir?: string;
+}
+
+export interface ProfilesResult {
+  profiles: ProfileInfo[];
+}
+
+export interface ProfileInfo {
+  name: string;
+  source: string;
+  settings: unknown;
+  untrusted?: TrustSetting[];
+  trustCommand?: string;
+}
+
+export interface TrustSetting {
+  name: string;
+  value: string;
+  why: string;
+}
+
 export interface ProgressParams {
   session: string;
 }
@@ -471,6 +494,7 @@ export interface Session {
   total: Usage;
   children?: string[];
   goal?: GoalBrief;
+  profile?: string;
 }
 
 export interface Usage {
@@ -504,6 +528,7 @@ export interface SessionCreateParams {
   model?: string;
   selection?: Selection;
   goal?: GoalSetParams;
+  profile?: string;
 }
 
 export interface Selection {
@@ -625,12 +650,6 @@ export interface TrustState {
   settings: TrustSetting[];
   hash?: string;
   command: string;
-}
-
-export interface TrustSetting {
-  name: string;
-  value: string;
-  why: string;
 }
 
 export interface TrustGrantParams {
@@ -1012,6 +1031,7 @@ export interface Requests {
   'arbor/harness.list': { params: HarnessListParams; result: HarnessListResult };
   'arbor/harness.put': { params: HarnessPutParams; result: HarnessWriteResult };
   'arbor/harness.rollback': { params: HarnessRollbackParams; result: HarnessWriteResult };
+  'arbor/profiles': { params: ProfilesParams; result: ProfilesResult };
   'arbor/progress': { params: ProgressParams; result: ProgressResult };
   'arbor/refine.accept': { params: ProposalDecideParams; result: Proposal };
   'arbor/refine.proposal': { params: ProposalRef; result: Proposal };

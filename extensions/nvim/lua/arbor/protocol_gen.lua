@@ -28,6 +28,7 @@ M.MethodDaemonStop = 'arbor/daemon.stop'
 M.MethodTrustGet = 'arbor/trust.get'
 M.MethodTrustGrant = 'arbor/trust.grant'
 M.MethodTrustRevoke = 'arbor/trust.revoke'
+M.MethodProfiles = 'arbor/profiles'
 M.MethodHarnessList = 'arbor/harness.list'
 M.MethodHarnessGet = 'arbor/harness.get'
 M.MethodHarnessPut = 'arbor/harness.put'
@@ -295,6 +296,24 @@ M.EventVerified = 'verified'
 ---@field id string
 ---@field version string
 
+---@class arbor.ProfilesParams
+---@field dir? string
+
+---@class arbor.ProfilesResult
+---@field profiles arbor.ProfileInfo[]
+
+---@class arbor.ProfileInfo
+---@field name string
+---@field source string
+---@field settings any
+---@field untrusted? arbor.TrustSetting[]
+---@field trustCommand? string
+
+---@class arbor.TrustSetting
+---@field name string
+---@field value string
+---@field why string
+
 ---@class arbor.ProgressParams
 ---@field session string
 
@@ -422,6 +441,7 @@ M.EventVerified = 'verified'
 ---@field total arbor.Usage
 ---@field children? string[]
 ---@field goal? arbor.GoalBrief
+---@field profile? string
 
 ---@class arbor.Usage
 ---@field modelCalls number
@@ -452,6 +472,7 @@ M.EventVerified = 'verified'
 ---@field model? string
 ---@field selection? arbor.Selection
 ---@field goal? arbor.GoalSetParams
+---@field profile? string
 
 ---@class arbor.Selection
 ---@field uri string
@@ -553,11 +574,6 @@ M.EventVerified = 'verified'
 ---@field settings arbor.TrustSetting[]
 ---@field hash? string
 ---@field command string
-
----@class arbor.TrustSetting
----@field name string
----@field value string
----@field why string
 
 ---@class arbor.TrustGrantParams
 ---@field dir? string
@@ -839,6 +855,10 @@ M.fields = {
   HarnessListResult = { 'scope', 'ref', 'head', 'entries' },
   HarnessPutParams = { 'dir', 'scope', 'session', 'entry', 'base' },
   HarnessRollbackParams = { 'dir', 'scope', 'session', 'kind', 'id', 'version' },
+  ProfilesParams = { 'dir' },
+  ProfilesResult = { 'profiles' },
+  ProfileInfo = { 'name', 'source', 'settings', 'untrusted', 'trustCommand' },
+  TrustSetting = { 'name', 'value', 'why' },
   ProgressParams = { 'session' },
   ProgressResult = { 'session', 'points' },
   ProgressPoint = { 'seq', 'time', 'kind', 'status', 'detail', 'spend' },
@@ -855,10 +875,10 @@ M.fields = {
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
   AttachResult = { 'session' },
-  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal' },
+  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile' },
   Usage = { 'modelCalls', 'inputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   GoalBrief = { 'objective', 'status', 'waiting', 'until' },
-  SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal' },
+  SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal', 'profile' },
   Selection = { 'uri', 'startLine', 'endLine', 'text' },
   SessionRef = { 'id' },
   DiffParams = { 'id', 'turn' },
@@ -879,7 +899,6 @@ M.fields = {
   SessionsResult = { 'sessions' },
   TrustParams = { 'dir' },
   TrustState = { 'repo', 'file', 'trusted', 'changed', 'settings', 'hash', 'command' },
-  TrustSetting = { 'name', 'value', 'why' },
   TrustGrantParams = { 'dir', 'hash' },
   SessionTreeParams = { 'full', 'sessions' },
   FellBehindParams = { 'session', 'lastSeq' },
@@ -968,6 +987,7 @@ M.requests = {
   ['arbor/harness.list'] = { params = 'arbor.HarnessListParams', result = 'arbor.HarnessListResult' },
   ['arbor/harness.put'] = { params = 'arbor.HarnessPutParams', result = 'arbor.HarnessWriteResult' },
   ['arbor/harness.rollback'] = { params = 'arbor.HarnessRollbackParams', result = 'arbor.HarnessWriteResult' },
+  ['arbor/profiles'] = { params = 'arbor.ProfilesParams', result = 'arbor.ProfilesResult' },
   ['arbor/progress'] = { params = 'arbor.ProgressParams', result = 'arbor.ProgressResult' },
   ['arbor/refine.accept'] = { params = 'arbor.ProposalDecideParams', result = 'arbor.Proposal' },
   ['arbor/refine.proposal'] = { params = 'arbor.ProposalRef', result = 'arbor.Proposal' },

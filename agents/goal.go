@@ -22,7 +22,8 @@ import (
 //     is used up ends it as budget_limited, naming the limit; tokens, cost and wall time are
 //     also watched mid-turn, and their end interrupts the subtree's turns;
 //   - while a descendant is busy the goal parks: no model call until a message arrives (a
-//     child's result or message starts the next turn) or the last busy child settles;
+//     child's result or message starts the next turn) or the last busy child settles; a turn
+//     that only sent messages parks it too, until a reply arrives;
 //   - an end condition (an autonomous run) runs in the worktree; its pass completes the goal,
 //     its failure goes to the model as the next message, and a worktree unchanged since the
 //     last failure is not checked again (the model is told so);
@@ -93,7 +94,7 @@ type Goal struct {
 	Evidence  string
 	Checks    int             // end-condition runs
 	LastCheck *event.Verified // the latest one
-	Waiting   string          // children or backoff while the goal holds back its next turn
+	Waiting   string          // children, message or backoff while the goal holds back its next turn
 }
 
 // Ended reports whether the goal no longer drives turns.
@@ -517,6 +518,17 @@ func (s *Session) goalAfterTurn(ctx context.Context, turnErr error) {
 		s.append(ctx, event.GoalWait{Reason: "children", Children: busy})
 		s.announce()
 		return // a child's message, or the last child settling (goalChildSettled), resumes it
+	}
+	if turnErr == nil && now.sent > g.mark.sent && now.head == g.mark.head && now.children == g.mark.children {
+		// The turn only sent messages: it waits for a reply, which starts the next turn.
+		s.mu.Lock()
+		if s.goal == g && g.gen == gen {
+			g.Waiting, g.IdleTurns = "message", 0
+		}
+		s.mu.Unlock()
+		s.append(ctx, event.GoalWait{Reason: "message"})
+		s.announce()
+		return
 	}
 	note := ""
 	if g.Until != "" {

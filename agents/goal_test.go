@@ -413,3 +413,39 @@ func TestProfileMakesTheRunAutonomous(t *testing.T) {
 		t.Errorf("no profile, no goal: %+v", got)
 	}
 }
+
+// A turn that only sends a message parks the goal until the reply: the child asks its parent,
+// makes no model request while the parent takes its time, and goes on when the answer comes.
+func TestGoalParksOnAMessageUntilTheReply(t *testing.T) {
+	e := newEnv(t, `{"rules":[
+ {"when":{"task":"^boss","last":"^boss"},"code":"await rlm('asker: find out the colour', name='asker')"},
+ {"when":{"task":"^boss","last":"which colour"},"code":"import time\ntime.sleep(5)\nawait agent_message.send('blue', receiver_role='child', receiver_name='asker')"},
+ {"when":{"task":"^asker","last":"^asker"},"code":"await goal.set('learn the colour')\nawait agent_message.send('which colour?', receiver_role='parent')"},
+ {"when":{"task":"^asker","last":"blue"},"code":"await goal.complete(evidence='blue')"}
+],"default":{"text":"ok"}}`)
+	var mu sync.Mutex
+	var askerAt []time.Time
+	e.script.Observe(func(r scripted.Request) {
+		if strings.HasPrefix(r.Task, "asker") {
+			mu.Lock()
+			askerAt = append(askerAt, time.Now())
+			mu.Unlock()
+		}
+	})
+	s := e.create("boss: delegate")
+	e.waitFor("the child", func() bool { return len(s.childIDs()) == 1 })
+	child, _ := e.svc.Get(s.childIDs()[0])
+	e.waitFor("the parked goal", func() bool { g, ok := child.goalNow(); return ok && g.Waiting == "message" })
+	parked := time.Now()
+	g := e.waitGoal(child, GoalComplete)
+	if g.Evidence != "blue" {
+		t.Errorf("goal = %+v", g)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, at := range askerAt {
+		if at.After(parked) && at.Sub(parked) < 3*time.Second {
+			t.Errorf("the child asked its model %s after parking, before any reply", at.Sub(parked))
+		}
+	}
+}

@@ -172,7 +172,7 @@ type Goal struct {
 	Evidence     string          `json:"evidence,omitempty"`
 	Checks       int             `json:"checks,omitempty"`
 	LastCheck    *event.Verified `json:"lastCheck,omitempty"`
-	Waiting      string          `json:"waiting,omitempty"` // children or backoff
+	Waiting      string          `json:"waiting,omitempty"` // children, message or backoff
 }
 
 // GoalResult is a session's goal, or none.

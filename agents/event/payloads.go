@@ -392,11 +392,11 @@ type GoalChanged struct {
 	Spend    Spend  `json:"spend"`
 }
 
-// GoalWait is a goal holding back its next turn: parked while children, a cell or a message
-// are awaited (no model call until one arrives), or backing off after turns that changed
-// nothing (DelayMs, doubling with IdleTurns).
+// GoalWait is a goal holding back its next turn: parked while children or a reply to a
+// message it sent are awaited (no model call until a message arrives), or backing off after
+// turns that changed nothing (DelayMs, doubling with IdleTurns).
 type GoalWait struct {
-	Reason    string   `json:"reason"` // children or backoff
+	Reason    string   `json:"reason"` // children, message or backoff
 	DelayMs   int64    `json:"delayMs,omitempty"`
 	IdleTurns int      `json:"idleTurns,omitempty"`
 	Children  []string `json:"children,omitempty"`

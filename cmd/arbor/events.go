@@ -165,8 +165,11 @@ func eventLine(p event.Payload) string {
 		}
 		return line + fmt.Sprintf(" [%d turns, %s]", d.Turns, spendText(d.Spend))
 	case event.GoalWait:
-		if d.Reason == "children" {
+		switch d.Reason {
+		case "children":
 			return "◎ goal parked until its subagents report: " + strings.Join(d.Children, ", ")
+		case "message":
+			return "◎ goal parked until a reply to the message it sent arrives"
 		}
 		return fmt.Sprintf("◎ goal backs off %s after %d turn(s) that changed nothing", time.Duration(d.DelayMs)*time.Millisecond, d.IdleTurns)
 	case event.Verified:

@@ -30,6 +30,9 @@ var hostMethods = map[string]hostMethod{
 	"goal.set":                  hostGoalSet,
 	"goal.complete":             hostGoalComplete,
 	"goal.get":                  hostGoalGet,
+	"heartbeat.create":          hostHeartbeatCreate,
+	"heartbeat.list":            hostHeartbeatList,
+	"heartbeat.delete":          hostHeartbeatDelete,
 }
 
 func (h hostHandler) HandleHost(ctx context.Context, method string, params json.RawMessage) (any, error) {

@@ -70,6 +70,7 @@ func (s *Service) Recover(ctx context.Context) error {
 				sess.resumeGoal()
 			}
 		}
+		s.recoverHeartbeats(ctx, ws)
 	}
 	return errors.Join(errs...)
 }

@@ -56,6 +56,10 @@ type Options struct {
 	SocketDir string
 	Logger    *slog.Logger
 
+	// HeartbeatClaimed, when set, runs after a heartbeat's run is claimed and before it is
+	// delivered (the daemon's crash tests kill it there).
+	HeartbeatClaimed func(session, heartbeat string, run int)
+
 	turnHook func(s *Session, turn int) // tests: runs at the start of every turn
 }
 
@@ -96,6 +100,7 @@ type Service struct {
 	sandbox    sandbox.Status // the probe's, at New
 	nextL      int
 	closed     bool
+	beats      *heartbeats
 }
 
 // New makes a Service.
@@ -119,13 +124,15 @@ func New(opts Options) (*Service, error) {
 			Python: opts.Overrides.KernelPython, StateDir: filepath.Join(opts.StateDir, "kernels"),
 			MaxLive: opts.MaxKernels, PoolSize: pool, Fork: true, Logger: opts.Logger}}
 	}
-	return &Service{
+	svc := &Service{
 		kernels: kernels, sandbox: st,
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		workspaces: map[string]*Workspace{},
 		sessions:   map[string]*Session{},
 		listeners:  map[int]Listener{},
-	}, nil
+	}
+	svc.beats = newHeartbeats(svc)
+	return svc, nil
 }
 
 // Subscribe registers l until the returned function is called.
@@ -322,6 +329,7 @@ func (s *Service) Close(ctx context.Context) error {
 		all = append(all, sess)
 	}
 	s.mu.Unlock()
+	s.beats.close() // no tick is reported after this
 	s.cancel()
 	s.wg.Wait()
 	// After the wait: a turn that ended meanwhile may have armed its timer (which could no

@@ -220,23 +220,6 @@ func TestConcurrentSpawnsGetDistinctNames(t *testing.T) {
 	}
 }
 
-const laterScript = `{"rules":[
- {"when":{"task":"^later","turn":1},"code":"print(sorted(n for n in ('heartbeat',) if n in globals()))"},
- {"when":{"task":"^later"},"text":"ok"}
-],"default":{"text":"ok"}}`
-
-// TestUnbuiltSurfacesAbsent: names of features not built yet are not in the model's
-// namespace, so a model never calls something that only says "not available".
-func TestUnbuiltSurfacesAbsent(t *testing.T) {
-	e := newEnv(t, laterScript)
-	s := e.create("later features")
-	e.settled(s)
-	out := fmt.Sprint(e.events(s, event.TypeToolFinished)[0]["output"])
-	if strings.TrimSpace(out) != "[]" {
-		t.Errorf("unbuilt names in the kernel: %s", out)
-	}
-}
-
 // lastState remembers the last snapshot and state record each session was announced with.
 type lastState struct {
 	mu     sync.Mutex

@@ -20,6 +20,12 @@ import (
 // enqueue records a message for the session and makes sure a turn will deliver it. It returns
 // "delivered" when a running turn will take it before its next model call, else "queued".
 func (s *Session) enqueue(ctx context.Context, from, text, mode string) (string, error) {
+	return s.enqueueMsg(ctx, event.MessageQueued{From: from, Text: text, Mode: mode})
+}
+
+// enqueueMsg is enqueue of a whole message_queued record (a heartbeat's names its run).
+func (s *Session) enqueueMsg(ctx context.Context, q event.MessageQueued) (string, error) {
+	from, text, mode := q.From, q.Text, q.Mode
 	switch mode {
 	case "", "auto":
 		mode = "auto"
@@ -27,13 +33,14 @@ func (s *Session) enqueue(ctx context.Context, from, text, mode string) (string,
 	default:
 		return "", fmt.Errorf("message mode %q: want auto, steer or follow_up", mode)
 	}
+	q.Mode = mode
 	s.mu.Lock()
 	if s.state == Stopped {
 		s.mu.Unlock()
 		return "", fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, s.meta.ID)
 	}
 	s.mu.Unlock()
-	rec, err := s.append(ctx, event.MessageQueued{From: from, Text: text, Mode: mode})
+	rec, err := s.append(ctx, q)
 	if err != nil {
 		return "", err
 	}
@@ -75,6 +82,7 @@ func (s *Session) runTurns() {
 			if s.settle(s.svc.ctx, Idle, "") {
 				continue
 			}
+			s.svc.heartbeatsFree(s)
 			s.scheduleInactive()
 			s.goalChildSettled()
 			return
@@ -137,6 +145,7 @@ func (s *Session) runTurns() {
 			if s.settle(ctx, Failed, why) {
 				continue // a message arrived: try again
 			}
+			s.svc.heartbeatsFree(s)
 			s.scheduleInactive()
 			s.goalChildSettled()
 			return
@@ -311,6 +320,7 @@ func (s *Session) deliver(ctx context.Context, turnStart bool) error {
 		switch m.From {
 		case "user", "task":
 		case "goal": // the goal loop's own continuation says what it is
+		case "heartbeat": // so does a heartbeat's text
 		default:
 			text = fmt.Sprintf("[message from %s]\n%s", m.From, m.Text)
 		}

@@ -61,6 +61,7 @@ var bridgeMethods = map[string]bool{
 	"harness.search": true, "harness.history": true,
 	"refine.run": true,
 	"goal.set":   true, "goal.complete": true, "goal.get": true,
+	"heartbeat.create": true, "heartbeat.list": true, "heartbeat.delete": true,
 }
 
 func newBridge(dir string, host HostHandler, log *slog.Logger) (*bridge, error) {

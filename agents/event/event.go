@@ -32,6 +32,7 @@ func Registered() []Payload {
 		Compaction{}, WorktreeSetup{}, Forked{}, Accepted{}, Merged{}, Discarded{},
 		HarnessProposed{}, HarnessApplied{}, HarnessRejected{}, HarnessRolledBack{}, Refined{},
 		GoalSet{}, GoalChanged{}, GoalWait{}, Verified{},
+		HeartbeatTick{},
 	}
 }
 

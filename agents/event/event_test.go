@@ -90,6 +90,9 @@ func fill(v reflect.Value) {
 		v.SetFloat(1.5)
 	case reflect.Bool:
 		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
 	case reflect.Slice:
 		if v.Type() == reflect.TypeFor[json.RawMessage]() {
 			v.SetBytes([]byte(`{"x":1}`))

@@ -38,6 +38,7 @@ const (
 	TypeGoalChanged       Type = "goal_changed"
 	TypeGoalWait          Type = "goal_wait"
 	TypeVerified          Type = "verified"
+	TypeHeartbeatTick     Type = "heartbeat_tick"
 )
 
 // SessionCreated is a session's first record: what it is, fixed for its life.
@@ -84,6 +85,30 @@ type MessageQueued struct {
 	From string `json:"from"`
 	Text string `json:"text"`
 	Mode string `json:"mode"`
+	// Heartbeat is set on a heartbeat's delivery: the record is what makes the delivery
+	// happen once, since after a crash the daemon looks for it before delivering a claimed run.
+	Heartbeat *HeartbeatRef `json:"heartbeat,omitempty"`
+}
+
+// HeartbeatRef names the runs of a heartbeat that one message delivers: Run is the newest,
+// Count how many it stands for (runs Run-Count+1..Run, coalesced while the session was busy
+// or the daemon was down).
+type HeartbeatRef struct {
+	ID    string `json:"id"`
+	Run   int    `json:"run"`
+	Count int    `json:"count"`
+}
+
+// HeartbeatTick is a heartbeat's tick that was not delivered when it came: Status is
+// coalesced (the session was busy; Pending runs now wait to be delivered as one message when
+// it is free) or stopped (the session is stopped: the heartbeat is no longer scheduled). A
+// tick delivered at once is its message_queued record.
+type HeartbeatTick struct {
+	ID      string `json:"id"`
+	Run     int    `json:"run"`
+	Count   int    `json:"count"` // ticks this one counted (more than one after missed due times)
+	Pending int    `json:"pending"`
+	Status  string `json:"status"`
 }
 
 // UserMessage is a queued message delivered into the conversation (or, Via "inbox", read by
@@ -450,3 +475,4 @@ func (GoalSet) EventType() Type           { return TypeGoalSet }
 func (GoalChanged) EventType() Type       { return TypeGoalChanged }
 func (GoalWait) EventType() Type          { return TypeGoalWait }
 func (Verified) EventType() Type          { return TypeVerified }
+func (HeartbeatTick) EventType() Type     { return TypeHeartbeatTick }

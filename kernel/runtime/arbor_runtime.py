@@ -1,5 +1,5 @@
 """Arbor's runtime inside every kernel: the host bridge client and the Python surface the model
-uses (rlm, agent_message, harness, refine, goal, arbor_ping, ArborError; _SURFACE lists them).
+uses (rlm, agent_message, harness, refine, goal, heartbeat, arbor_ping, ArborError; _SURFACE lists them).
 
 Every call is an async request over a per-session Unix socket to the daemon, newline-delimited
 JSON: {"id":N,"method":M,"params":{...}} answered by {"id":N,"result":R} or
@@ -362,6 +362,28 @@ class _Goal:
     def __repr__(self):
         return ('<goal: await .set(objective, token_budget=None, turn_budget=None, wall_budget=None, '
                 'cost_budget=None, replace=False) .complete(evidence="") .get()>')
+class _Heartbeat:
+    """Heartbeats: an instruction delivered to this session as a message on a schedule.
+    Each carries its run number; ticks that come while the session is busy wait and arrive as
+    one message saying how many it stands for."""
+
+    async def create(self, instruction, every=None, cron=None):
+        _text("instruction", instruction)
+        if (every is None) == (cron is None):
+            raise TypeError('give exactly one of every="10m" or cron="*/15 * * * *"')
+        _text("every", every, optional=True)
+        _text("cron", cron, optional=True)
+        return await call("heartbeat.create", {"instruction": instruction, "every": every or "", "cron": cron or ""})
+
+    async def list(self):
+        return await call("heartbeat.list", {})
+
+    async def delete(self, id):
+        _text("id", id)
+        return await call("heartbeat.delete", {"id": id})
+
+    def __repr__(self):
+        return '<heartbeat: await .create(instruction, every="10m" | cron="*/15 * * * *") .list() .delete(id)>'
 
 
 async def arbor_ping(payload=None):
@@ -380,6 +402,7 @@ _SURFACE = {
     "harness": (_Harness, ("harness.list", "harness.get", "harness.put", "harness.delete", "harness.search", "harness.history")),
     "refine": (_Refine, ("refine.run",)),
     "goal": (_Goal, ("goal.set", "goal.complete", "goal.get")),
+    "heartbeat": (_Heartbeat, ("heartbeat.create", "heartbeat.list", "heartbeat.delete")),
     "ArborError": (lambda: ArborError, ()),
 }
 

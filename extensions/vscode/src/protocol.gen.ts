@@ -121,6 +121,7 @@ export const EventGoalSet = 'goal_set';
 export const EventGoalChanged = 'goal_changed';
 export const EventGoalWait = 'goal_wait';
 export const EventVerified = 'verified';
+export const EventHeartbeatTick = 'heartbeat_tick';
 
 /** A method or field that takes or returns nothing. */
 export type Empty = Record<string, never>;
@@ -700,6 +701,13 @@ export interface MessageQueued {
   from: string;
   text: string;
   mode: string;
+  heartbeat?: HeartbeatRef;
+}
+
+export interface HeartbeatRef {
+  id: string;
+  run: number;
+  count: number;
 }
 
 export interface UserMessage {
@@ -942,6 +950,14 @@ export interface GoalWait {
   children?: string[];
 }
 
+export interface HeartbeatTick {
+  id: string;
+  run: number;
+  count: number;
+  pending: number;
+  status: string;
+}
+
 /** The payload of each event type. */
 export interface EventPayloads {
   session_created: SessionCreated;
@@ -975,6 +991,7 @@ export interface EventPayloads {
   goal_changed: GoalChanged;
   goal_wait: GoalWait;
   verified: Verified;
+  heartbeat_tick: HeartbeatTick;
 }
 
 export type EventType = keyof EventPayloads;
@@ -1012,6 +1029,7 @@ export const EventTypes: readonly EventType[] = [
   'goal_changed',
   'goal_wait',
   'verified',
+  'heartbeat_tick',
 ];
 
 /** An Event whose data is typed by its type: narrow on `type`. */

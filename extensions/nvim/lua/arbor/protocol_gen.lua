@@ -111,6 +111,7 @@ M.EventGoalSet = 'goal_set'
 M.EventGoalChanged = 'goal_changed'
 M.EventGoalWait = 'goal_wait'
 M.EventVerified = 'verified'
+M.EventHeartbeatTick = 'heartbeat_tick'
 
 ---@alias arbor.SessionState 'unknown'|'admitted'|'running'|'idle'|'inactive'|'stopped'|'failed'
 
@@ -617,6 +618,12 @@ M.EventVerified = 'verified'
 ---@field from string
 ---@field text string
 ---@field mode string
+---@field heartbeat? arbor.HeartbeatRef
+
+---@class arbor.HeartbeatRef
+---@field id string
+---@field run number
+---@field count number
 
 ---@class arbor.UserMessage
 ---@field text string
@@ -828,6 +835,13 @@ M.EventVerified = 'verified'
 ---@field idleTurns? number
 ---@field children? string[]
 
+---@class arbor.HeartbeatTick
+---@field id string
+---@field run number
+---@field count number
+---@field pending number
+---@field status string
+
 -- The JSON fields of each type, in order: what the daemon sends.
 M.fields = {
   Empty = {  },
@@ -905,7 +919,8 @@ M.fields = {
   SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps', 'profile', 'profileSettings' },
   StateChanged = { 'state', 'reason' },
   TurnStarted = { 'turn' },
-  MessageQueued = { 'from', 'text', 'mode' },
+  MessageQueued = { 'from', 'text', 'mode', 'heartbeat' },
+  HeartbeatRef = { 'id', 'run', 'count' },
   UserMessage = { 'text', 'from', 'queuedSeq', 'via' },
   AssistantMessage = { 'text', 'toolCalls', 'usage', 'retries' },
   ToolCall = { 'id', 'code' },
@@ -936,6 +951,7 @@ M.fields = {
   GoalSet = { 'objective', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'checkTimeoutMs', 'by', 'replaced', 'spend' },
   GoalChanged = { 'status', 'reason', 'evidence', 'limit', 'claimed', 'verified', 'turns', 'spend' },
   GoalWait = { 'reason', 'delayMs', 'idleTurns', 'children' },
+  HeartbeatTick = { 'id', 'run', 'count', 'pending', 'status' },
 }
 
 -- The payload type of each event type.
@@ -971,6 +987,7 @@ M.event_payloads = {
   goal_changed = 'GoalChanged',
   goal_wait = 'GoalWait',
   verified = 'Verified',
+  heartbeat_tick = 'HeartbeatTick',
 }
 
 -- Params and result types of each arbor/* request.
@@ -1053,6 +1070,7 @@ M.event_types = {
   'goal_changed',
   'goal_wait',
   'verified',
+  'heartbeat_tick',
 }
 
 return M

@@ -360,6 +360,67 @@ local rmsg = props.refined('aaaa1111xxxx', refine_result({ summary = 'the tests 
   proposals = { { id = 'p1', status = 'pending', scope = 'workspace', ref = 'r', author = 'refine', commit = 'c', created = 'x',
     edits = { { op = 'create', kind = 'note', id = 'n' } } } } }))
 has(rmsg, ': 1 proposed: p1 pending (create note n). the tests were skipped — :ArborProposals to review', 'a refine with a proposal')
+-- Goals: the --budget grammar of the CLI, checked before a request goes out; the tree's word for
+-- a goal; the goal events and the goal's account, read through the strict proxy.
+local goal = require('arbor.goal')
+local b, berr = goal.parse_budget('tokens=50000, turns=20,wall=2h,cost=$5')
+check(b and b.tokenBudget == 50000 and b.turnBudget == 20 and b.wallBudget == '2h' and b.costBudget == 5 and not berr,
+  'parse_budget: ' .. vim.inspect({ b, berr }))
+check(next(goal.parse_budget('')) == nil and next(goal.parse_budget('  ')) == nil, 'an empty budget is none')
+b = goal.parse_budget('wall=1h30m,cost=0.50')
+check(b.wallBudget == '1h30m' and b.costBudget == 0.5 and goal.parse_duration('1h30m') == 5400000, 'wall=1h30m: ' .. vim.inspect(b))
+for input, want in pairs({
+  ['tokens=5k'] = 'budget item 1 "tokens=5k": want a whole number of tokens above zero',
+  ['turns=3,turns=0'] = 'budget item 2 "turns=0": want a whole number of turns above zero',
+  ['wall=2 hours'] = 'budget item 1 "wall=2 hours": want a duration above zero such as 2h or 90m',
+  ['tokens=1,cost=-1'] = 'budget item 2 "cost=-1": want an amount of USD above zero such as 5 or 0.50',
+  ['money=5'] = 'budget item 1 "money=5": unknown budget; want tokens, turns, wall or cost',
+  ['tokens'] = 'budget item 1 "tokens": want KEY=VALUE with KEY tokens, turns, wall or cost',
+  ['turns=2,'] = 'budget item 2 "": want KEY=VALUE with KEY tokens, turns, wall or cost',
+}) do
+  local got, err = goal.parse_budget(input)
+  check(got == nil and err == want, 'parse_budget(' .. input .. '): ' .. vim.inspect({ got, err }) .. ', want ' .. want)
+end
+check(goal.label({ status = 'active', objective = 'x' }) == 'goal active', 'label active')
+check(goal.label({ status = 'active', waiting = 'children', objective = 'x' }) == 'goal parked on children', 'label parked')
+check(goal.label({ status = 'budget_limited', objective = 'x' }) == 'goal budget limited', 'label budget limited')
+check(goal.label(nil) == nil and goal.label(vim.NIL) == nil, 'no goal, no label')
+store.replace({ { id = 'gggg1111xxxx', task = 'with a goal', state = 'idle', branch = 'arbor/g', created = 'x',
+  goal = { objective = 'ship it', status = 'stalled' } }, { id = 'hhhh2222yyyy', task = 'none', state = 'idle', created = 'y' } })
+local glines = store.render()
+check(glines[1]:find('goal stalled', 1, true) and not glines[2]:find('goal', 1, true), 'tree goal column: ' .. vim.inspect(glines))
+store.replace({})
+local function goal_event(typ, data)
+  return table.concat(log.render_event({ seq = 9, type = typ, data = wrap(data, 'arbor.' .. P.event_payloads[typ]) }), '\n')
+end
+local sp = { tokens = 1200, costUSD = 0.25, modelCalls = 3 }
+has(goal_event(P.EventGoalSet, { objective = 'make the tests pass', tokenBudget = 50000, turnBudget = 20, wallBudgetMs = 7200000,
+  costBudget = 5, ['until'] = 'make test', by = 'user', replaced = true, spend = sp }),
+  '◎ goal (set by user): make the tests pass — budget 50000 tokens, 20 turns, 2h, $5.00; done when `make test` passes; replaces the previous goal',
+  'goal_set')
+local changed = goal_event(P.EventGoalChanged, { status = 'budget_limited', reason = 'the turns budget (20) is used up', limit = 'turns',
+  turns = 20, claimed = true, verified = false, evidence = 'I ran it', spend = sp })
+has(changed, '◎ goal budget limited: the turns budget (20) is used up [20 turns, 1200 tokens, $0.2500, 3 model calls]', 'goal_changed')
+has(changed, 'claimed by the model: yes; verified: no', 'goal_changed claimed vs verified')
+has(goal_event(P.EventGoalWait, { reason = 'children', children = { 'cccc3333zzzz' } }), '◎ goal parked until its subagents report: cccc3333', 'goal_wait children')
+has(goal_event(P.EventGoalWait, { reason = 'backoff', delayMs = 30000, idleTurns = 1 }), '◎ goal backs off 30s after 1 turn(s) that changed nothing', 'goal_wait backoff')
+local ver = goal_event(P.EventVerified, { command = 'make test', passed = false, exitCode = 2, durationMs = 310, output = 'FAIL x\n', spend = sp, claimed = true })
+has(ver, '✗ end condition `make test` failed (exit 2, 310 ms) (after the model claimed success)', 'verified failed')
+has(ver, '```\nFAIL x\n```', 'verified output')
+has(goal_event(P.EventVerified, { command = 'make test', commit = 'abcdef0123456789', passed = true, exitCode = 0, durationMs = 40, spend = sp }),
+  '✓ end condition `make test` passed (40 ms) on abcdef0123', 'verified passed')
+local account = table.concat(goal.render('the task', wrap({ session = 's', objective = 'make the tests pass', status = 'complete', reason = 'the end condition passed',
+  by = 'user', tokenBudget = 100, set = '2026-01-01T00:00:00Z', turns = 2, spent = sp, claimed = true, verified = true, ['until'] = 'make test',
+  checks = 2, evidence = 'make test passed', lastCheck = { command = 'make test', passed = true, exitCode = 0, durationMs = 5, spend = sp } }, 'arbor.Goal')), '\n')
+for _, want in ipairs({ 'status:    complete', 'why:       the end condition passed', 'budget:    100 tokens',
+  'spent:     2 turns, 1200 tokens, $0.2500, 3 model calls', 'until:     `make test` (2 checks)',
+  'success:   claimed by the model: yes; verified: yes', 'evidence:  make test passed', 'last check: `make test` passed (5 ms)' }) do
+  has(account, want, 'goal account')
+end
+local prog = table.concat(goal.render_progress('the task', wrap({ session = 's', points = { { seq = 4, time = '2026-01-01T10:11:12.5Z',
+  kind = 'verified', status = 'failed', detail = 'make test\nmore', spend = sp } } }, 'arbor.ProgressResult')), '\n')
+has(prog, 'SEQ  TIME      KIND          STATUS', 'progress header')
+check(prog:find('4  10:11:12  verified      failed               1200    $0.2500      3  make test', 1, true), 'progress row:\n' .. prog)
 local bad = vim.tbl_keys(unknown_fields)
 table.sort(bad)
 check(#bad == 0, 'proposals.lua reads fields the protocol does not have: ' .. table.concat(bad, ', '))

@@ -1,6 +1,7 @@
 // The client's picture of the daemon's session tree, fed by arbor/sessionTree and arbor/sessions.
 // No vscode import: the protocol tests load it from plain Node.
 import { DaemonStatusResult, Session, SessionTreeParams, Usage, StateRunning, StateAdmitted } from './protocol';
+import { goalLabel } from './goals';
 
 export class SessionStore {
   private readonly byId = new Map<string, Session>();
@@ -77,9 +78,11 @@ export function sessionTitle(s: Session, max = 60): string {
   return t.length > max ? t.slice(0, max - 1) + '…' : t;
 }
 
-/** The description column of a tree row: state, model, total tokens, branch. */
+/** The description column of a tree row: state, the goal's status, model, total tokens, branch. */
 export function sessionDescription(s: Session): string {
   const parts: string[] = [s.state];
+  const goal = goalLabel(s.goal);
+  if (goal) parts.push(goal);
   if (s.model) parts.push(s.model);
   parts.push(`${formatTokens(s.total ?? s.usage)} tok`);
   if (s.branch) parts.push(s.branch);

@@ -1,5 +1,6 @@
 // Renders a session's events as a readable transcript. No vscode import (tested from Node).
 import * as P from './protocol';
+import { budgetText, checkText, spendText } from './goals';
 
 /** Keeps one session's events in seq order, ignoring replays of seqs it already has. */
 export class EventBuffer {
@@ -198,6 +199,34 @@ function body(e: P.TypedEvent): string[] {
       if (d.error) return [`refine (${d.scope} scope, events ${d.fromSeq}–${d.toSeq}) made no proposal: ${d.error}`];
       return [`refine (${d.scope} scope, events ${d.fromSeq}–${d.toSeq}): ${(d.proposals ?? []).length} proposals ${(d.proposals ?? []).map(p => '`' + p + '`').join(', ')}`, tokens(d.usage)];
     }
+    case P.EventGoalSet: {
+      const d = e.data;
+      const b = budgetText(d);
+      let line = `◎ **goal** (set by ${d.by}): ${d.objective.split('\n')[0]}`;
+      if (b) line += ` — budget ${b}`;
+      if (d.until) line += `; done when \`${d.until}\` passes`;
+      if (d.replaced) line += '; replaces the previous goal';
+      return [line];
+    }
+    case P.EventGoalChanged: {
+      const d = e.data;
+      const out = [`◎ goal **${d.status.replace(/_/g, ' ')}**${d.reason ? ': ' + d.reason : ''} _[${d.turns} turns, ${spendText(d.spend)}]_`];
+      if (d.claimed || d.verified) out.push(`claimed by the model: ${d.claimed ? 'yes' : 'no'}; verified: ${d.verified ? 'yes' : 'no'}`);
+      if (d.evidence) out.push(`evidence: ${d.evidence}`);
+      return out;
+    }
+    case P.EventGoalWait: {
+      const d = e.data;
+      if (d.reason === 'children') return [`◎ goal parked until its subagents report: ${(d.children ?? []).map(c => '`' + short(c) + '`').join(', ')}`];
+      return [`◎ goal backs off ${Math.round((d.delayMs ?? 0) / 1000)}s after ${d.idleTurns ?? 0} turn(s) that changed nothing`];
+    }
+    case P.EventVerified: {
+      const d = e.data;
+      const mark = d.skipped ? '✓?' : d.passed ? '✓' : '✗';
+      const out = [`${mark} end condition ${checkText(d)}${d.claimed ? ' (after the model claimed success)' : ''} _[${spendText(d.spend)}]_`];
+      if (d.output && !d.passed) out.push(fenced(d.output));
+      return out;
+    }
     default: {
       const unhandled: never = e;
       return unhandled;
@@ -216,6 +245,7 @@ const known: Record<P.EventType, true> = {
   [P.EventForked]: true, [P.EventAccepted]: true, [P.EventMerged]: true, [P.EventDiscarded]: true,
   [P.EventHarnessProposed]: true, [P.EventHarnessApplied]: true, [P.EventHarnessRejected]: true,
   [P.EventHarnessRolledBack]: true, [P.EventRefined]: true,
+  [P.EventGoalSet]: true, [P.EventGoalChanged]: true, [P.EventGoalWait]: true, [P.EventVerified]: true,
 };
 
 function harnessEdits(edits: P.HarnessEdit[] | null | undefined): string {

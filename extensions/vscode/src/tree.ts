@@ -57,6 +57,7 @@ function tooltip(s: P.Session): vscode.MarkdownString {
   if (s.worktree) md.appendMarkdown(`- worktree: \`${s.worktree}\`\n`);
   const origin = sessionOrigin(s);
   if (origin) md.appendMarkdown(`- ${origin}\n`);
+  if (s.goal) md.appendMarkdown(`- goal (${s.goal.status.replace(/_/g, ' ')}${s.goal.waiting ? `, waiting on ${s.goal.waiting}` : ''}): ${escape(s.goal.objective)}${s.goal.until ? ` — until \`${s.goal.until}\`` : ''}\n`);
   if (t) md.appendMarkdown(`- tokens (with descendants): ${t.inputTokens} in / ${t.outputTokens} out, ${t.modelCalls} model calls${t.costUSD ? `, $${t.costUSD.toFixed(4)}` : ''}\n`);
   return md;
 }

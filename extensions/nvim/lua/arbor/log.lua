@@ -305,6 +305,57 @@ render[P.EventRefined] = function(d, lines)
     num(d.toSeq), #list(d.proposals), table.concat(list(d.proposals), ', ')))
 end
 
+local goal = require('arbor.goal')
+
+render[P.EventGoalSet] = function(d, lines)
+  local line = '◎ goal (set by ' .. (s(d.by) or '?') .. '): ' .. (s(d.objective) or ''):match('^[^\n]*')
+  local b = goal.budget_text(d)
+  if b ~= '' then
+    line = line .. ' — budget ' .. b
+  end
+  if s(d['until']) then
+    line = line .. '; done when `' .. d['until'] .. '` passes'
+  end
+  if d.replaced == true then
+    line = line .. '; replaces the previous goal'
+  end
+  table.insert(lines, line)
+end
+
+render[P.EventGoalChanged] = function(d, lines)
+  table.insert(lines, string.format('◎ goal %s%s [%d turns, %s]', (s(d.status) or '?'):gsub('_', ' '),
+    s(d.reason) and (': ' .. s(d.reason):gsub('\n', ' ')) or '', num(d.turns), goal.spend_text(d.spend)))
+  if d.claimed == true or d.verified == true then
+    table.insert(lines, string.format('claimed by the model: %s; verified: %s', d.claimed == true and 'yes' or 'no',
+      d.verified == true and 'yes' or 'no'))
+  end
+  if s(d.evidence) then
+    table.insert(lines, 'evidence: ' .. s(d.evidence))
+  end
+end
+
+render[P.EventGoalWait] = function(d, lines)
+  if d.reason == 'children' then
+    local kids = {}
+    for _, c in ipairs(list(d.children)) do
+      table.insert(kids, short(c))
+    end
+    table.insert(lines, '◎ goal parked until its subagents report: ' .. table.concat(kids, ', '))
+    return
+  end
+  table.insert(lines, string.format('◎ goal backs off %ds after %d turn(s) that changed nothing', math.floor(num(d.delayMs) / 1000 + 0.5),
+    num(d.idleTurns)))
+end
+
+render[P.EventVerified] = function(d, lines)
+  local mark = d.skipped == true and '✓?' or (d.passed == true and '✓' or '✗')
+  table.insert(lines, string.format('%s end condition %s%s [%s]', mark, goal.check_text(d),
+    d.claimed == true and ' (after the model claimed success)' or '', goal.spend_text(d.spend)))
+  if s(d.output) and d.passed ~= true then
+    fenced(lines, s(d.output))
+  end
+end
+
 --- Lines for the data of an event type this plugin does not know (from a newer daemon).
 local function raw(d, lines)
   if next(d) == nil then

@@ -170,6 +170,10 @@ function M.render()
     if origin then
       line = line .. '  (' .. origin .. ')'
     end
+    local goal = require('arbor.goal').label(s.goal)
+    if goal then
+      line = line .. '  ◎ ' .. goal
+    end
     if str(s.error) ~= '' then
       line = line .. '  ! ' .. str(s.error):gsub('\n', ' ')
     end

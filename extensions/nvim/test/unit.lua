@@ -409,6 +409,10 @@ has(ver, '✗ end condition `make test` failed (exit 2, 310 ms) (after the model
 has(ver, '```\nFAIL x\n```', 'verified output')
 has(goal_event(P.EventVerified, { command = 'make test', commit = 'abcdef0123456789', passed = true, exitCode = 0, durationMs = 40, spend = sp }),
   '✓ end condition `make test` passed (40 ms) on abcdef0123', 'verified passed')
+has(goal_event(P.EventHeartbeatTick, { id = 'hb1', run = 4, count = 2, pending = 3, status = 'coalesced' }),
+  '♡ heartbeat hb1 run 4 (counting 2 due times) coalesced: the session was busy; 3 pending', 'heartbeat_tick coalesced')
+has(goal_event(P.EventHeartbeatTick, { id = 'hb1', run = 5, count = 1, pending = 0, status = 'stopped' }),
+  '♡ heartbeat hb1 run 5 not delivered: the session is stopped', 'heartbeat_tick stopped')
 local account = table.concat(goal.render('the task', wrap({ session = 's', objective = 'make the tests pass', status = 'complete', reason = 'the end condition passed',
   by = 'user', tokenBudget = 100, set = '2026-01-01T00:00:00Z', turns = 2, spent = sp, claimed = true, verified = true, ['until'] = 'make test',
   checks = 2, evidence = 'make test passed', lastCheck = { command = 'make test', passed = true, exitCode = 0, durationMs = 5, spend = sp } }, 'arbor.Goal')), '\n')

@@ -227,6 +227,13 @@ function body(e: P.TypedEvent): string[] {
       if (d.output && !d.passed) out.push(fenced(d.output));
       return out;
     }
+    case P.EventHeartbeatTick: {
+      const d = e.data;
+      const counted = d.count > 1 ? ` (counting ${d.count} due times)` : '';
+      if (d.status === 'coalesced') return [`♡ heartbeat \`${d.id}\` run ${d.run}${counted} coalesced: the session was busy; ${d.pending} pending, delivered as one message when it is free`];
+      if (d.status === 'stopped') return [`♡ heartbeat \`${d.id}\` run ${d.run}${counted} not delivered: the session is stopped, so it is no longer scheduled`];
+      return [`♡ heartbeat \`${d.id}\` run ${d.run}${counted}: ${d.status} (${d.pending} pending)`];
+    }
     default: {
       const unhandled: never = e;
       return unhandled;
@@ -246,6 +253,7 @@ const known: Record<P.EventType, true> = {
   [P.EventHarnessProposed]: true, [P.EventHarnessApplied]: true, [P.EventHarnessRejected]: true,
   [P.EventHarnessRolledBack]: true, [P.EventRefined]: true,
   [P.EventGoalSet]: true, [P.EventGoalChanged]: true, [P.EventGoalWait]: true, [P.EventVerified]: true,
+  [P.EventHeartbeatTick]: true,
 };
 
 function harnessEdits(edits: P.HarnessEdit[] | null | undefined): string {

@@ -58,7 +58,10 @@ test('goal events render readably', () => {
   assert.match(failed, /```\nFAIL x\n```/);
   assert.match(renderEvent(ev('verified', { command: 'make test', commit: 'abcdef0123456789', passed: true, exitCode: 0, durationMs: 40, spend: sp })),
     /✓ end condition `make test` passed \(40 ms\) on `abcdef0123`/);
-  for (const t of ['goal_set', 'goal_changed', 'goal_wait', 'verified']) assert.ok(isKnownEvent(ev(t, {})), t);
+  assert.match(renderEvent(ev('heartbeat_tick', { id: 'hb1', run: 4, count: 2, pending: 3, status: 'coalesced' })),
+    /♡ heartbeat `hb1` run 4 \(counting 2 due times\) coalesced: the session was busy; 3 pending/);
+  assert.match(renderEvent(ev('heartbeat_tick', { id: 'hb1', run: 5, count: 1, pending: 0, status: 'stopped' })), /run 5 not delivered: the session is stopped/);
+  for (const t of ['goal_set', 'goal_changed', 'goal_wait', 'verified', 'heartbeat_tick']) assert.ok(isKnownEvent(ev(t, {})), t);
 });
 
 test('the goal\'s account and the progress table', () => {

@@ -356,6 +356,18 @@ render[P.EventVerified] = function(d, lines)
   end
 end
 
+render[P.EventHeartbeatTick] = function(d, lines)
+  local head = string.format('♡ heartbeat %s run %d%s', s(d.id) or '?', num(d.run),
+    num(d.count) > 1 and string.format(' (counting %d due times)', num(d.count)) or '')
+  if d.status == 'coalesced' then
+    table.insert(lines, string.format('%s coalesced: the session was busy; %d pending, delivered as one message when it is free', head, num(d.pending)))
+  elseif d.status == 'stopped' then
+    table.insert(lines, head .. ' not delivered: the session is stopped, so it is no longer scheduled')
+  else
+    table.insert(lines, string.format('%s: %s (%d pending)', head, s(d.status) or '?', num(d.pending)))
+  end
+end
+
 --- Lines for the data of an event type this plugin does not know (from a newer daemon).
 local function raw(d, lines)
   if next(d) == nil then

@@ -104,6 +104,13 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if parent == nil {
 		req.Goal = profileGoal(cfg.ActiveProfile, req.Task, req.Goal)
 	}
+	if g := req.Goal; g != nil && g.By == "autonomous" && g.Until == "" {
+		msg := "create session: an autonomous run needs an end condition: --until \"make test\" (a command that passes when the task is done)"
+		if req.Profile != "" {
+			msg += fmt.Sprintf(", or a profile that sets \"until\" (profile %s does not)", req.Profile)
+		}
+		return nil, RequestError(msg)
+	}
 	if parent != nil {
 		if err := s.checkSpawn(parent, &req, cfg.MaxDepth); err != nil {
 			return nil, err

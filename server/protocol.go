@@ -219,9 +219,12 @@ type SessionCreateParams struct {
 	Name      string     `json:"name,omitempty"`
 	Model     string     `json:"model,omitempty"`
 	Selection *Selection `json:"selection,omitempty"`
-	// Goal starts the session with a goal (its Session is ignored): with Until, an
-	// autonomous run (arbor run --autonomous).
+	// Goal starts the session with a goal (its Session is ignored; its Objective defaults to
+	// the task).
 	Goal *GoalSetParams `json:"goal,omitempty"`
+	// Autonomous makes the run autonomous (arbor run --autonomous): its goal must have an end
+	// condition, from Goal.Until or the profile's "until", or the session is refused.
+	Autonomous bool `json:"autonomous,omitempty"`
 	// Profile names a profile of arbor.json or the user config to run with ("profiles"); a
 	// child runs with its parent's.
 	Profile string `json:"profile,omitempty"`

@@ -17,6 +17,9 @@ func (c *conn) sessionCreate(ctx context.Context, p SessionCreateParams) (*Sessi
 	if s := p.Selection; s != nil && s.Text != "" {
 		req.Selection = fmt.Sprintf("%s lines %d-%d:\n%s", s.URI, s.StartLine+1, s.EndLine+1, s.Text)
 	}
+	if p.Autonomous && p.Goal == nil {
+		p.Goal = &GoalSetParams{}
+	}
 	if p.Goal != nil {
 		g := *p.Goal
 		if g.Objective == "" {
@@ -26,7 +29,7 @@ func (c *conn) sessionCreate(ctx context.Context, p SessionCreateParams) (*Sessi
 		if err != nil {
 			return nil, err
 		}
-		if spec.Until != "" {
+		if p.Autonomous {
 			spec.By = "autonomous"
 		}
 		req.Goal = &spec

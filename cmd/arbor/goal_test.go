@@ -106,3 +106,22 @@ func TestGoalBadInputFromTheCLI(t *testing.T) {
 		t.Errorf("bad input started %d sessions", len(ls))
 	}
 }
+
+// A profile's completion gate makes arbor run --profile an autonomous run; --autonomous with a
+// profile that has no gate is refused naming it.
+func TestProfileRunIsAutonomous(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.userConfig(t, `{"profiles":{
+  "count": {"until": "n=$(cat n.txt); echo \"have $n\"; test \"$n\" = 2", "maxTurns": 4},
+  "plain": {"maxTurnSteps": 10}}}`)
+	r := e.mustArbor("run", "--profile", "count", "autonomous count with a profile")
+	for _, want := range []string{"autonomous: until `n=$(cat n.txt)", "run complete", "verified: yes"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("arbor run --profile lacks %q:\n%s", want, r)
+		}
+	}
+	if r := e.arbor("run", "--autonomous", "--profile", "plain", "x"); r.code == 0 || !strings.Contains(r.stderr, `a profile that sets "until" (profile plain does not)`) {
+		t.Errorf("--autonomous with a profile without a gate:\n%s", r)
+	}
+}

@@ -37,8 +37,8 @@ func cmdRun(ctx context.Context, args []string) error {
 	var goal *server.GoalSetParams
 	limits := *maxTurns != 0 || *maxTokens != 0 || *maxWall != "" || *maxCost != 0
 	switch {
-	case *autonomous && *until == "":
-		return fmt.Errorf("--autonomous needs an end condition: --until \"make test\" (a command that passes when the task is done)")
+	case *autonomous && *until == "" && *profile == "":
+		return fmt.Errorf("--autonomous needs an end condition: --until \"make test\" (a command that passes when the task is done), or a --profile that sets one")
 	case !*autonomous && (*until != "" || limits || *checkTimeout != ""):
 		return fmt.Errorf("--until, --check-timeout and --max-* belong to an autonomous run: add --autonomous")
 	case *autonomous:
@@ -82,19 +82,21 @@ func cmdRun(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	s, err := server.SessionCreate.Call(ctx, c, server.SessionCreateParams{Task: task, Dir: abs, Model: *model, Goal: goal, Profile: *profile})
+	s, err := server.SessionCreate.Call(ctx, c, server.SessionCreateParams{Task: task, Dir: abs, Model: *model, Goal: goal, Profile: *profile, Autonomous: *autonomous})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("session %s on branch %s\n", s.ID, s.Branch)
-	if goal != nil {
-		fmt.Printf("autonomous: until `%s` passes in its worktree\n", goal.Until)
+	if g := s.Goal; g != nil && g.Until != "" {
+		fmt.Printf("autonomous: until `%s` passes in its worktree\n", g.Until)
+	} else if g != nil {
+		fmt.Printf("goal: %s (until the model reports it met or a limit ends it)\n", firstLine(g.Objective))
 	}
 	if *detach {
 		fmt.Printf("follow it with: arbor log %s --follow\n", s.ID[:8])
 		return nil
 	}
-	if goal == nil {
+	if s.Goal == nil {
 		return f.follow(ctx, c, s.ID)
 	}
 	f.untilGoalEnds = true

@@ -529,6 +529,7 @@ export interface SessionCreateParams {
   model?: string;
   selection?: Selection;
   goal?: GoalSetParams;
+  autonomous?: boolean;
   profile?: string;
 }
 

@@ -473,6 +473,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field model? string
 ---@field selection? arbor.Selection
 ---@field goal? arbor.GoalSetParams
+---@field autonomous? boolean
 ---@field profile? string
 
 ---@class arbor.Selection
@@ -892,7 +893,7 @@ M.fields = {
   Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile' },
   Usage = { 'modelCalls', 'inputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   GoalBrief = { 'objective', 'status', 'waiting', 'until' },
-  SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal', 'profile' },
+  SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal', 'autonomous', 'profile' },
   Selection = { 'uri', 'startLine', 'endLine', 'text' },
   SessionRef = { 'id' },
   DiffParams = { 'id', 'turn' },

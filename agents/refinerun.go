@@ -99,6 +99,7 @@ func (s *Session) refine(ctx context.Context, req RefineRequest) (RefineOutcome,
 		s.usage.addRefine(d)
 		s.lastAutoRefine = time.Now()
 		s.mu.Unlock()
+		s.svc.spent(s) // refine's tokens count against the goals above
 		_, err := s.append(ctx, d)
 		return out, err
 	}

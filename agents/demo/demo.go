@@ -1,5 +1,6 @@
 // Package demo runs Arbor end to end on a throwaway repository with the built-in scripted
-// model: a real kernel renames a function across files on the session's own branch, and
+// model: a real kernel renames a function across files on the session's own branch, as an
+// autonomous run that ends only when the project's tests pass in the session's worktree, and
 // /refine turns the session's one misstep into a reviewed memory of the repository's harness.
 //
 // Call [Run]; it prints the session, a summary of its events and the diff.
@@ -32,6 +33,16 @@ var scriptJSON []byte
 
 // Task is what the demo asks the agent to do.
 const Task = "Rename area_of to rect_area across the project and keep the tests passing"
+
+// Check is the demo run's end condition: the project's tests.
+const Check = "python3 -m unittest -q"
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
 
 var project = map[string]string{
 	// As in any Python project: running the tests writes bytecode that is nobody's work.
@@ -132,11 +143,14 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	unsub := svc.Subscribe(watcher{settled})
 	defer unsub()
 
-	sess, err := svc.Create(ctx, agents.CreateRequest{Task: Task, Dir: repo})
+	// An autonomous run: done only when the project's own tests pass in the session's worktree.
+	goal := agents.GoalSpec{Objective: Task, Until: Check, TurnBudget: 6, By: "autonomous"}
+	sess, err := svc.Create(ctx, agents.CreateRequest{Task: Task, Dir: repo, Goal: &goal})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "session:         %s on branch %s\n\n", sess.ID(), sess.Meta().Branch)
+	fmt.Fprintf(w, "session:         %s on branch %s\n", sess.ID(), sess.Meta().Branch)
+	fmt.Fprintf(w, "autonomous run:  until `%s` passes in its worktree (at most %d turns)\n\n", Check, goal.TurnBudget)
 	info, err := waitSettled(ctx, settled, sess.ID(), 2*time.Minute)
 	if err != nil {
 		return err
@@ -146,6 +160,12 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		return err
 	}
 	summarize(w, recs)
+	g, ok, err := svc.GoalOf(sess.ID())
+	if err != nil || !ok {
+		return fmt.Errorf("the demo session's goal: %v", err)
+	}
+	fmt.Fprintf(w, "run %s after %d turn(s): verified by `%s`: %s; the model claimed success: %s\n",
+		g.Status, g.Turns, g.Until, yesNo(g.Verified), yesNo(g.Claimed))
 	d, err := svc.Diff(ctx, sess.ID())
 	if err != nil {
 		return err
@@ -155,6 +175,9 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		info.State, info.Usage.ModelCalls, info.Usage.InputTokens+info.Usage.OutputTokens, info.Usage.KernelExecs, time.Since(start).Seconds())
 	if info.State != agents.Idle {
 		return fmt.Errorf("the demo session ended %s: %s", info.State, info.Error)
+	}
+	if !g.Verified {
+		return fmt.Errorf("the demo's end condition did not pass: %s", g.Reason)
 	}
 	if !strings.Contains(d.Unified(), "+def rect_area") {
 		return errors.New("the demo session's diff does not rename area_of")
@@ -258,6 +281,14 @@ func summarize(w io.Writer, recs []eventlog.Record) {
 			fmt.Fprintf(w, "  #%-3d checkpoint %.10s\n", r.Seq, c)
 		case "state_changed":
 			fmt.Fprintf(w, "  #%-3d state → %v\n", r.Seq, d["state"])
+		case "verified":
+			verdict := "failed"
+			if d["passed"] == true {
+				verdict = "passed"
+			}
+			fmt.Fprintf(w, "  #%-3d end condition `%v` %s\n", r.Seq, d["command"], verdict)
+		case "goal_changed":
+			fmt.Fprintf(w, "  #%-3d goal → %v: %v\n", r.Seq, d["status"], d["reason"])
 		}
 	}
 	var kinds []string

@@ -14,6 +14,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{"+def rect_area(width, height):", "+from geometry import rect_area, perimeter", "state idle", "python → OK",
+		"end condition `python3 -m unittest -q` passed", "run complete after 1 turn(s): verified by `python3 -m unittest -q`: yes; the model claimed success: yes",
 		"CalledProcessError: Command", "create memory how-to-test — pending, waiting for review", "+++ b/memories/how-to-test.md",
 		"Arbor-Author: refine", "Arbor-Intended-Effect: the first test run of a session works", "Arbor-Proposal: p"} {
 		if !strings.Contains(out.String(), want) {

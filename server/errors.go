@@ -8,6 +8,7 @@ import (
 
 	"github.com/arborhq/arbor/agents"
 	"github.com/arborhq/arbor/agents/harness"
+	"github.com/arborhq/arbor/agents/heartbeat"
 	"github.com/arborhq/arbor/gitstate"
 	"github.com/arborhq/arbor/workspace"
 	"go.lsp.dev/jsonrpc2"
@@ -83,7 +84,7 @@ func toRPCError(err error) error {
 		code = jsonrpc2.InvalidParams // the client's input was wrong; the message says how
 	case errors.As(err, &dirty), errors.As(err, &conflict):
 		code = CodeConflict // the messages name the files
-	case errors.Is(err, harness.ErrNotFound), errors.Is(err, harness.ErrNoProposal):
+	case errors.Is(err, harness.ErrNotFound), errors.Is(err, harness.ErrNoProposal), errors.Is(err, heartbeat.ErrNotFound):
 		code = CodeNotFound
 	case errors.Is(err, harness.ErrDecided):
 		code = CodeStale // decided meanwhile: the message says how

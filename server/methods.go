@@ -60,10 +60,13 @@ var (
 	RefineAccept    Method[ProposalDecideParams, *Proposal]   = MethodRefineAccept
 	RefineReject    Method[ProposalDecideParams, *Proposal]   = MethodRefineReject
 
-	GoalSet     Method[GoalSetParams, *Goal]            = MethodGoalSet
-	GoalGet     Method[GoalRef, *GoalResult]            = MethodGoalGet
-	GoalControl Method[GoalControlParams, *Goal]        = MethodGoalControl
-	Progress    Method[ProgressParams, *ProgressResult] = MethodProgress
+	GoalSet         Method[GoalSetParams, *Goal]                      = MethodGoalSet
+	GoalGet         Method[GoalRef, *GoalResult]                      = MethodGoalGet
+	GoalControl     Method[GoalControlParams, *Goal]                  = MethodGoalControl
+	Progress        Method[ProgressParams, *ProgressResult]           = MethodProgress
+	HeartbeatCreate Method[HeartbeatCreateParams, *Heartbeat]         = MethodHeartbeatCreate
+	HeartbeatList   Method[HeartbeatListParams, *HeartbeatListResult] = MethodHeartbeatList
+	HeartbeatDelete Method[HeartbeatID, *Heartbeat]                   = MethodHeartbeatDelete
 )
 
 // Notification is a daemon → client notification with its params type P.
@@ -154,6 +157,9 @@ func buildRoutes() map[string]route {
 		register(GoalGet, (*conn).goalGet),
 		register(GoalControl, (*conn).goalControl),
 		register(Progress, (*conn).progressSeries),
+		register(HeartbeatCreate, (*conn).heartbeatCreate),
+		register(HeartbeatList, (*conn).heartbeatList),
+		register(HeartbeatDelete, (*conn).heartbeatDelete),
 	} {
 		if _, dup := m[r.name]; dup {
 			panic("server: method registered twice: " + r.name)

@@ -53,6 +53,9 @@ const (
 	MethodGoalGet         = "arbor/goal.get"
 	MethodGoalControl     = "arbor/goal.control"
 	MethodProgress        = "arbor/progress"
+	MethodHeartbeatCreate = "arbor/heartbeat.create"
+	MethodHeartbeatList   = "arbor/heartbeat.list"
+	MethodHeartbeatDelete = "arbor/heartbeat.delete"
 )
 
 // Notifications, daemon → client.
@@ -632,7 +635,7 @@ const (
 	CodeNoGitIdentity        = -32007 // git has no user.name/user.email to commit with; the message says how to set them
 	CodeUntrusted            = -32008 // the repository's arbor.json sets guarded settings not trusted yet; data is a TrustState
 	CodeStale                = -32010 // a harness write named a version that is no longer current; data is a HarnessStale
-	CodeNotFound             = -32011 // no harness entry (or version) by that name; the message says what exists
+	CodeNotFound             = -32011 // no harness entry (or version), proposal or heartbeat by that name; the message says what exists
 	CodeRequestCancelled     = -32800 // the client cancelled the request with $/cancelRequest (LSP's code)
 )
 
@@ -719,4 +722,47 @@ type Proposal struct {
 	Gate      *event.GateVerdict `json:"gate,omitempty"`
 	Observed  string             `json:"observed,omitempty"`
 	Diff      string             `json:"diff,omitempty"`
+}
+
+// HeartbeatCreateParams adds a heartbeat to a session: Instruction is delivered to it as a
+// message on the schedule, Every (a duration like "10m") or Cron (five fields, like
+// "*/15 * * * *") — exactly one.
+type HeartbeatCreateParams struct {
+	Session     string `json:"session"`
+	Instruction string `json:"instruction"`
+	Every       string `json:"every,omitempty"`
+	Cron        string `json:"cron,omitempty"`
+}
+
+// HeartbeatListParams lists the heartbeats of one session, or of every session when Session
+// is empty.
+type HeartbeatListParams struct {
+	Session string `json:"session,omitempty"`
+}
+
+// HeartbeatID names a heartbeat by id (or a unique prefix of at least 4 characters).
+type HeartbeatID struct {
+	ID string `json:"id"`
+}
+
+// Heartbeat is one heartbeat and its runs: runs 1..Ticks have come due, 1..Delivered were
+// delivered, Pending are due and wait for the session to be free (they come as one message
+// with their count). Scheduled is false once the session is stopped.
+type Heartbeat struct {
+	ID          string    `json:"id"`
+	Session     string    `json:"session"`
+	Instruction string    `json:"instruction"`
+	Every       string    `json:"every,omitempty"`
+	Cron        string    `json:"cron,omitempty"`
+	Created     time.Time `json:"created"`
+	NextDue     time.Time `json:"nextDue"`
+	Ticks       int       `json:"ticks"`
+	Delivered   int       `json:"delivered"`
+	Pending     int       `json:"pending"`
+	Scheduled   bool      `json:"scheduled"`
+}
+
+// HeartbeatListResult is the heartbeats, by session, oldest first.
+type HeartbeatListResult struct {
+	Heartbeats []Heartbeat `json:"heartbeats"`
 }

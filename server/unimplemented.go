@@ -10,8 +10,7 @@ import (
 // a client that calls one anyway gets MethodNotFound saying so, rather than the generic "not
 // part of the arbor protocol". A family moves from here to methods.go when it is built.
 var unimplemented = map[string]string{
-	"arbor/heartbeat.": "heartbeats",
-	"arbor/eval.":      "evaluation suites",
+	"arbor/eval.": "evaluation suites",
 }
 
 // notBuilt says why method is not served, or "" when it is no planned method.

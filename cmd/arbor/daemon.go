@@ -46,8 +46,14 @@ func cmdDaemon(ctx context.Context, args []string) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	svc, err := agents.New(agents.Options{StateDir: *stateDir, Overrides: ov, Logger: logger,
-		MaxKernels: *maxKernels, PlainKernels: *plain, SocketDir: filepath.Dir(*socket)})
+	opts := agents.Options{StateDir: *stateDir, Overrides: ov, Logger: logger,
+		MaxKernels: *maxKernels, PlainKernels: *plain, SocketDir: filepath.Dir(*socket)}
+	if os.Getenv("ARBOR_TEST_CRASH_AFTER_HEARTBEAT_CLAIM") == "1" {
+		// Crash tests: the daemon dies as kill -9 would, with a heartbeat run claimed and not
+		// yet delivered.
+		opts.HeartbeatClaimed = func(string, string, int) { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	}
+	svc, err := agents.New(opts)
 	if err != nil {
 		return err
 	}

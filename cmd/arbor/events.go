@@ -182,6 +182,11 @@ func eventLine(p event.Payload) string {
 			return fmt.Sprintf("✗ end condition `%s`: %s [%s]", d.Command, d.Error, spendText(d.Spend))
 		}
 		return fmt.Sprintf("✗ end condition `%s` failed (exit %d) [%s]", d.Command, d.ExitCode, spendText(d.Spend))
+	case event.HeartbeatTick:
+		if d.Status == "stopped" {
+			return fmt.Sprintf("heartbeat %s run %d came after the session stopped; it is no longer scheduled", d.ID, d.Run)
+		}
+		return fmt.Sprintf("heartbeat %s run %d came while the session was busy: %d run(s) pending, delivered as one when it is free", d.ID, d.Run, d.Pending)
 	case event.MessageQueued, event.ToolStarted, event.TurnStarted:
 		return "" // shown by the events that follow them
 	}

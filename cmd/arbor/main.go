@@ -46,6 +46,8 @@ func init() {
 		{"proposals", "[PID] | accept PID | reject PID [--reason R]", "review harness proposals: list, show as a diff, accept or reject", cmdProposals},
 		{"goal", `ID ["objective" [--budget tokens=N,turns=N,wall=D,cost=USD] [--until CMD] [--replace] | pause | resume | clear]`, "give a session a goal that keeps it working until met, out of budget or stalled", cmdGoal},
 		{"progress", "ID [--json]", "a session's verified progress against its subtree's spending", cmdProgress},
+		{"heartbeat", `ID "instruction" --every 10m | --cron "*/15 * * * *" | delete HID`, "send a session an instruction on a schedule (or delete a heartbeat)", cmdHeartbeat},
+		{"heartbeats", "[ID] [--json]", "list heartbeats: schedule, next due, runs, pending", cmdHeartbeats},
 		{"trust", "[DIR] [--yes] | --list | --revoke [DIR]", "review and trust the commands, interpreter, sandbox and key routing a repository's arbor.json sets", cmdTrust},
 		{"profiles", "[DIR] [--json]", "list the profiles a run can use (arbor run --profile NAME) with their settings", cmdProfiles},
 		{"version", "", "print the version", func(context.Context, []string) error { fmt.Println("arbor", version); return nil }},

@@ -45,6 +45,9 @@ export const MethodGoalSet = 'arbor/goal.set';
 export const MethodGoalGet = 'arbor/goal.get';
 export const MethodGoalControl = 'arbor/goal.control';
 export const MethodProgress = 'arbor/progress';
+export const MethodHeartbeatCreate = 'arbor/heartbeat.create';
+export const MethodHeartbeatList = 'arbor/heartbeat.list';
+export const MethodHeartbeatDelete = 'arbor/heartbeat.delete';
 export const NotifyEvent = 'arbor/event';
 export const NotifySessionTree = 'arbor/sessionTree';
 export const NotifyFellBehind = 'arbor/fellBehind';
@@ -74,7 +77,7 @@ export const CodeNoGitIdentity = -32007;
 export const CodeUntrusted = -32008;
 /** a harness write named a version that is no longer current; data is a HarnessStale */
 export const CodeStale = -32010;
-/** no harness entry (or version) by that name; the message says what exists */
+/** no harness entry (or version), proposal or heartbeat by that name; the message says what exists */
 export const CodeNotFound = -32011;
 /** the client cancelled the request with $/cancelRequest (LSP's code) */
 export const CodeRequestCancelled = -32800;
@@ -328,6 +331,39 @@ export interface HarnessRollbackParams {
   kind: string;
   id: string;
   version: string;
+}
+
+export interface HeartbeatCreateParams {
+  session: string;
+  instruction: string;
+  every?: string;
+  cron?: string;
+}
+
+export interface Heartbeat {
+  id: string;
+  session: string;
+  instruction: string;
+  every?: string;
+  cron?: string;
+  created: string /* RFC 3339 */;
+  nextDue: string /* RFC 3339 */;
+  ticks: number;
+  delivered: number;
+  pending: number;
+  scheduled: boolean;
+}
+
+export interface HeartbeatID {
+  id: string;
+}
+
+export interface HeartbeatListParams {
+  session?: string;
+}
+
+export interface HeartbeatListResult {
+  heartbeats: Heartbeat[];
 }
 
 export interface ProfilesParams {
@@ -1050,6 +1086,9 @@ export interface Requests {
   'arbor/harness.list': { params: HarnessListParams; result: HarnessListResult };
   'arbor/harness.put': { params: HarnessPutParams; result: HarnessWriteResult };
   'arbor/harness.rollback': { params: HarnessRollbackParams; result: HarnessWriteResult };
+  'arbor/heartbeat.create': { params: HeartbeatCreateParams; result: Heartbeat };
+  'arbor/heartbeat.delete': { params: HeartbeatID; result: Heartbeat };
+  'arbor/heartbeat.list': { params: HeartbeatListParams; result: HeartbeatListResult };
   'arbor/profiles': { params: ProfilesParams; result: ProfilesResult };
   'arbor/progress': { params: ProgressParams; result: ProgressResult };
   'arbor/refine.accept': { params: ProposalDecideParams; result: Proposal };

@@ -45,6 +45,9 @@ M.MethodGoalSet = 'arbor/goal.set'
 M.MethodGoalGet = 'arbor/goal.get'
 M.MethodGoalControl = 'arbor/goal.control'
 M.MethodProgress = 'arbor/progress'
+M.MethodHeartbeatCreate = 'arbor/heartbeat.create'
+M.MethodHeartbeatList = 'arbor/heartbeat.list'
+M.MethodHeartbeatDelete = 'arbor/heartbeat.delete'
 M.NotifyEvent = 'arbor/event'
 M.NotifySessionTree = 'arbor/sessionTree'
 M.NotifyFellBehind = 'arbor/fellBehind'
@@ -74,7 +77,7 @@ M.CodeNoGitIdentity = -32007
 M.CodeUntrusted = -32008
 -- a harness write named a version that is no longer current; data is a HarnessStale
 M.CodeStale = -32010
--- no harness entry (or version) by that name; the message says what exists
+-- no harness entry (or version), proposal or heartbeat by that name; the message says what exists
 M.CodeNotFound = -32011
 -- the client cancelled the request with $/cancelRequest (LSP's code)
 M.CodeRequestCancelled = -32800
@@ -296,6 +299,34 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field kind string
 ---@field id string
 ---@field version string
+
+---@class arbor.HeartbeatCreateParams
+---@field session string
+---@field instruction string
+---@field every? string
+---@field cron? string
+
+---@class arbor.Heartbeat
+---@field id string
+---@field session string
+---@field instruction string
+---@field every? string
+---@field cron? string
+---@field created string
+---@field nextDue string
+---@field ticks number
+---@field delivered number
+---@field pending number
+---@field scheduled boolean
+
+---@class arbor.HeartbeatID
+---@field id string
+
+---@class arbor.HeartbeatListParams
+---@field session? string
+
+---@class arbor.HeartbeatListResult
+---@field heartbeats arbor.Heartbeat[]
 
 ---@class arbor.ProfilesParams
 ---@field dir? string
@@ -870,6 +901,11 @@ M.fields = {
   HarnessListResult = { 'scope', 'ref', 'head', 'entries' },
   HarnessPutParams = { 'dir', 'scope', 'session', 'entry', 'base' },
   HarnessRollbackParams = { 'dir', 'scope', 'session', 'kind', 'id', 'version' },
+  HeartbeatCreateParams = { 'session', 'instruction', 'every', 'cron' },
+  Heartbeat = { 'id', 'session', 'instruction', 'every', 'cron', 'created', 'nextDue', 'ticks', 'delivered', 'pending', 'scheduled' },
+  HeartbeatID = { 'id' },
+  HeartbeatListParams = { 'session' },
+  HeartbeatListResult = { 'heartbeats' },
   ProfilesParams = { 'dir' },
   ProfilesResult = { 'profiles' },
   ProfileInfo = { 'name', 'source', 'settings', 'untrusted', 'trustCommand' },
@@ -1005,6 +1041,9 @@ M.requests = {
   ['arbor/harness.list'] = { params = 'arbor.HarnessListParams', result = 'arbor.HarnessListResult' },
   ['arbor/harness.put'] = { params = 'arbor.HarnessPutParams', result = 'arbor.HarnessWriteResult' },
   ['arbor/harness.rollback'] = { params = 'arbor.HarnessRollbackParams', result = 'arbor.HarnessWriteResult' },
+  ['arbor/heartbeat.create'] = { params = 'arbor.HeartbeatCreateParams', result = 'arbor.Heartbeat' },
+  ['arbor/heartbeat.delete'] = { params = 'arbor.HeartbeatID', result = 'arbor.Heartbeat' },
+  ['arbor/heartbeat.list'] = { params = 'arbor.HeartbeatListParams', result = 'arbor.HeartbeatListResult' },
   ['arbor/profiles'] = { params = 'arbor.ProfilesParams', result = 'arbor.ProfilesResult' },
   ['arbor/progress'] = { params = 'arbor.ProgressParams', result = 'arbor.ProgressResult' },
   ['arbor/refine.accept'] = { params = 'arbor.ProposalDecideParams', result = 'arbor.Proposal' },

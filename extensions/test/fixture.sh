@@ -16,7 +16,8 @@ arbor_fixture_repo() {
 # arbor_fixture_model DIR: starts `arbor fake-model` ($ARBOR_BIN) on a script in which turn 1 of
 # "add one and one" starts a subagent with rlm(), writes sum.txt and prints 1+1, then the model
 # answers "the sum is two"; turn 1 of "write the team rules" writes two notes to the workspace
-# harness (proposals, under the default review policy). Sets FAKE_PID and URL; files go to DIR.
+# harness (proposals, under the default review policy); a goal "write done.txt" makes the
+# session write done.txt and claim the goal (goal.complete). Sets FAKE_PID and URL; files go to DIR.
 arbor_fixture_model() {
   local dir=$1
   cat > "$dir/script.json" <<'JSON'
@@ -26,7 +27,9 @@ arbor_fixture_model() {
      "code": "h = await rlm('write the tests', name='tests')\nopen('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
     {"when": {"task": "write the tests"}, "text": "tests written"},
     {"when": {"task": "write the team rules", "turn": 1},
-     "code": "await harness.notes.create('team-rule', 'Team rule', body='Run the tests.', scope='workspace')\nawait harness.notes.create('style-rule', 'Style rule', body='Keep functions short.', scope='workspace')"}
+     "code": "await harness.notes.create('team-rule', 'Team rule', body='Run the tests.', scope='workspace')\nawait harness.notes.create('style-rule', 'Style rule', body='Keep functions short.', scope='workspace')"},
+    {"when": {"last": "Keep working toward the goal: write done.txt"},
+     "code": "open('done.txt', 'w').write('done\\n')\nawait goal.complete(evidence='done.txt written')"}
   ],
   "default": {"text": "the sum is two"}
 }

@@ -99,3 +99,22 @@ end, { nargs = '*', complete = complete_proposal, desc = 'Arbor: reject a harnes
 cmd('ArborRefine', function(o)
   arbor().refine(o.args)
 end, { nargs = '*', desc = 'Arbor: /refine the current session [focus]: propose harness edits from what went wrong' })
+
+cmd('ArborGoal', function(o)
+  local id, objective = o.args:match('^(%S*)%s*(.*)$')
+  arbor().goal(id, objective)
+end, { nargs = '*', complete = complete_id, desc = 'Arbor: give session {id} a goal [objective] (asks for budgets and an end condition)' })
+
+for action, name in pairs({ pause = 'ArborGoalPause', resume = 'ArborGoalResume', clear = 'ArborGoalClear' }) do
+  cmd(name, function(o)
+    arbor().goal_control(action, o.args)
+  end, { nargs = '?', complete = complete_id, desc = 'Arbor: ' .. action .. ' the goal of a session' })
+end
+
+cmd('ArborGoalShow', function(o)
+  arbor().goal_show(o.args)
+end, { nargs = '?', complete = complete_id, desc = "Arbor: a session's goal: status, budgets, spending, claimed vs verified" })
+
+cmd('ArborProgress', function(o)
+  arbor().progress(o.args)
+end, { nargs = '?', complete = complete_id, desc = "Arbor: a session's cost-progress series as a table" })

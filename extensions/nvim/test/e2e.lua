@@ -597,6 +597,203 @@ local function run()
   os.remove('arbor.json')
   table.insert(passed, 'gate refuses an accepted ' .. gpid .. ': ' .. gmsg)
 
+  -- Goals. :ArborGoal asks for the objective, the budgets (checked here: a bad item is named and
+  -- asked again) and an end condition; pause and resume reach the daemon; a second goal asks
+  -- before it replaces the first; the session then writes done.txt, the end condition passes and
+  -- the goal is complete, claimed and verified. Each step is checked in the daemon (`arbor goal
+  -- ID --json`), the tree, the goal view, the progress table and the transcript.
+  local chased
+  arbor.run('chase a goal', { on_created = function(x) chased = x end })
+  wait_for('arbor/session.create of "chase a goal" did not answer within 20s', 20000, function() return chased ~= nil end)
+  wait_for(nil, 60000, function()
+    local x = arbor.store.get(chased.id)
+    return x and x.state == 'idle'
+  end)
+  local cid = chased.id
+  local function daemon_goal()
+    local raw = vim.fn.system({ bin, 'goal', cid, '--json' })
+    if vim.v.shell_error ~= 0 then
+      error('arbor goal ' .. cid .. ' --json: ' .. raw, 0)
+    end
+    local d = vim.fn.json_decode(raw)
+    if d.objective then
+      return d
+    end
+    return d.goal ~= vim.NIL and d.goal or nil
+  end
+  local function tree_row(id)
+    for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
+      if row_of(l, id) then
+        return l
+      end
+    end
+    return ''
+  end
+  local heard, prompts, answers = {}, {}, {}
+  local function heard_it(part)
+    for _, m in ipairs(heard) do
+      if m:find(part, 1, true) then
+        return m
+      end
+    end
+  end
+  vim.notify = function(msg, level, opts)
+    table.insert(heard, msg)
+    if level and level >= vim.log.levels.WARN and (msg:find('budget item 1 "tokens=5k"', 1, true)
+      or msg:find("goal is complete, not paused or stalled or budget_limited", 1, true)) then
+      return -- the warnings these steps expect; any other still fails the test
+    end
+    return notify_before(msg, level, opts)
+  end
+  local ui_input = vim.ui.input
+  vim.ui.input = function(o, on_confirm)
+    table.insert(prompts, o.prompt)
+    on_confirm(table.remove(answers, 1))
+  end
+  answers = { 'keep going', 'tokens=5k', 'tokens=50000,turns=20,wall=2h,cost=5', '' }
+  vim.cmd('ArborGoal ' .. cid:sub(1, 8))
+  wait_for(nil, 15000, function() return heard_it('goal active on ' .. cid:sub(1, 8) .. ': keep going') ~= nil end)
+  local g = daemon_goal()
+  if not g or g.status ~= 'active' or g.objective ~= 'keep going' or g.tokenBudget ~= 50000 or g.turnBudget ~= 20
+    or g.wallBudgetMs ~= 7200000 or g.costBudget ~= 5 or (g['until'] or '') ~= '' then
+    error(':ArborGoal: the daemon records ' .. vim.inspect(g) .. '; said ' .. vim.inspect(heard), 0)
+  end
+  local bad = heard_it('budget item 1 "tokens=5k": want a whole number of tokens above zero')
+  local asked = 0
+  for _, pr in ipairs(prompts) do
+    if pr:find('Budgets', 1, true) then
+      asked = asked + 1
+    end
+  end
+  if not bad or asked ~= 2 or #answers ~= 0 then
+    error(':ArborGoal did not name the bad budget item and ask again: prompts ' .. vim.inspect(prompts) .. '; said ' .. vim.inspect(heard), 0)
+  end
+  wait_for(nil, 10000, function() return tree_row(cid):find('◎ goal active', 1, true) or tree_row(cid):find('◎ goal backing off', 1, true) end)
+  if not tree_row(cid):find('◎ goal', 1, true) then
+    error('the tree row does not show the goal: ' .. tree_row(cid), 0)
+  end
+  table.insert(passed, ':ArborGoal set keep going (bad budget item named, asked again): ' .. tree_row(cid):match('◎ [^\n]*'))
+
+  vim.cmd('ArborGoalPause ' .. cid:sub(1, 8))
+  wait_for(nil, 10000, function() return heard_it('goal of ' .. cid:sub(1, 8) .. ' paused') ~= nil end)
+  g = daemon_goal()
+  if not g or g.status ~= 'paused' then
+    error(':ArborGoalPause: the daemon records ' .. vim.inspect(g), 0)
+  end
+  wait_for(nil, 10000, function() return tree_row(cid):find('◎ goal paused', 1, true) end)
+  if not tree_row(cid):find('◎ goal paused', 1, true) then
+    error('the tree row does not show the goal paused: ' .. tree_row(cid), 0)
+  end
+  vim.cmd('ArborGoalResume ' .. cid:sub(1, 8))
+  wait_for(nil, 10000, function() return heard_it('goal of ' .. cid:sub(1, 8) .. ' active') ~= nil end)
+  g = daemon_goal()
+  if not g or g.status ~= 'active' then
+    error(':ArborGoalResume: the daemon records ' .. vim.inspect(g), 0)
+  end
+  -- The resumed goal takes a turn that changes nothing and backs off.
+  wait_for(nil, 30000, function()
+    g = daemon_goal()
+    return g and g.turns >= 2 and g.waiting == 'backoff'
+  end)
+  if not g or g.turns < 2 or g.waiting ~= 'backoff' then
+    error('the resumed goal took no turn and did not back off: ' .. vim.inspect(g), 0)
+  end
+  table.insert(passed, ':ArborGoalPause / :ArborGoalResume: paused, then active, ' .. g.turns .. ' turns, backing off')
+
+  local confirm_prompts = {}
+  vim.fn.confirm = function(msg)
+    table.insert(confirm_prompts, msg)
+    return 1
+  end
+  answers = { 'turns=5', 'test -f done.txt' }
+  vim.cmd('ArborGoal ' .. cid:sub(1, 8) .. ' write done.txt')
+  wait_for(nil, 15000, function() return heard_it(' on ' .. cid:sub(1, 8) .. ': write done.txt') ~= nil end)
+  vim.fn.confirm = confirm
+  if #confirm_prompts ~= 1 or not confirm_prompts[1]:find('already has a goal (active): keep going', 1, true) then
+    error(':ArborGoal over an active goal did not ask to replace it: ' .. vim.inspect(confirm_prompts), 0)
+  end
+  wait_for(nil, 60000, function()
+    g = daemon_goal()
+    return g and g.status ~= 'active'
+  end)
+  if not g or g.status ~= 'complete' or g.objective ~= 'write done.txt' or g.claimed ~= true or g.verified ~= true
+    or g.evidence ~= 'done.txt written' or g.turnBudget ~= 5 or g['until'] ~= 'test -f done.txt' then
+    error('the replacing goal did not end complete, claimed and verified: ' .. vim.inspect(g), 0)
+  end
+  wait_for(nil, 10000, function() return tree_row(cid):find('◎ goal complete', 1, true) end)
+  if not tree_row(cid):find('◎ goal complete', 1, true) then
+    error('the tree row does not show the goal complete: ' .. tree_row(cid), 0)
+  end
+  table.insert(passed, ':ArborGoal replaced it after asking; complete, claimed and verified')
+
+  vim.cmd('ArborGoalShow ' .. cid:sub(1, 8))
+  local gbuf = vim.fn.bufnr('arbor://goal/' .. cid)
+  local gwant = { 'objective: write done.txt', 'status:    complete', 'budget:    5 turns', 'until:     `test -f done.txt`',
+    'success:   claimed by the model: yes; verified: yes', 'evidence:  done.txt written', 'last check: `test -f done.txt` passed', 'set by:    user' }
+  wait_for(nil, 10000, function() return gbuf ~= -1 and buffer_text(gbuf):find('last check:', 1, true) ~= nil end)
+  for _, want in ipairs(gwant) do
+    if gbuf == -1 or not buffer_text(gbuf):find(want, 1, true) then
+      error(':ArborGoalShow lacks ' .. vim.inspect(want) .. ':\n' .. buffer_text(gbuf ~= -1 and gbuf or nil), 0)
+    end
+  end
+  if vim.bo[gbuf].buftype ~= 'nofile' or vim.bo[gbuf].modifiable then
+    error('the goal view must be a nomodifiable scratch buffer', 0)
+  end
+  table.insert(passed, ':ArborGoalShow')
+
+  vim.cmd('ArborProgress ' .. cid:sub(1, 8))
+  local pbuf = vim.fn.bufnr('arbor://progress/' .. cid)
+  local cli = vim.fn.json_decode(vim.fn.system({ bin, 'progress', cid, '--json' }))
+  wait_for(nil, 10000, function() return pbuf ~= -1 and buffer_text(pbuf):find('SEQ', 1, true) ~= nil end)
+  local rows, kinds = 0, {}
+  for _, l in ipairs(vim.api.nvim_buf_get_lines(pbuf, 0, -1, false)) do
+    local kind = l:match('^%s*%d+%s+%d+:%d+:%d+%s+(%S+)')
+    if kind then
+      rows = rows + 1
+      kinds[kind] = (kinds[kind] or 0) + 1
+    end
+  end
+  local text_p = buffer_text(pbuf)
+  if rows < #cli.points or not kinds.goal_set or not kinds.verified or not kinds.goal_changed
+    or not text_p:find('verified%s+passed%s+%d+%s+%$%d') then
+    error(string.format(':ArborProgress shows %d rows (the daemon has %d points), kinds %s:\n%s', rows, #cli.points,
+      vim.inspect(kinds), text_p), 0)
+  end
+  table.insert(passed, ':ArborProgress: ' .. rows .. ' rows')
+
+  local glog = require('arbor.log').open(cid)
+  local lwant = { '◎ goal (set by user): keep going — budget 50000 tokens, 20 turns, 2h, $5.00',
+    '◎ goal (set by user): write done.txt — budget 5 turns; done when `test -f done.txt` passes; replaces the previous goal',
+    '◎ goal paused: paused by the user', '◎ goal backs off ', '✓ end condition `test -f done.txt` passed',
+    '(after the model claimed success)', '◎ goal complete' }
+  wait_for(nil, 10000, function() return buffer_text(glog):find('◎ goal complete', 1, true) ~= nil end)
+  for _, want in ipairs(lwant) do
+    if not buffer_text(glog):find(want, 1, true) then
+      error('the transcript lacks ' .. vim.inspect(want) .. ':\n' .. buffer_text(glog), 0)
+    end
+  end
+  table.insert(passed, 'transcript renders the goal events')
+
+  -- A resume the daemon refuses: its message is shown in full.
+  vim.cmd('ArborGoalResume ' .. cid:sub(1, 8))
+  wait_for(nil, 10000, function() return heard_it('goal resume: ') ~= nil end)
+  local refusal = heard_it('goal resume: ')
+  if not refusal or not refusal:find("goal is complete, not paused or stalled or budget_limited", 1, true) then
+    error('the refused resume did not show the daemon\'s reason: ' .. vim.inspect(heard), 0)
+  end
+  vim.cmd('ArborGoalClear ' .. cid:sub(1, 8))
+  wait_for(nil, 10000, function() return heard_it('goal of ' .. cid:sub(1, 8) .. ' cleared') ~= nil end)
+  if daemon_goal() ~= nil then
+    error(':ArborGoalClear: the daemon still has a goal: ' .. vim.inspect(daemon_goal()), 0)
+  end
+  wait_for(nil, 10000, function() return not tree_row(cid):find('◎', 1, true) end)
+  if tree_row(cid):find('◎', 1, true) then
+    error('the tree row still shows a goal after the clear: ' .. tree_row(cid), 0)
+  end
+  vim.ui.input = ui_input
+  vim.notify = notify_before
+  table.insert(passed, 'refused resume shown (' .. refusal .. '); :ArborGoalClear')
+
   -- Give late answers (e.g. the tree's arbor/sessions) a moment, then check nothing went wrong.
   vim.wait(300, function() return false end, 50)
   if #complaints > 0 then

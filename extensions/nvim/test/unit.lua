@@ -384,6 +384,7 @@ end
 check(goal.label({ status = 'active', objective = 'x' }) == 'goal active', 'label active')
 check(goal.label({ status = 'active', waiting = 'children', objective = 'x' }) == 'goal parked on children', 'label parked')
 check(goal.label({ status = 'budget_limited', objective = 'x' }) == 'goal budget limited', 'label budget limited')
+check(goal.label({ status = 'active', waiting = 'message', objective = 'x' }) == 'goal waiting on a reply', 'label waiting on a reply')
 check(goal.label(nil) == nil and goal.label(vim.NIL) == nil, 'no goal, no label')
 store.replace({ { id = 'gggg1111xxxx', task = 'with a goal', state = 'idle', branch = 'arbor/g', created = 'x',
   goal = { objective = 'ship it', status = 'stalled' } }, { id = 'hhhh2222yyyy', task = 'none', state = 'idle', created = 'y' } })

@@ -65,6 +65,7 @@ export function goalLabel(g: P.GoalBrief | undefined): string | undefined {
   if (!g) return undefined;
   if (g.status === 'active' && g.waiting === 'children') return 'goal parked on children';
   if (g.status === 'active' && g.waiting === 'backoff') return 'goal backing off';
+  if (g.status === 'active' && g.waiting) return `goal waiting on ${g.waiting === 'message' ? 'a reply' : g.waiting}`;
   return `goal ${g.status.replace(/_/g, ' ')}`;
 }
 

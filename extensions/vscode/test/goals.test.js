@@ -32,6 +32,7 @@ test('the tree says what a session\'s goal is doing', () => {
   assert.equal(goalLabel({ objective: 'x', status: 'active' }), 'goal active');
   assert.equal(goalLabel({ objective: 'x', status: 'active', waiting: 'children' }), 'goal parked on children');
   assert.equal(goalLabel({ objective: 'x', status: 'budget_limited' }), 'goal budget limited');
+  assert.equal(goalLabel({ objective: 'x', status: 'active', waiting: 'message' }), 'goal waiting on a reply');
   assert.equal(goalLabel(undefined), undefined);
   assert.ok(goalHolds({ status: 'paused' }) && !goalHolds({ status: 'complete' }) && !goalHolds(undefined));
   const s = { id: 'a', task: 't', state: 'idle', model: 'm', branch: 'arbor/t', total: { inputTokens: 1, outputTokens: 2 } };

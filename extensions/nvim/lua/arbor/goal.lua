@@ -100,6 +100,8 @@ function M.label(g)
     return 'goal parked on children'
   elseif g.status == 'active' and g.waiting == 'backoff' then
     return 'goal backing off'
+  elseif g.status == 'active' and s(g.waiting) then
+    return 'goal waiting on ' .. (g.waiting == 'message' and 'a reply' or g.waiting)
   end
   return 'goal ' .. g.status:gsub('_', ' ')
 end
@@ -206,6 +208,91 @@ function M.render_progress(title, res)
       s(p.status) or '', tostring(num(sp.tokens)), string.format('$%.4f', num(sp.costUSD)), tostring(num(sp.modelCalls)), detail))
   end
   return lines
+end
+
+-- The views: arbor://goal/<id> and arbor://progress/<id>, fetched on open, on `r` and when their
+-- session's tree record changes (a goal event moves its lastSeq on).
+local views = {} -- bufnr -> { id, kind, seq }
+
+local function fill(bufnr)
+  local v = views[bufnr]
+  if not v or not vim.api.nvim_buf_is_valid(bufnr) then
+    views[bufnr] = nil
+    return
+  end
+  local P = require('arbor.protocol')
+  local client = require('arbor.client')
+  local store = require('arbor.store')
+  local sess = store.get(v.id)
+  local title = sess and store.title(sess, 200) or v.id
+  local method, params = P.MethodGoalGet, { session = v.id }
+  if v.kind == 'progress' then
+    method = P.MethodProgress
+  end
+  client.request(method, params, function(err, res)
+    local lines
+    if err then
+      lines = { '# ' .. title, '', 'error: ' .. client.error_message(err) }
+    elseif v.kind == 'progress' then
+      lines = M.render_progress(title, res)
+    else
+      lines = M.render(title, type(res) == 'table' and res.goal or nil)
+    end
+    require('arbor.buffers').set_lines(bufnr, lines)
+  end)
+end
+
+--- Reads the open goal and progress views of session id again.
+function M.refresh(id)
+  for bufnr, v in pairs(views) do
+    if v.id == id then
+      fill(bufnr)
+    end
+  end
+end
+
+--- Opens the goal (kind 'goal') or the progress table (kind 'progress') of session id.
+function M.open(id, kind, actions)
+  local buffers = require('arbor.buffers')
+  local bufnr = buffers.scratch('arbor://' .. kind .. '/' .. id, 'markdown')
+  views[bufnr] = { id = id, kind = kind, seq = -1 }
+  local maps = {
+    r = { function() fill(bufnr) end, 'Arbor: refresh' },
+    q = { function() pcall(vim.cmd, 'close') end, 'close' },
+  }
+  if kind == 'goal' and actions then
+    maps.p = { function() actions.goal_control('pause', id) end, 'Arbor: pause the goal' }
+    maps.u = { function() actions.goal_control('resume', id) end, 'Arbor: resume the goal' }
+    maps.x = { function() actions.goal_control('clear', id) end, 'Arbor: clear the goal' }
+    maps.g = { function() actions.goal(id) end, 'Arbor: set a new goal' }
+  end
+  buffers.keymaps(bufnr, maps)
+  vim.api.nvim_create_autocmd('BufWipeout', { buffer = bufnr, once = true, callback = function() views[bufnr] = nil end })
+  buffers.set_lines(bufnr, { '# ' .. kind .. ' of ' .. id, '', 'loading…' })
+  fill(bufnr)
+  local win = buffers.show(bufnr, 'botright 14split')
+  vim.wo[win].wrap = false
+  return bufnr
+end
+
+-- A view follows its session: a goal event moves the session's lastSeq on.
+local followed = false
+function M.follow()
+  if followed then
+    return
+  end
+  followed = true
+  local store = require('arbor.store')
+  store.on_change(function()
+    for bufnr, v in pairs(views) do
+      local sess = store.get(v.id)
+      local seq = sess and sess.lastSeq or -1
+      if seq ~= v.seq then
+        v.seq = seq
+        fill(bufnr)
+      end
+    end
+  end)
 end
 
 return M

@@ -5,6 +5,7 @@
 --   :ArborRun {task}   :ArborSessions   :ArborLog {id}   :ArborDiff {id}   :ArborStop {id}   :ArborSend {id} {text}
 --   :ArborTrust [dir]  (a repository's commands, interpreter, sandbox and key routing run only once trusted)
 --   :ArborProposals [status]   :ArborProposalAccept [pid]   :ArborProposalReject [pid [reason]]   :ArborRefine [focus]
+--   :ArborGoal [id [objective]]   :ArborGoalPause/Resume/Clear [id]   :ArborGoalShow [id]   :ArborProgress [id]
 local P = require('arbor.protocol')
 local client = require('arbor.client')
 local store = require('arbor.store')
@@ -356,6 +357,138 @@ local function code_action(parent_needed)
 end
 vim.lsp.commands[P.CmdNewTask] = code_action(false)
 vim.lsp.commands[P.CmdSpawnSubagent] = code_action(true)
+
+--- Gives session id (default: the current one, see resolve) a goal: the objective (asked for when
+--- not given), budgets in the CLI's --budget grammar (tokens=N,turns=N,wall=2h,cost=5; asked for,
+--- checked here, asked again while wrong) and an end condition (a command; asked for). A goal that
+--- still holds the session (active or paused) is replaced only once the user confirms.
+--- opts: budget, until (skip those questions), on_done(err, goal).
+function M.goal(id, objective, opts)
+  opts = opts or {}
+  local goal = require('arbor.goal')
+  local function done(err, g)
+    if opts.on_done then
+      opts.on_done(err, g)
+    end
+  end
+  resolve(id, 'Goal for:', function(x)
+    local function send(params)
+      client.request(P.MethodGoalSet, params, function(err, g)
+        if err then
+          warn('goal: ' .. client.error_message(err))
+        else
+          client.notify(string.format('goal %s on %s: %s', g.status, x:sub(1, 8), g.objective))
+          goal.refresh(x)
+        end
+        done(err, g)
+      end)
+    end
+    local function ask_until(params)
+      local function go(cmd)
+        if cmd == nil then
+          return
+        end
+        params['until'] = vim.trim(cmd) ~= '' and vim.trim(cmd) or nil
+        client.request(P.MethodGoalGet, { session = x }, function(err, res)
+          local held = not err and type(res) == 'table' and type(res.goal) == 'table' and res.goal or nil
+          if held and goal.holds(held) then
+            vim.schedule(function()
+              local prompt = string.format('Session %s already has a goal (%s): %s. Replace it?', x:sub(1, 8), held.status, held.objective)
+              if vim.fn.confirm(prompt, '&Replace\n&Keep it', 2) ~= 1 then
+                return
+              end
+              params.replace = true
+              send(params)
+            end)
+            return
+          end
+          send(params)
+        end)
+      end
+      if opts['until'] ~= nil then
+        go(opts['until'])
+      else
+        vim.ui.input({ prompt = 'End condition (a command run in the worktree after each turn; empty for none): ' }, go)
+      end
+    end
+    local function ask_budget(params, default)
+      local function go(text)
+        if text == nil then
+          return
+        end
+        local b, berr = goal.parse_budget(text)
+        if not b then
+          warn('goal: ' .. berr)
+          if opts.budget ~= nil then
+            done({ message = berr })
+            return
+          end
+          vim.schedule(function() ask_budget(params, text) end)
+          return
+        end
+        ask_until(vim.tbl_extend('force', params, b))
+      end
+      if opts.budget ~= nil then
+        go(opts.budget)
+      else
+        vim.ui.input({ prompt = 'Budgets (tokens=N,turns=N,wall=2h,cost=5; empty for no limit): ', default = default }, go)
+      end
+    end
+    local function with_objective(text)
+      if text and text ~= '' then
+        ask_budget({ session = x, objective = text })
+      end
+    end
+    if objective and objective ~= '' then
+      with_objective(objective)
+    else
+      vim.ui.input({ prompt = 'Goal for ' .. x:sub(1, 8) .. ': ' }, with_objective)
+    end
+  end)
+end
+
+--- Pauses, resumes or clears (action) the goal of session id (default: the current one).
+function M.goal_control(action, id, on_done)
+  local keep = {
+    pause = function(s) return type(s.goal) == 'table' and s.goal.status == 'active' end,
+    resume = function(s)
+      return type(s.goal) == 'table' and vim.tbl_contains({ 'paused', 'stalled', 'budget_limited' }, s.goal.status)
+    end,
+    clear = function(s) return type(s.goal) == 'table' end,
+  }
+  resolve(id, 'Goal to ' .. action .. ':', function(x)
+    client.request(P.MethodGoalControl, { session = x, action = action }, function(err, g)
+      if err then
+        warn('goal ' .. action .. ': ' .. client.error_message(err))
+      else
+        local what = action == 'clear' and 'cleared' or g.status:gsub('_', ' ')
+        client.notify(string.format('goal of %s %s: %s', x:sub(1, 8), what, g.objective))
+        require('arbor.goal').refresh(x)
+      end
+      if on_done then
+        on_done(err, g)
+      end
+    end)
+  end, keep[action])
+end
+
+--- Shows the goal of session id (status, why, budgets, spending, claimed vs verified, checks).
+function M.goal_show(id)
+  resolve(id, 'Goal of:', function(x)
+    x = (store.find(x) or { id = x }).id
+    require('arbor.goal').follow()
+    require('arbor.goal').open(x, 'goal', M)
+  end)
+end
+
+--- Shows the cost–progress series of session id as a table.
+function M.progress(id)
+  resolve(id, 'Progress of:', function(x)
+    x = (store.find(x) or { id = x }).id
+    require('arbor.goal').follow()
+    require('arbor.goal').open(x, 'progress')
+  end)
+end
 
 --- Stops the language client (running sessions continue in the daemon).
 function M.disconnect()

@@ -20,7 +20,7 @@ function M.render()
   end
   local lines, ids = store.render()
   local out = {
-    string.format('Arbor sessions (%d)   <CR> log  d diff  s stop  m message  n new  c child  f fork  r refresh  q close', #ids),
+    string.format('Arbor sessions (%d)   <CR> log  d diff  s stop  m message  n new  c child  f fork  g goal  G show goal  P progress  r refresh  q close', #ids),
     '',
   }
   if #ids == 0 then
@@ -59,6 +59,9 @@ function M.open(actions)
     f = { on(actions.fork), 'Arbor: fork' },
     c = { on(function(id) actions.run(nil, { parent = id }) end), 'Arbor: spawn subagent' },
     n = { function() actions.run() end, 'Arbor: new task' },
+    g = { on(function(id) actions.goal(id) end), 'Arbor: set a goal' },
+    G = { on(actions.goal_show), 'Arbor: show the goal' },
+    P = { on(actions.progress), 'Arbor: progress' },
     r = { actions.refresh, 'Arbor: refresh' },
     q = { function() pcall(vim.cmd, 'close') end, 'close' },
   })

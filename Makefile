@@ -47,6 +47,7 @@ bench: build
 	$(ARBOR) bench git
 	$(ARBOR) bench agents
 	$(ARBOR) bench harness
+	$(ARBOR) bench longrun
 
 # Long crash and fork soaks: 1,000 kill -9 cycles of the event log, every byte offset of a
 # 1,000-record log, 500 fork/checkpoint/discard operations with random kills, 30 daemon

@@ -9,6 +9,7 @@ import (
 
 	"github.com/arborhq/arbor/agents/agentbench"
 	"github.com/arborhq/arbor/agents/harness/harnessbench"
+	"github.com/arborhq/arbor/agents/longrunbench"
 	"github.com/arborhq/arbor/bench"
 	"github.com/arborhq/arbor/gitstate/gitbench"
 	"github.com/arborhq/arbor/kernel/kernelbench"
@@ -21,6 +22,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	runs := fs.Int("runs", 5, "repetitions of each measurement; figures are their medians")
 	sessions := fs.Int("sessions", 1000, "sessions in the agents scale figure")
 	entries := fs.Int("entries", 10000, "entries in the harness figures")
+	heartbeats := fs.Int("heartbeats", 1000, "heartbeats scheduled on the idle daemon of the longrun figures")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
@@ -32,7 +34,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("--runs %d: want at least 1", *runs)
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents|harness [--runs N] [--json]")
+		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents|harness|longrun [--runs N] [--json]")
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var rep *bench.Report
@@ -61,8 +63,10 @@ func cmdBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+	case "longrun":
+		rep, err = longrunbench.Run(ctx, longrunbench.Options{Heartbeats: *heartbeats, Logger: logger})
 	default:
-		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git, agents or harness", pos[0])
+		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git, agents, harness or longrun", pos[0])
 	}
 	if err != nil {
 		return err

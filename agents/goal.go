@@ -19,8 +19,9 @@ import (
 // active goal, goalAfterTurn decides what comes next, in this order:
 //
 //   - a budget — tokens, cost (the whole subtree's, refine included), turns, wall time — that
-//     is used up ends it as budget_limited, naming the limit; tokens, cost and wall time are
-//     also watched mid-turn, and their end interrupts the subtree's turns;
+//     is used up ends it as budget_limited, naming the limit (an end condition still checks
+//     the last turn first); tokens, cost and wall time are also watched mid-turn, and their
+//     end interrupts the subtree's turns;
 //   - while a descendant is busy the goal parks: no model call until a message arrives (a
 //     child's result or message starts the next turn) or the last busy child settles; a turn
 //     that only sent messages parks it too, until a reply arrives;
@@ -502,11 +503,15 @@ func (s *Session) goalAfterTurn(ctx context.Context, turnErr error) {
 	changed := turnErr == nil && (g.Turns == 0 || now.head != g.mark.head || now.sent > g.mark.sent || now.inbound > g.mark.inbound || now.children > g.mark.children)
 	limit, reason := s.overLimitLocked(time.Now())
 	s.mu.Unlock()
-	if limit != "" {
+	if limit != "" && g.Until == "" {
 		s.endGoal(ctx, gen, GoalBudgetLimited, reason, limit)
 		return
 	}
 	if busy := s.busyDescendants(); len(busy) > 0 {
+		if limit != "" {
+			s.endGoal(ctx, gen, GoalBudgetLimited, reason, limit)
+			return
+		}
 		s.mu.Lock()
 		if s.goal == g && g.gen == gen {
 			g.Waiting = "children"
@@ -543,6 +548,11 @@ func (s *Session) goalAfterTurn(ctx context.Context, turnErr error) {
 			}
 			s.mu.Unlock()
 			s.endGoal(ctx, gen, GoalComplete, fmt.Sprintf("the end condition `%s` passed", g.Until), "")
+			return
+		}
+		if limit != "" {
+			// The last turn the budget allowed was checked, and did not pass.
+			s.endGoal(ctx, gen, GoalBudgetLimited, reason, limit)
 			return
 		}
 		if !skipped {

@@ -449,3 +449,89 @@ func TestGoalParksOnAMessageUntilTheReply(t *testing.T) {
 		}
 	}
 }
+
+// An end condition that does not exist, or hangs, is reported as such (named, timed out) and
+// the model is told; the run goes on to its limit rather than hanging.
+func TestEndConditionMissingOrHanging(t *testing.T) {
+	e := newEnv(t, `{"rules":[{"when":{"task":"^try"},"code":"import uuid\nopen(uuid.uuid4().hex, 'w').write('x')"}],"default":{"text":"ok"}}`)
+	var mu sync.Mutex
+	var told []string
+	e.script.Observe(func(r scripted.Request) {
+		mu.Lock()
+		told = append(told, r.Last)
+		mu.Unlock()
+	})
+	missing := e.autonomous("try the missing check", GoalSpec{Until: "no-such-command-xyz --flag", TurnBudget: 2})
+	g := e.waitGoal(missing, GoalBudgetLimited)
+	if g.LastCheck == nil || !strings.Contains(g.LastCheck.Error, "the command was not found") || g.LastCheck.ExitCode != 127 {
+		t.Errorf("missing command's verdict = %+v", g.LastCheck)
+	}
+	hang := e.autonomous("try the hanging check", GoalSpec{Until: "sleep 60", CheckTimeout: time.Second, TurnBudget: 1})
+	start := time.Now()
+	g = e.waitGoal(hang, GoalBudgetLimited)
+	if g.LastCheck == nil || !g.LastCheck.TimedOut || !strings.Contains(g.LastCheck.Error, "timed out after 1s") {
+		t.Errorf("hanging command's verdict = %+v", g.LastCheck)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("a 1 s check timeout took %s to end the run", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slicesContain(told, "the end condition `no-such-command-xyz --flag` could not run: the command was not found") {
+		t.Errorf("the model was not told the check could not run; it was told:\n%s", strings.Join(told, "\n---\n"))
+	}
+}
+
+func slicesContain(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// The end condition runs in the session's sandbox: the user's own tree is invisible to it.
+func TestEndConditionRunsInTheSandbox(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
+	userConfig(t, `{"sandbox":"bwrap"}`)
+	s := e.autonomous("look around", GoalSpec{Until: "test -e main.py && ! test -e " + e.repo + "/main.py", TurnBudget: 2})
+	g := e.waitGoal(s, GoalComplete)
+	if !g.Verified {
+		t.Errorf("goal = %+v: the check saw the user's tree %s", g, e.repo)
+	}
+}
+
+// A second goal replaces the first with Replace, recorded as such; a paused goal takes no
+// turns until resumed.
+func TestGoalReplaceAndPause(t *testing.T) {
+	e := newEnv(t, `{"rules":[],"default":{"text":"nothing"}}`)
+	userConfig(t, `{"goals":{"backoff":"30s"}}`)
+	s := e.create("wait around")
+	e.settled(s)
+	ctx := context.Background()
+	if _, err := e.svc.SetGoal(ctx, s.meta.ID, GoalSpec{Objective: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the first back-off", func() bool { g, _ := s.goalNow(); return g.Waiting == "backoff" })
+	g, err := e.svc.ControlGoal(ctx, s.meta.ID, "pause")
+	if err != nil || g.Status != GoalPaused {
+		t.Fatalf("pause = %+v, %v", g, err)
+	}
+	g, err = e.svc.SetGoal(ctx, s.meta.ID, GoalSpec{Objective: "second", TurnBudget: 1, Replace: true})
+	if err != nil || g.Objective != "second" || g.Status != GoalActive {
+		t.Fatalf("replace = %+v, %v", g, err)
+	}
+	e.waitGoal(s, GoalBudgetLimited)
+	sets := e.events(s, event.TypeGoalSet)
+	if len(sets) != 2 || sets[1]["replaced"] != true {
+		t.Errorf("goal_set events = %v", sets)
+	}
+	if g, err := e.svc.ControlGoal(ctx, s.meta.ID, "clear"); err != nil || g.Status != "cleared" {
+		t.Errorf("clear = %+v, %v", g, err)
+	}
+	if _, ok, _ := e.svc.GoalOf(s.meta.ID); ok {
+		t.Error("the goal is still there after clear")
+	}
+}

@@ -53,6 +53,7 @@ func TestParseCronNamesTheField(t *testing.T) {
 		{"CRON_TZ=Nowhere/City * * * * *", []string{"time zone", "position 1"}},
 		{"@fortnightly", []string{"descriptor", "@fortnightly", "position 1"}},
 		{"0 0 30 2 *", []string{"never due"}},
+		{"TZ=UTC", []string{"time zone", "not followed by a space"}}, // cron/v3 itself panics on it
 	} {
 		_, err := ParseCron(tc.in)
 		if err == nil || !errors.Is(err, ErrBadSchedule) {

@@ -144,7 +144,7 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // the field (by number and name) and its position in the expression; one that is never due
 // (February 30th) is refused too.
 func ParseCron(expr string) (Schedule, error) {
-	sch, err := cronParser.Parse(expr)
+	sch, err := parseCron(expr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: cron %q: %s; want five fields (minute hour day-of-month month day-of-week), like \"*/15 * * * *\", or a descriptor like \"@hourly\"", ErrBadSchedule, expr, cronFault(expr, err))
 	}
@@ -152,6 +152,23 @@ func ParseCron(expr string) (Schedule, error) {
 		return nil, fmt.Errorf("%w: cron %q is never due (no matching time in the next five years)", ErrBadSchedule, expr)
 	}
 	return sch, nil
+}
+
+// parseCron is the library's parser made safe for any input: cron/v3 indexes out of range on
+// a time zone prefix with no space after it ("TZ=UTC"), and the input comes from users and
+// from model code, so such a prefix is refused first and a panic of the parser is an error.
+func parseCron(expr string) (sch cron.Schedule, err error) {
+	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+		if !strings.Contains(expr, " ") {
+			return nil, fmt.Errorf("the time zone %q at position 1 is not followed by a space and the schedule", expr)
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			sch, err = nil, fmt.Errorf("the cron parser failed on it (%v)", p)
+		}
+	}()
+	return cronParser.Parse(expr)
 }
 
 // cronFault says which field of expr the parser refused: each field alone (the others "*")
@@ -163,7 +180,7 @@ func cronFault(expr string, err error) string {
 		if i < 0 {
 			return err.Error()
 		}
-		if _, zerr := cronParser.Parse(body[:i] + " * * * * *"); zerr != nil {
+		if _, zerr := parseCron(body[:i] + " * * * * *"); zerr != nil {
 			return fmt.Sprintf("the time zone %q at position 1: %v", body[:i], zerr)
 		}
 	}
@@ -200,7 +217,7 @@ func cronFault(expr string, err error) string {
 			probe[j] = "*"
 		}
 		probe[i] = f.text
-		if _, ferr := cronParser.Parse(strings.Join(probe, " ")); ferr != nil {
+		if _, ferr := parseCron(strings.Join(probe, " ")); ferr != nil {
 			return fmt.Sprintf("field %d (%s) %q at position %d: %v", i+1, cronFields[i], f.text, f.pos, ferr)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,6 +33,7 @@ type Options struct {
 	Heartbeats int           // scheduled on the idle daemon (default 1000)
 	Window     time.Duration // the idle CPU window, and its reference's (default 10s)
 	Ticks      int           // heartbeat ticks timed from due time to turn start (default 50)
+	Park       time.Duration // how long a goal stays parked on its working child (default 10s)
 	Logger     *slog.Logger
 }
 
@@ -40,7 +43,14 @@ const perSession = 250
 // beatSessions tick at once in the latency figure, one heartbeat every second each.
 const beatSessions = 5
 
-const script = `{"rules":[],"default":{"text":"noted"}}`
+// The parked-goal figure's lead sets a goal and waits on a worker that works for
+// Options.Park (PARK, in seconds).
+const script = `{"rules":[
+ {"when":{"task":"^lead","last":"^lead"},"code":"await goal.set('get the answer of the worker')\nawait rlm('worker: take your time', name='worker')"},
+ {"when":{"task":"^lead","last":"worker answer"},"code":"await goal.complete(evidence='the worker answered')"},
+ {"when":{"task":"^worker","last":"^worker"},"code":"import time\ntime.sleep(PARK)"},
+ {"when":{"task":"^worker"},"text":"worker answer: 42"}
+],"default":{"text":"noted"}}`
 
 // Run measures everything and returns the report.
 func Run(ctx context.Context, o Options) (*bench.Report, error) {
@@ -52,6 +62,9 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	}
 	if o.Ticks <= 0 {
 		o.Ticks = 50
+	}
+	if o.Park <= 0 {
+		o.Park = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -73,8 +86,9 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	if err := e.tickLatency(ctx, rep, o); err != nil {
 		return nil, fmt.Errorf("tick latency: %w", err)
 	}
-	// Goals: the "parked goal costs no model calls" figure goes here, counted at the same
-	// model stub (e.requests) while a goal waits on a child.
+	if err := e.parkedGoal(ctx, rep); err != nil {
+		return nil, fmt.Errorf("parked goal: %w", err)
+	}
 	return rep, nil
 }
 
@@ -82,16 +96,23 @@ type env struct {
 	svc      *agents.Service
 	repo     string
 	requests atomic.Int64 // model requests served
+	lead     requestClock // those of the parked-goal figure's lead session
 	stop     func()
 }
 
 func newEnv(ctx context.Context, dir string, o Options) (*env, error) {
-	s, err := scripted.Parse([]byte(script), "longrun bench")
+	park := strconv.FormatFloat(o.Park.Seconds(), 'f', -1, 64)
+	s, err := scripted.Parse([]byte(strings.ReplaceAll(script, "PARK", park)), "longrun bench")
 	if err != nil {
 		return nil, err
 	}
 	e := &env{repo: filepath.Join(dir, "repo")}
-	s.Observe(func(scripted.Request) { e.requests.Add(1) })
+	s.Observe(func(r scripted.Request) {
+		e.requests.Add(1)
+		if strings.HasPrefix(r.Task, "lead") {
+			e.lead.tick()
+		}
+	})
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	url, wait, err := scripted.Serve(mctx, "127.0.0.1:0", s, nil)
 	if err != nil {

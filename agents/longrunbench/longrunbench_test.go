@@ -9,7 +9,7 @@ import (
 // TestRun runs the suite small: every figure is there and valid, and the wake-up figures
 // carry their same-run references. (The figures themselves are printed, never asserted.)
 func TestRun(t *testing.T) {
-	r, err := Run(t.Context(), Options{Heartbeats: 300, Window: 300 * time.Millisecond, Ticks: 10})
+	r, err := Run(t.Context(), Options{Heartbeats: 300, Window: 300 * time.Millisecond, Ticks: 10, Park: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,8 @@ func TestRun(t *testing.T) {
 		names[f.Name] = true
 	}
 	for _, want := range []string{"idle daemon, 300 heartbeats scheduled: CPU", "idle: scheduler timer wake-ups",
-		"heartbeat tick: due time → turn_started p50", "ticking: scheduler timer wake-ups", "ticking: model requests"} {
+		"heartbeat tick: due time → turn_started p50", "ticking: scheduler timer wake-ups", "ticking: model requests",
+		"goal parked on a working child: its model calls"} {
 		if !names[want] {
 			t.Errorf("no figure %q in %v", want, names)
 		}

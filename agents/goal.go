@@ -632,11 +632,11 @@ func (s *Session) continuationText(note string) string {
 	if g.TokenBudget > 0 {
 		fmt.Fprintf(&b, " of %d", g.TokenBudget)
 	}
-	fmt.Fprintf(&b, ", %d turns", g.Turns)
 	if g.TurnBudget > 0 {
-		fmt.Fprintf(&b, " of %d", g.TurnBudget)
+		fmt.Fprintf(&b, ", %d of %d turns.\n", g.Turns, g.TurnBudget)
+	} else {
+		fmt.Fprintf(&b, ", %d turn(s).\n", g.Turns)
 	}
-	b.WriteString(".\n")
 	if note != "" {
 		b.WriteString(note + "\n")
 	}

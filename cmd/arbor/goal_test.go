@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // An autonomous run: the end condition fails once (its output goes back to the model), then
@@ -123,5 +125,42 @@ func TestProfileRunIsAutonomous(t *testing.T) {
 	}
 	if r := e.arbor("run", "--autonomous", "--profile", "plain", "x"); r.code == 0 || !strings.Contains(r.stderr, `a profile that sets "until" (profile plain does not)`) {
 		t.Errorf("--autonomous with a profile without a gate:\n%s", r)
+	}
+}
+
+// kill -9 of the daemon mid run: the restarted daemon resumes the autonomous run with the
+// turns and tokens it had already spent, and ends it at the same limit.
+func TestAutonomousRunSurvivesKill9(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustArbor("run", "--detach", "--autonomous", "--until", "false", "--max-turns", "5", "autonomous slowly")
+	id := sessionID(t, r)
+	turns := func() int {
+		n := 0
+		for _, ev := range parseEvents(t, e.mustArbor("log", id, "--json")) {
+			if ev.Type == "verified" {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "two checked turns", func() bool { return turns() >= 2 })
+	before := turns()
+	syscall.Kill(e.daemonPID(), syscall.SIGKILL)
+	waitGone(e.daemons, 10*time.Second)
+	eventually(t, "the resumed run to end at its limit", func() bool {
+		return strings.Contains(e.mustArbor("goal", id).stdout, "status:   budget limited")
+	})
+	g := e.mustArbor("goal", id)
+	if !strings.Contains(g.stdout, "turn budget reached: 5 of 5 turns") || !strings.Contains(g.stdout, "spent:    5 turns") {
+		t.Errorf("after the restart the run should end at 5 turns in all (it had %d):\n%s", before, g)
+	}
+	// A turn the kill cut short was never checked; no turn is checked twice.
+	if n := turns(); n < 4 || n > 5 {
+		t.Errorf("%d end-condition checks, want one per finished turn of 5 (4 when the kill cut one short)", n)
+	}
+	log := e.mustArbor("log", id)
+	if !strings.Contains(log.stdout, "recovered") {
+		t.Errorf("the log does not show the recovery:\n%s", log.stdout)
 	}
 }

@@ -51,6 +51,7 @@ func (s *Service) Stop(ctx context.Context, id string) error {
 			childErr = err
 		}
 	}
+	sess.goalChildSettled() // a goal above parked on this session goes on without it
 	if recErr != nil {
 		return fmt.Errorf("session %s is stopped, but %w; it would resume after a daemon restart: free space and stop it again",
 			sess.meta.ID, recErr)

@@ -535,3 +535,22 @@ func TestGoalReplaceAndPause(t *testing.T) {
 		t.Error("the goal is still there after clear")
 	}
 }
+
+// A goal parked on a child the user stops goes on at once: it is not left waiting for a
+// message that will never come.
+func TestGoalParkedOnAStoppedChildGoesOn(t *testing.T) {
+	e := newEnv(t, `{"rules":[
+ {"when":{"task":"^chief","last":"^chief"},"code":"await goal.set('have the child finish')\nawait rlm('sleeper: sleep long', name='sleeper')"},
+ {"when":{"task":"^chief","last":"Keep working toward the goal"},"code":"await goal.complete(evidence='the child was stopped; done without it')"},
+ {"when":{"task":"^sleeper"},"code":"import time\ntime.sleep(60)"}
+],"default":{"text":"ok"}}`)
+	s := e.create("chief: delegate")
+	e.waitFor("the parked goal", func() bool { g, ok := s.goalNow(); return ok && g.Waiting == "children" })
+	if err := e.svc.Stop(context.Background(), s.childIDs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	g := e.waitGoal(s, GoalComplete)
+	if !g.Claimed {
+		t.Errorf("goal = %+v", g)
+	}
+}

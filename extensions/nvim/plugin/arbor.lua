@@ -118,3 +118,16 @@ end, { nargs = '?', complete = complete_id, desc = "Arbor: a session's goal: sta
 cmd('ArborProgress', function(o)
   arbor().progress(o.args)
 end, { nargs = '?', complete = complete_id, desc = "Arbor: a session's cost-progress series as a table" })
+
+cmd('ArborHeartbeat', function(o)
+  local id, instruction = o.args:match('^(%S*)%s*(.*)$')
+  arbor().heartbeat(id, instruction)
+end, { nargs = '*', complete = complete_id, desc = 'Arbor: add a heartbeat to session {id} [instruction] (asks for the schedule)' })
+
+cmd('ArborHeartbeats', function(o)
+  arbor().heartbeats(o.args)
+end, { nargs = '?', complete = complete_id, desc = 'Arbor: heartbeats of a session (all without one)' })
+
+cmd('ArborHeartbeatDelete', function(o)
+  arbor().heartbeat_delete(o.args)
+end, { nargs = '?', desc = 'Arbor: delete a heartbeat {hid} (default: the one under the cursor)' })

@@ -640,7 +640,8 @@ local function run()
   vim.notify = function(msg, level, opts)
     table.insert(heard, msg)
     if level and level >= vim.log.levels.WARN and (msg:find('budget item 1 "tokens=5k"', 1, true)
-      or msg:find("goal is complete, not paused or stalled or budget_limited", 1, true)) then
+      or msg:find("goal is complete, not paused or stalled or budget_limited", 1, true)
+      or msg:find('heartbeat: schedule "every 10q"', 1, true) or msg:find('field 4 (month) "13"', 1, true)) then
       return -- the warnings these steps expect; any other still fails the test
     end
     return notify_before(msg, level, opts)
@@ -790,6 +791,72 @@ local function run()
   if tree_row(cid):find('◎', 1, true) then
     error('the tree row still shows a goal after the clear: ' .. tree_row(cid), 0)
   end
+  -- Heartbeats: a schedule that is neither an interval nor a cron expression is named and asked
+  -- again; one the daemon refuses shows its reason; "every 2s" is created and delivered; the list
+  -- shows it; `x` on its row deletes it. Each step is checked with `arbor heartbeats ID --json`.
+  local function daemon_heartbeats()
+    local raw = vim.fn.system({ bin, 'heartbeats', cid, '--json' })
+    if vim.v.shell_error ~= 0 then
+      error('arbor heartbeats --json: ' .. raw, 0)
+    end
+    local d = vim.fn.json_decode(raw).heartbeats
+    return d ~= vim.NIL and d or {}
+  end
+  prompts = {}
+  answers = { 'every 10q', '*/15 * * 13 *' }
+  vim.cmd('ArborHeartbeat ' .. cid:sub(1, 8) .. ' look at the build')
+  wait_for(nil, 10000, function() return heard_it('field 4 (month) "13"') ~= nil end)
+  local named = heard_it('heartbeat: schedule "every 10q": want "every 10m"')
+  local refused = heard_it('field 4 (month) "13"')
+  if not named or not refused or #prompts ~= 2 or #daemon_heartbeats() ~= 0 then
+    error(':ArborHeartbeat: the bad schedule was not named and asked again, or the daemon\'s refusal not shown: '
+      .. vim.inspect({ prompts = prompts, heard = heard, daemon = daemon_heartbeats() }), 0)
+  end
+  answers = { 'every 2s' }
+  vim.cmd('ArborHeartbeat ' .. cid:sub(1, 8) .. ' look at the build')
+  wait_for(nil, 10000, function() return heard_it(' on ' .. cid:sub(1, 8) .. ', every 2s: next due ') ~= nil end)
+  local beats = daemon_heartbeats()
+  if #beats ~= 1 or beats[1].every ~= '2s' or beats[1].instruction ~= 'look at the build' or beats[1].scheduled ~= true then
+    error(':ArborHeartbeat: the daemon records ' .. vim.inspect(beats) .. '; said ' .. vim.inspect(heard), 0)
+  end
+  local hid = beats[1].id
+  wait_for(nil, 20000, function()
+    beats = daemon_heartbeats()
+    return #beats == 1 and beats[1].delivered >= 1
+  end)
+  if #beats ~= 1 or beats[1].delivered < 1 then
+    error('the heartbeat was never delivered: ' .. vim.inspect(beats), 0)
+  end
+  vim.cmd('ArborHeartbeats ' .. cid:sub(1, 8))
+  local hlist = vim.fn.bufnr('arbor://heartbeats')
+  local hrow
+  wait_for(nil, 10000, function()
+    for i, l in ipairs(vim.api.nvim_buf_get_lines(hlist, 0, -1, false)) do
+      if l:find('^' .. hid .. '  ' .. cid:sub(1, 8) .. '  every 2s%s+next due %d+:%d+:%d+ · %d+/%d+ runs delivered · %d+ pending$') then
+        hrow = i
+        return true
+      end
+    end
+  end)
+  if not hrow or not buffer_text(hlist):find('    look at the build', 1, true) then
+    error(':ArborHeartbeats does not list ' .. hid .. ':\n' .. buffer_text(hlist ~= -1 and hlist or nil), 0)
+  end
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(hlist))
+  vim.api.nvim_win_set_cursor(0, { hrow, 0 })
+  vim.fn.confirm = function() return 1 end
+  vim.api.nvim_feedkeys('x', 'x', false)
+  vim.fn.confirm = confirm
+  wait_for(nil, 10000, function() return heard_it('deleted heartbeat ' .. hid) ~= nil end)
+  if #daemon_heartbeats() ~= 0 then
+    error('`x` in the heartbeat list did not delete it: ' .. vim.inspect(daemon_heartbeats()), 0)
+  end
+  wait_for(nil, 10000, function() return buffer_text(hlist):find('no heartbeats', 1, true) ~= nil end)
+  if not buffer_text(hlist):find('no heartbeats', 1, true) then
+    error('the heartbeat list was not redrawn after the delete:\n' .. buffer_text(hlist), 0)
+  end
+  table.insert(passed, ':ArborHeartbeat (bad schedule named, daemon refusal shown), delivered ' .. beats[1].delivered
+    .. ' run(s), :ArborHeartbeats, x deleted ' .. hid)
+
   vim.ui.input = ui_input
   vim.notify = notify_before
   table.insert(passed, 'refused resume shown (' .. refusal .. '); :ArborGoalClear')

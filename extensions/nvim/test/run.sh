@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Headless Neovim test of the Arbor plugin against the real daemon on the scripted model:
 # :ArborSessions, :ArborRun, the tree shows the session idle on its arbor/… branch, the transcript,
-# the diff, the review of harness proposals and goals (set, pause, resume, replace, show, progress, clear). Usage: ARBOR_BIN=/abs/path/to/arbor extensions/nvim/test/run.sh
+# the diff, the review of harness proposals and goals (set, pause, resume, replace, show, progress, clear)
+# and heartbeats (add, list, delete). Usage: ARBOR_BIN=/abs/path/to/arbor extensions/nvim/test/run.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PLUGIN=$(cd "$HERE/.." && pwd)

@@ -426,6 +426,25 @@ local prog = table.concat(goal.render_progress('the task', wrap({ session = 's',
   kind = 'verified', status = 'failed', detail = 'make test\nmore', spend = sp } } }, 'arbor.ProgressResult')), '\n')
 has(prog, 'SEQ  TIME      KIND          STATUS', 'progress header')
 check(prog:find('4  10:11:12  verified      failed               1200    $0.2500      3  make test', 1, true), 'progress row:\n' .. prog)
+-- Heartbeats: the schedule a user types, a heartbeat's line in the list.
+local hbm = require('arbor.heartbeat')
+for input, want in pairs({ ['every 10m'] = { every = '10m' }, ['  Every  1h30m '] = { every = '1h30m' }, ['90s'] = { every = '90s' },
+  ['*/15 * * * *'] = { cron = '*/15 * * * *' }, ['cron 0 3 * * 1-5'] = { cron = '0 3 * * 1-5' }, ['@hourly'] = { cron = '@hourly' } }) do
+  local got, err = hbm.parse_schedule(input)
+  check(vim.deep_equal(got, want), 'parse_schedule(' .. input .. '): ' .. vim.inspect({ got, err }))
+end
+for _, input in ipairs({ 'every 10q', 'every 500ms', 'soon', '* * *', '' }) do
+  local got, err = hbm.parse_schedule(input)
+  check(got == nil and err == 'schedule "' .. vim.trim(input) .. '": want "every 10m" (an interval of at least 1s) or a cron expression such as "*/15 * * * *"',
+    'parse_schedule(' .. input .. '): ' .. vim.inspect({ got, err }))
+end
+local hb = wrap({ id = 'hb12ab', session = 'aaaa1111xxxx', instruction = 'check CI\nand more', every = '10m', created = 'x',
+  nextDue = '2026-01-01T10:30:05.123Z', ticks = 3, delivered = 2, pending = 1, scheduled = true }, 'arbor.Heartbeat')
+check(hbm.schedule_text(hb) == 'every 10m', 'schedule_text: ' .. hbm.schedule_text(hb))
+check(hbm.state_text(hb) == 'next due 10:30:05 · 2/3 runs delivered · 1 pending', 'state_text: ' .. hbm.state_text(hb))
+local hlines, hrows = hbm.render({ hb }, nil)
+check(hlines[3] == 'hb12ab  aaaa1111  every 10m          next due 10:30:05 · 2/3 runs delivered · 1 pending' and hlines[4] == '    check CI'
+  and hrows[3] == hb and hrows[4] == hb and not hrows[1], 'heartbeat list: ' .. vim.inspect(hlines))
 local bad = vim.tbl_keys(unknown_fields)
 table.sort(bad)
 check(#bad == 0, 'proposals.lua reads fields the protocol does not have: ' .. table.concat(bad, ', '))

@@ -6,6 +6,7 @@
 --   :ArborTrust [dir]  (a repository's commands, interpreter, sandbox and key routing run only once trusted)
 --   :ArborProposals [status]   :ArborProposalAccept [pid]   :ArborProposalReject [pid [reason]]   :ArborRefine [focus]
 --   :ArborGoal [id [objective]]   :ArborGoalPause/Resume/Clear [id]   :ArborGoalShow [id]   :ArborProgress [id]
+--   :ArborHeartbeat [id [instruction]]   :ArborHeartbeats [id]   :ArborHeartbeatDelete [hid]
 local P = require('arbor.protocol')
 local client = require('arbor.client')
 local store = require('arbor.store')
@@ -487,6 +488,97 @@ function M.progress(id)
     x = (store.find(x) or { id = x }).id
     require('arbor.goal').follow()
     require('arbor.goal').open(x, 'progress')
+  end)
+end
+
+--- Adds a heartbeat to session id (default: the current one): instruction (asked for when not
+--- given) is sent to it as a message on the schedule, "every 10m" or a cron expression (asked for;
+--- asked again while it is neither). opts: schedule (skips that question), on_done(err, hb).
+function M.heartbeat(id, instruction, opts)
+  opts = opts or {}
+  local hbm = require('arbor.heartbeat')
+  local function done(err, hb)
+    if opts.on_done then
+      opts.on_done(err, hb)
+    end
+  end
+  resolve(id, 'Heartbeat for:', function(x)
+    local function ask_schedule(text_instr, default)
+      local function go(text)
+        if text == nil or text == '' then
+          return
+        end
+        local sched, serr = hbm.parse_schedule(text)
+        if not sched then
+          warn('heartbeat: ' .. serr)
+          if opts.schedule ~= nil then
+            done({ message = serr })
+          else
+            vim.schedule(function() ask_schedule(text_instr, text) end)
+          end
+          return
+        end
+        local params = vim.tbl_extend('force', { session = x, instruction = text_instr }, sched)
+        client.request(P.MethodHeartbeatCreate, params, function(err, hb)
+          if err then
+            warn('heartbeat: ' .. client.error_message(err))
+          else
+            client.notify(string.format('heartbeat %s on %s, %s: %s', hb.id, x:sub(1, 8), hbm.schedule_text(hb), hbm.state_text(hb)))
+            if hbm.bufnr() then
+              hbm.refresh()
+            end
+          end
+          done(err, hb)
+        end)
+      end
+      if opts.schedule ~= nil then
+        go(opts.schedule)
+      else
+        vim.ui.input({ prompt = 'Schedule (every 10m, or cron like */15 * * * *): ', default = default }, go)
+      end
+    end
+    if instruction and instruction ~= '' then
+      ask_schedule(instruction)
+    else
+      vim.ui.input({ prompt = 'Heartbeat instruction for ' .. x:sub(1, 8) .. ': ' }, function(text)
+        if text and text ~= '' then
+          ask_schedule(text)
+        end
+      end)
+    end
+  end)
+end
+
+--- Opens the list of heartbeats of session id (every session's when id is empty).
+function M.heartbeats(id)
+  client.start()
+  local sess = id and id ~= '' and store.find(id) or nil
+  return require('arbor.heartbeat').open(sess and sess.id or (id ~= '' and id or nil), M)
+end
+
+--- Deletes heartbeat hid (default: the one under the cursor in the list) after asking.
+function M.heartbeat_delete(hid, on_done)
+  local hbm = require('arbor.heartbeat')
+  hid = (hid and hid ~= '') and hid or (hbm.current() or {}).id
+  if not hid then
+    warn('heartbeat delete: give a heartbeat id (:ArborHeartbeats lists them)')
+    return
+  end
+  if vim.fn.confirm('Delete heartbeat ' .. hid .. '?', '&Yes\n&No', 2) ~= 1 then
+    return
+  end
+  client.request(P.MethodHeartbeatDelete, { id = hid }, function(err, hb)
+    if err then
+      warn('heartbeat delete: ' .. client.error_message(err))
+    else
+      client.notify(string.format('deleted heartbeat %s after %d delivered runs', hb.id, hb.delivered or 0))
+      if hbm.bufnr() then
+        hbm.refresh()
+      end
+    end
+    if on_done then
+      on_done(err, hb)
+    end
   end)
 end
 

@@ -20,7 +20,7 @@ function M.render()
   end
   local lines, ids = store.render()
   local out = {
-    string.format('Arbor sessions (%d)   <CR> log  d diff  s stop  m message  n new  c child  f fork  g goal  G show goal  P progress  r refresh  q close', #ids),
+    string.format('Arbor sessions (%d)   <CR> log  d diff  s stop  m message  n new  c child  f fork  g goal  G show goal  P progress  h heartbeat  H heartbeats  r refresh  q close', #ids),
     '',
   }
   if #ids == 0 then
@@ -62,6 +62,8 @@ function M.open(actions)
     g = { on(function(id) actions.goal(id) end), 'Arbor: set a goal' },
     G = { on(actions.goal_show), 'Arbor: show the goal' },
     P = { on(actions.progress), 'Arbor: progress' },
+    h = { on(function(id) actions.heartbeat(id) end), 'Arbor: add a heartbeat' },
+    H = { on(actions.heartbeats), 'Arbor: heartbeats of the session' },
     r = { actions.refresh, 'Arbor: refresh' },
     q = { function() pcall(vim.cmd, 'close') end, 'close' },
   })

@@ -1,7 +1,9 @@
 // Real VS Code (code-server) + headless Debian Chromium (playwright-core): the Arbor extension
 // starts `arbor lsp`, "Arbor: New Task" starts a session, and the Sessions view shows it idle on
 // its arbor/… branch; a session's workspace notes wait in the Harness Proposals view, where the
-// user opens the diff, rejects one and accepts the other; Refine Harness… runs /refine. Run by scripts/e2e.sh, which sets E2E_* and the daemon's environment.
+// user opens the diff, rejects one and accepts the other; Refine Harness… runs /refine; a session is
+// given goals (Set Goal…, Pause / Resume / Clear Goal, Show Goal, Show Progress) and heartbeats
+// (Add Heartbeat…, Heartbeats, Delete Heartbeat…), each step checked in the daemon. Run by scripts/e2e.sh, which sets E2E_* and the daemon's environment.
 'use strict';
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
@@ -255,3 +257,196 @@ async function daemonSession(task) {
   assert.ok(s, `arbor ls --json has no session "${task}"`);
   return s;
 }
+
+/** The daemon's record of a session's goal, from the real CLI (`arbor goal ID --json`); null when none. */
+function daemonGoal(id) {
+  const out = JSON.parse(execFileSync(process.env.ARBOR_BIN, ['goal', id, '--json'], { env: process.env, encoding: 'utf8', timeout: 20000 }));
+  return out.objective ? out : out.goal ?? null;
+}
+
+/** Polls fn until it returns a truthy value; fails with what, and the last value, after ms. */
+async function until(what, ms, fn) {
+  const end = Date.now() + ms;
+  let last;
+  for (;;) {
+    last = await fn();
+    if (last) return last;
+    if (Date.now() > end) throw new Error(`${what} (after ${ms} ms; last: ${JSON.stringify(last)})`);
+    await new Promise(r => setTimeout(r, 250));
+  }
+}
+
+/** Right-click on the session row, then the context menu item called label. */
+async function rowAction(task, label) {
+  const row = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Sessions' }) }).locator('.monaco-list-row', { hasText: task });
+  await expectVisible(row, `the session "${task}" is not listed`, 10000);
+  await row.first().click({ button: 'right' });
+  const item = page.locator('.monaco-menu .action-item', { hasText: label });
+  await expectVisible(item, `the session's context menu has no "${label}"`, 10000);
+  await item.first().click();
+}
+
+/** F1 → command → the session picked by its task. */
+async function paletteOnSession(command, task) {
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await expectVisible(input, 'F1 did not open the command palette', 10000);
+  await input.fill('>' + command);
+  await expectVisible(page.locator('.quick-input-list .monaco-list-row', { hasText: command }), `the command palette does not list "${command}"`, 10000);
+  await page.keyboard.press('Enter');
+  const pick = page.locator('.quick-input-list .monaco-list-row', { hasText: task });
+  await expectVisible(pick, `"${command}" did not offer the session "${task}"`, 10000);
+  await pick.first().click();
+}
+
+test('Goals: Set Goal… checks the budgets, Pause and Resume reach the daemon, a second goal replaces the first after asking, Show Goal and Show Progress', async (t) => {
+  const TASK = 'chase a goal';
+  const input = page.locator('.quick-input-widget input');
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('F1');
+  await expectVisible(input, 'F1 did not open the command palette', 10000);
+  await input.fill('>Arbor: New Task');
+  await expectVisible(page.locator('.quick-input-list .monaco-list-row', { hasText: 'Arbor: New Task' }), 'the command palette does not list "Arbor: New Task"', 10000);
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'What should the agent do?' }), '"Arbor: New Task" did not ask for the task', 10000);
+  await input.fill(TASK);
+  await page.keyboard.press('Enter');
+  // The Sessions view's row (a closed quick pick keeps its rows, with the same text, in the DOM).
+  const row = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Sessions' }) }).locator('.monaco-list-row', { hasText: TASK });
+  await expectVisible(row.filter({ hasText: 'idle' }), `the session "${TASK}" never showed as idle`, 60000);
+  const id = (await daemonSession(TASK)).id;
+
+  // Set Goal…: the objective, then a bad budget (named, and Enter does not take it), then good ones.
+  await rowAction(TASK, 'Set Goal…');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'What should the goal achieve?' }), '"Set Goal…" did not ask for the objective', 10000);
+  await input.fill('keep going');
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'Budgets over the session' }), '"Set Goal…" did not ask for the budgets', 10000);
+  await input.fill('tokens=5k');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'budget item 1 "tokens=5k": want a whole number of tokens above zero' }),
+    'a bad budget item is not named while it is typed', 10000);
+  await page.keyboard.press('Enter');
+  await page.waitForTimeout(500);
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'budget item 1 "tokens=5k"' }), 'Enter took a bad budget', 5000);
+  assert.equal(await input.inputValue(), 'tokens=5k', 'Enter took a bad budget');
+  await input.fill('tokens=50000,turns=20,wall=2h,cost=5');
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'End condition (optional)' }), '"Set Goal…" did not ask for an end condition', 10000);
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.notifications-toasts', { hasText: 'goal active on chase a goal: keep going' }), 'no notification says the goal was set', 15000);
+  let g = daemonGoal(id);
+  assert.equal(g.status, 'active');
+  assert.deepEqual([g.objective, g.tokenBudget, g.turnBudget, g.wallBudgetMs, g.costBudget, g.until], ['keep going', 50000, 20, 7200000, 5, undefined]);
+  await expectVisible(row.filter({ hasText: /goal (active|backing off)/ }), 'the Sessions view does not show the goal on the row', 15000);
+  t.diagnostic(`row with a goal: ${(await row.first().innerText()).replace(/\s+/g, ' ')}`);
+
+  // Pause, Resume (the goal takes a turn that changes nothing and backs off), Pause again.
+  await rowAction(TASK, 'Pause Goal');
+  await until('the daemon did not record the goal paused', 10000, () => daemonGoal(id).status === 'paused');
+  await expectVisible(row.filter({ hasText: 'goal paused' }), 'the Sessions view does not show the goal paused', 10000);
+  await rowAction(TASK, 'Resume Goal');
+  await until('the resumed goal took no turn and did not back off', 30000, () => { const x = daemonGoal(id); return x.status === 'active' && x.turns >= 2 && x.waiting === 'backoff'; });
+  await rowAction(TASK, 'Pause Goal');
+  await until('the daemon did not record the goal paused again', 10000, () => daemonGoal(id).status === 'paused');
+
+  // A second goal over the paused one asks first; the session writes done.txt, `test -f done.txt` passes.
+  await rowAction(TASK, 'Set Goal…');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'What should the goal achieve?' }), '"Set Goal…" did not ask for the objective', 10000);
+  await input.fill('write done.txt');
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'Budgets over the session' }), '"Set Goal…" did not ask for the budgets', 10000);
+  await input.fill('turns=5');
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'End condition (optional)' }), '"Set Goal…" did not ask for an end condition', 10000);
+  await input.fill('test -f done.txt');
+  await page.keyboard.press('Enter');
+  const dialog = page.locator('.monaco-dialog-box', { hasText: 'already has a goal (paused): "keep going". Replace it?' });
+  await expectVisible(dialog, 'a second goal did not ask before replacing the paused one', 10000);
+  await dialog.locator('.monaco-button', { hasText: /^Replace$/ }).click();
+  g = await until('the replacing goal did not end', 60000, () => { const x = daemonGoal(id); return x.status !== 'active' && x.objective === 'write done.txt' && x; });
+  assert.deepEqual([g.status, g.claimed, g.verified, g.evidence, g.until, g.turnBudget], ['complete', true, true, 'done.txt written', 'test -f done.txt', 5]);
+  await expectVisible(row.filter({ hasText: 'goal complete' }), 'the Sessions view does not show the goal complete', 15000);
+
+  // Show Goal: the account of the goal, claimed apart from verified.
+  await paletteOnSession('Arbor: Show Goal', TASK);
+  for (const want of ['# Goal of chase a goal', 'status:** complete', 'budget:** 5 turns', 'claimed by the model:** yes; **verified:** yes',
+    'evidence:** done.txt written', 'last check:** `test -f done.txt` passed']) {
+    await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: want }), `Show Goal does not show "${want}"`, 15000);
+  }
+  await page.screenshot({ path: SHOT.replace(/\.png$/, '-goal.png') }).catch(() => undefined);
+
+  // Show Progress: a table with a row per point of the daemon's series.
+  await paletteOnSession('Arbor: Show Progress', TASK);
+  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: '| seq | time | kind | status | tokens | cost | calls | detail |' }),
+    'Show Progress shows no table', 15000);
+  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: /\|\s+verified\s+\|\s+passed\s+\|\s+\d+\s+\|\s+\$\d/ }), 'the progress table has no passed verification', 10000);
+  const points = JSON.parse(execFileSync(process.env.ARBOR_BIN, ['progress', id, '--json'], { env: process.env, encoding: 'utf8', timeout: 20000 })).points;
+  const kinds = points.map(p => p.kind);
+  assert.ok(kinds.includes('goal_set') && kinds.includes('goal_changed') && kinds.includes('verified'), kinds.join(','));
+  const rows = await page.locator('.monaco-editor .view-line', { hasText: /^\|\s\d+\s\|/ }).count();
+  assert.equal(rows, points.length, 'the table has a row per point of the series');
+  await page.screenshot({ path: SHOT.replace(/\.png$/, '-progress.png') }).catch(() => undefined);
+
+  // A resume the daemon refuses shows its reason in full; Clear removes the goal.
+  await page.keyboard.press('Escape');
+  await rowAction(TASK, 'Resume Goal');
+  await expectVisible(page.locator('.notifications-toasts', { hasText: "goal is complete, not paused or stalled or budget_limited" }),
+    'the refused resume does not show the daemon\'s reason', 15000);
+  await rowAction(TASK, 'Clear Goal');
+  await until('the daemon still has a goal after Clear Goal', 10000, () => daemonGoal(id) === null);
+  await row.filter({ hasText: /goal (active|paused|complete|stalled|backing|budget|parked|waiting)/ }).first().waitFor({ state: 'detached', timeout: 15000 })
+    .catch(async () => { throw new Error(`the Sessions view still shows a goal after Clear Goal: ${(await row.first().innerText()).replace(/\s+/g, ' ')}`); });
+});
+
+test('Heartbeats: Add Heartbeat… names a bad schedule and shows the daemon\'s refusal; one every 2s is delivered, listed and deleted', async (t) => {
+  const TASK = 'chase a goal';
+  const id = (await daemonSession(TASK)).id;
+  const input = page.locator('.quick-input-widget input');
+  const beats = () => JSON.parse(execFileSync(process.env.ARBOR_BIN, ['heartbeats', id, '--json'], { env: process.env, encoding: 'utf8', timeout: 20000 })).heartbeats ?? [];
+  const add = async (schedule) => {
+    await rowAction(TASK, 'Add Heartbeat…');
+    await expectVisible(page.locator('.quick-input-widget', { hasText: 'What should the session be told on each beat?' }), '"Add Heartbeat…" did not ask for the instruction', 10000);
+    await input.fill('look at the build');
+    await page.keyboard.press('Enter');
+    await expectVisible(page.locator('.quick-input-widget', { hasText: 'When: "every 10m"' }), '"Add Heartbeat…" did not ask for the schedule', 10000);
+    await input.fill(schedule);
+  };
+  await page.keyboard.press('Escape');
+  await add('every 10q');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'schedule "every 10q": want "every 10m" (an interval of at least 1s) or a cron expression' }),
+    'a bad schedule is not named while it is typed', 10000);
+  await input.fill('*/15 * * 13 *');
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.notifications-toasts', { hasText: 'field 4 (month) "13"' }), 'the daemon\'s refusal of the cron expression is not shown', 15000);
+  assert.deepEqual(beats(), []);
+
+  await add('every 2s');
+  await page.keyboard.press('Enter');
+  await expectVisible(page.locator('.notifications-toasts', { hasText: /heartbeat hb\w+ on chase a goal, every 2s: next due/ }), 'no notification says the heartbeat was added', 15000);
+  let list = beats();
+  assert.equal(list.length, 1, JSON.stringify(list));
+  assert.deepEqual([list[0].every, list[0].instruction, list[0].scheduled], ['2s', 'look at the build', true]);
+  const hid = list[0].id;
+  list = await until('the heartbeat was never delivered', 20000, () => { const l = beats(); return l[0]?.delivered >= 1 && l; });
+  t.diagnostic(`heartbeat ${hid}: ${list[0].delivered}/${list[0].ticks} delivered`);
+
+  await rowAction(TASK, 'Heartbeats');
+  const item = page.locator('.quick-input-list .monaco-list-row', { hasText: `${hid} · every 2s` });
+  await expectVisible(item, 'the heartbeat list does not show the heartbeat', 10000);
+  await expectVisible(item.filter({ hasText: /next due \d\d:\d\d:\d\d · \d+\/\d+ runs delivered · \d+ pending/ }), 'the list does not show its next due time, runs and pending count', 5000);
+  await page.screenshot({ path: SHOT.replace(/\.png$/, '-heartbeats.png') }).catch(() => undefined);
+  await page.keyboard.press('Escape');
+
+  await page.keyboard.press('F1');
+  await input.fill('>Arbor: Delete Heartbeat…');
+  await expectVisible(page.locator('.quick-input-list .monaco-list-row', { hasText: 'Arbor: Delete Heartbeat…' }), 'the palette does not list "Arbor: Delete Heartbeat…"', 10000);
+  await page.keyboard.press('Enter');
+  await expectVisible(item, '"Delete Heartbeat…" does not offer the heartbeat', 10000);
+  await item.first().click();
+  const dialog = page.locator('.monaco-dialog-box', { hasText: `delete heartbeat ${hid}` });
+  await expectVisible(dialog, '"Delete Heartbeat…" did not ask first', 10000);
+  await dialog.locator('.monaco-button', { hasText: /^Delete$/ }).click();
+  await expectVisible(page.locator('.notifications-toasts', { hasText: `deleted heartbeat ${hid}` }), 'no notification says the heartbeat was deleted', 15000);
+  assert.deepEqual(beats(), []);
+});

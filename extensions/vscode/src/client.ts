@@ -116,4 +116,11 @@ export class ArborClient implements vscode.Disposable {
   acceptProposal(p: P.ProposalDecideParams) { return this.request(P.MethodRefineAccept, p); }
   rejectProposal(p: P.ProposalDecideParams) { return this.request(P.MethodRefineReject, p); }
   refine(p: P.RefineRunParams) { return this.request(P.MethodRefineRun, p); }
+  goalSet(p: P.GoalSetParams) { return this.request(P.MethodGoalSet, p); }
+  goalGet(p: P.GoalRef) { return this.request(P.MethodGoalGet, p); }
+  goalControl(p: P.GoalControlParams) { return this.request(P.MethodGoalControl, p); }
+  progress(p: P.ProgressParams) { return this.request(P.MethodProgress, p); }
+  heartbeatCreate(p: P.HeartbeatCreateParams) { return this.request(P.MethodHeartbeatCreate, p); }
+  heartbeatList(p: P.HeartbeatListParams) { return this.request(P.MethodHeartbeatList, p); }
+  heartbeatDelete(p: P.HeartbeatID) { return this.request(P.MethodHeartbeatDelete, p); }
 }

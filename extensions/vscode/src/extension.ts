@@ -11,19 +11,26 @@ import { SessionStore, isBusy, sandboxWarning } from './sessions';
 import { SessionTreeProvider } from './tree';
 import { ProposalCommands, ProposalDocumentProvider, ProposalTreeProvider, proposalScheme } from './proposalView';
 import { isHarnessEvent } from './proposals';
+import { GoalCommands, GoalDocumentProvider, goalScheme } from './goalCommands';
+import { HeartbeatCommands } from './heartbeatCommands';
 
 let client: ArborClient | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel('Arbor', { log: true });
   const store = new SessionStore();
-  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids]));
+  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids]));
   const transcripts = new TranscriptProvider(client, store);
 
   const tree = new SessionTreeProvider(store, inWorkspace);
   const view = vscode.window.createTreeView('arbor.sessions', { treeDataProvider: tree, showCollapseAll: true });
   const reveal = (id: string) => { if (view.visible) void view.reveal(id, { select: true, focus: false }).then(undefined, () => undefined); };
   const commands = new Commands(client, store, reveal);
+
+  const goalDocs = new GoalDocumentProvider(client, store);
+  const goalCommands = new GoalCommands(client, store, goalDocs, (arg, title, filter) => commands.session(arg, title, filter));
+
+  const heartbeatCommands = new HeartbeatCommands(client, store, (arg, title) => commands.session(arg, title));
 
   const proposals = new ProposalTreeProvider(client, workspaceDir);
   const proposalView = vscode.window.createTreeView('arbor.proposals', { treeDataProvider: proposals });
@@ -76,14 +83,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.registerTextDocumentContentProvider(transcriptScheme, transcripts),
     vscode.workspace.registerTextDocumentContentProvider(fileScheme, new FileAtProvider(client)),
     vscode.workspace.registerTextDocumentContentProvider(proposalScheme, proposalDocs),
+    vscode.workspace.registerTextDocumentContentProvider(goalScheme, goalDocs),
     ...proposalCommands.register(showError),
+    ...goalCommands.register(showError),
+    ...heartbeatCommands.register(showError),
     ...commands.register(),
   );
 
   const handlers = {
     sessionTree: (p: P.SessionTreeParams) => {
       store.apply(p);
-      for (const s of p.sessions ?? []) transcripts.onSessionChanged(s.id);
+      for (const s of p.sessions ?? []) { transcripts.onSessionChanged(s.id); goalDocs.onSessionChanged(s.id); }
     },
     event: (e: P.Event) => {
       transcripts.onEvent(e);

@@ -4,11 +4,18 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/gitstate"
 )
 
 // Send delivers a user message: steering a running turn, or starting a new turn.
 func (s *Service) Send(ctx context.Context, id, text, mode string) (string, error) {
+	return s.SendKeyed(ctx, id, text, mode, "")
+}
+
+// SendKeyed is Send recording key, the journal key of the client's request, on the message
+// (see [Service.RequestApplied]).
+func (s *Service) SendKeyed(ctx context.Context, id, text, mode, key string) (string, error) {
 	sess, err := s.Get(id)
 	if err != nil {
 		return "", err
@@ -16,7 +23,7 @@ func (s *Service) Send(ctx context.Context, id, text, mode string) (string, erro
 	if text == "" {
 		return "", fmt.Errorf("send to %s: the message is empty", sess.meta.ID)
 	}
-	status, err := sess.enqueue(ctx, "user", text, mode)
+	status, err := sess.enqueueMsg(ctx, event.MessageQueued{From: "user", Text: text, Mode: mode, RequestKey: key})
 	if err == nil {
 		sess.mu.Lock()
 		sess.usage.HumanInterventions++

@@ -40,6 +40,8 @@ type CreateRequest struct {
 	Profile string
 	// Goal, when set, is the session's goal from its first turn on (an autonomous run).
 	Goal *GoalSpec
+	// RequestKey is the journal key of the client's request (see [Service.RequestApplied]).
+	RequestKey string
 }
 
 // Create starts a session: branch and worktree from the user's HEAD (or the parent's latest
@@ -132,7 +134,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		Worktree:  filepath.Join(ws.WorktreeDir, id),
 		Workspace: ws.Root, Created: time.Now().UTC(), Selection: req.Selection,
 		Spec: req.Spec, MaxTurnSteps: req.MaxTurnSteps,
-		Profile: prof.Profile, ProfileSettings: prof.ProfileSettings,
+		Profile: prof.Profile, ProfileSettings: prof.ProfileSettings, RequestKey: req.RequestKey,
 	}
 	if parent != nil {
 		meta.Parent = parent.meta.ID

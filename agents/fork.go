@@ -21,6 +21,12 @@ import (
 // there is none) in its own worktree, and its conversation is the source's up to there. The
 // fork is idle; a message starts it. The source's log, branch and worktree are not touched.
 func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string) (*Session, error) {
+	return s.ForkKeyed(ctx, id, atSeq, name, "")
+}
+
+// ForkKeyed is Fork recording key, the journal key of the client's request, on the fork (see
+// [Service.RequestApplied]).
+func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, key string) (*Session, error) {
 	src, err := s.Get(id)
 	if err != nil {
 		return nil, err
@@ -74,6 +80,7 @@ func (s *Service) Fork(ctx context.Context, id string, atSeq uint64, name string
 		Branch: "arbor/" + slug + "-" + nid[:8], Worktree: filepath.Join(src.ws.WorktreeDir, nid),
 		ForkOf: src.meta.ID, ForkSeq: atSeq, Workspace: src.ws.Root, Created: time.Now().UTC(),
 		Profile: prof.Profile, ProfileSettings: prof.ProfileSettings,
+		RequestKey: key,
 	}
 	repo := src.ws.Repo
 	if err := repo.Fork(ctx, gitstate.WorktreeSpec{Name: nid, Branch: meta.Branch, Base: commit, Dir: meta.Worktree}); err != nil {

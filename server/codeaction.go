@@ -54,7 +54,7 @@ func (c *conn) executeCommand(ctx context.Context, p protocol.ExecuteCommandPara
 		arg, _ = json.Marshal(p.Arguments[0])
 	}
 	if m, ok := commandMethods[p.Command]; ok {
-		return routes[m].serve(c, ctx, arg)
+		return c.serve(ctx, routes[m], arg, 0)
 	}
 	return nil, errInvalidParams{fmt.Sprintf("unknown command %q: Arbor's commands are %s", p.Command,
 		strings.Join([]string{CmdNewTask, CmdSpawnSubagent, CmdStop, CmdSend, CmdFork, CmdAccept, CmdDiscard}, ", "))}

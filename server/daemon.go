@@ -33,6 +33,15 @@ type DaemonOptions struct {
 	MaxInFlight      int
 	MaxInFlightBytes int
 	WriteTimeout     time.Duration
+
+	// JournalDir holds the request journal (see journal.go): requests that change state are
+	// written there before they run and replayed at the next start when the daemon died
+	// first. "" = no journal (tests that do not need one).
+	JournalDir string
+	// CrashAt is a test hook: "journal:METHOD:before" kills the daemon with SIGKILL after a
+	// METHOD request was journalled and before it runs, ":after" after it ran and before the
+	// reply. "" in every real daemon.
+	CrashAt string
 }
 
 // Validate checks required fields.
@@ -45,6 +54,9 @@ func (o DaemonOptions) Validate() error {
 	}
 	if o.MaxInFlight < 0 || o.MaxInFlightBytes < 0 || o.WriteTimeout < 0 {
 		return errors.New("daemon: negative per-connection bound")
+	}
+	if !validCrashAt(o.CrashAt) {
+		return fmt.Errorf("daemon: crash point %q: want journal:METHOD:before|after with a journalled METHOD", o.CrashAt)
 	}
 	return nil
 }
@@ -61,6 +73,9 @@ type Server struct {
 	stop    chan struct{}
 	once    sync.Once
 	refused refusals
+
+	journal     *journal // nil: requests are not journalled
+	interrupted interruptions
 }
 
 // ErrAlreadyRunning means another daemon holds the lock.
@@ -93,12 +108,20 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 		return err
 	}
 	defer lock.Close()
+	var jr *journal
+	if opts.JournalDir != "" {
+		// Under the lock: only this daemon replays what the last one left.
+		if jr, err = openJournal(opts.JournalDir); err != nil {
+			return err
+		}
+		defer jr.close()
+	}
 	ln, err := listen(opts.Socket)
 	if err != nil {
 		return err
 	}
 	s := &Server{opts: opts, log: opts.Logger, agents: opts.Agents, started: time.Now(),
-		ready: make(chan struct{}), stop: make(chan struct{})}
+		ready: make(chan struct{}), stop: make(chan struct{}), journal: jr}
 	s.lastUse.Store(time.Now().UnixNano())
 	s.log.Info("daemon listening", "socket", opts.Socket, "pid", os.Getpid())
 
@@ -108,6 +131,8 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 		if err := s.agents.Recover(rctx); err != nil {
 			s.log.Error("recover sessions", "err", err)
 		}
+		// After the sessions are back, before any client request runs (they wait for ready).
+		s.replayJournal(rctx)
 	}()
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -165,7 +190,8 @@ func (s *Server) Stop() { s.once.Do(func() { close(s.stop) }) }
 
 // waitReady holds session requests until recovery finished (lifecycle methods pass at once).
 func (s *Server) waitReady(ctx context.Context, method string) error {
-	if !strings.HasPrefix(method, "arbor/") || method == MethodDaemonStatus || method == MethodDaemonStop {
+	// workspace/executeCommand runs arbor/* requests, so it waits like them.
+	if !strings.HasPrefix(method, "arbor/") && method != "workspace/executeCommand" || method == MethodDaemonStatus || method == MethodDaemonStop {
 		return nil
 	}
 	select {

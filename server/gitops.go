@@ -10,7 +10,7 @@ import (
 // The git operations on sessions: fork, accept, child merge, discard.
 
 func (c *conn) sessionFork(ctx context.Context, p ForkParams) (*Session, error) {
-	sess, err := c.srv.agents.Fork(ctx, p.ID, p.AtSeq, p.Name)
+	sess, err := c.srv.agents.ForkKeyed(ctx, p.ID, p.AtSeq, p.Name, requestKey(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -130,7 +130,7 @@ func TestGitOpsOverProtocol(t *testing.T) {
 	}
 }
 
-func dialClient(t *testing.T, sock string) *Client {
+func dialClient(t testing.TB, sock string) *Client {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		nc, err := Dial(t.Context(), DialOptions{Socket: sock})
@@ -150,7 +150,7 @@ func dialClient(t *testing.T, sock string) *Client {
 // gitInit makes dir a repository with files in one commit on main. The repository names its own
 // user, as a user's would: tests run with GIT_CONFIG_GLOBAL=/dev/null, and Accept and Merge
 // refuse without an identity.
-func gitInit(t *testing.T, dir string, files map[string]string) {
+func gitInit(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func gitInit(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-func gitRun(t *testing.T, dir string, args ...string) string {
+func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir

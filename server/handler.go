@@ -89,6 +89,9 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 			cancel()
 		}
 	}
+	// The receive order is the read loop's; the journal entry (if any) is written in the
+	// request's goroutine, so one slow fsync does not hold up reading the next request.
+	seq := c.srv.journalStamp(r.name)
 	c.requests.Add(1)
 	go func() {
 		defer c.requests.Done()
@@ -98,7 +101,7 @@ func (c *conn) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.
 			reply(ctx, nil, toRPCError(err))
 			return
 		}
-		res, err := c.serve(reqCtx, r, req.Params())
+		res, err := c.serve(reqCtx, r, req.Params(), seq)
 		cancelled := reqCtx.Err() != nil && ctx.Err() == nil
 		done()
 		if err != nil {
@@ -138,9 +141,34 @@ func (c *conn) admit(method string) error {
 	return nil
 }
 
-// serve runs one handler. A request is an isolation boundary: a panic in it is logged with
+// serve journals a request that changes state (see journal.go), runs its handler and crosses
+// the entry out. seq is when the request was read (0: now). A request the journal cannot take
+// is refused, not run.
+func (c *conn) serve(ctx context.Context, r route, params json.RawMessage, seq int64) (any, error) {
+	j := c.srv.journal
+	if j == nil || !journalRules[r.name].journalled() {
+		return c.run(ctx, r, params)
+	}
+	c.mu.Lock()
+	root := c.rootDir
+	c.mu.Unlock()
+	e, err := j.begin(seq, r.name, params, root)
+	if err != nil {
+		c.log.Error("request refused: journal write failed", "method", r.name, "err", err)
+		return nil, err
+	}
+	c.srv.crashPoint(r.name, "before")
+	res, err := c.run(withRequestKey(ctx, e.Key), r, params)
+	c.srv.crashPoint(r.name, "after")
+	if derr := j.done(e); derr != nil {
+		c.log.Warn("request journal", "err", derr) // replayed after a crash, which its rule makes harmless
+	}
+	return res, err
+}
+
+// run runs one handler. A request is an isolation boundary: a panic in it is logged with
 // its stack and answered as an internal error, and the daemon keeps serving everyone else.
-func (c *conn) serve(ctx context.Context, r route, params json.RawMessage) (res any, err error) {
+func (c *conn) run(ctx context.Context, r route, params json.RawMessage) (res any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("panic in request handler", "method", r.name, "panic", p, "stack", string(debug.Stack()))

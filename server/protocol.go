@@ -398,6 +398,21 @@ type DaemonStatusResult struct {
 	APIKeyEnv    string `json:"apiKeyEnv,omitempty"`
 	// Sandbox is what the daemon's bubblewrap probe found when it started.
 	Sandbox SandboxStatus `json:"sandbox"`
+	// Interrupted lists the requests an earlier daemon had received and not finished when it
+	// died, found in its request journal at this daemon's start, and what became of each.
+	Interrupted []InterruptedRequest `json:"interrupted,omitempty"`
+}
+
+// InterruptedRequest is one journalled request found at start. Outcome is "replayed", "already
+// applied" (it had taken effect; not applied again), "not replayed" (its method is not redone
+// unseen: Detail says why and what to do), "replay failed" (Detail has the error) or "corrupt"
+// (the entry was damaged; the request was never run).
+type InterruptedRequest struct {
+	Method   string    `json:"method,omitempty"`
+	Received time.Time `json:"received"`
+	Session  string    `json:"session,omitempty"`
+	Outcome  string    `json:"outcome"`
+	Detail   string    `json:"detail,omitempty"`
 }
 
 // SandboxStatus says whether kernels can be sandboxed here. Mode is what a session with the

@@ -13,7 +13,8 @@ func (c *conn) sessionCreate(ctx context.Context, p SessionCreateParams) (*Sessi
 		p.Dir = c.rootDir
 		c.mu.Unlock()
 	}
-	req := agents.CreateRequest{Task: p.Task, Dir: p.Dir, Parent: p.Parent, Name: p.Name, Model: p.Model, Profile: p.Profile}
+	req := agents.CreateRequest{Task: p.Task, Dir: p.Dir, Parent: p.Parent, Name: p.Name, Model: p.Model, Profile: p.Profile,
+		RequestKey: requestKey(ctx)}
 	if s := p.Selection; s != nil && s.Text != "" {
 		req.Selection = fmt.Sprintf("%s lines %d-%d:\n%s", s.URI, s.StartLine+1, s.EndLine+1, s.Text)
 	}
@@ -62,7 +63,7 @@ func (c *conn) sessionGet(ctx context.Context, p SessionRef) (*Session, error) {
 }
 
 func (c *conn) sessionSend(ctx context.Context, p SendParams) (*SendResult, error) {
-	status, err := c.srv.agents.Send(ctx, p.ID, p.Text, p.Mode)
+	status, err := c.srv.agents.SendKeyed(ctx, p.ID, p.Text, p.Mode, requestKey(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,8 @@ func (c *conn) daemonStatus(ctx context.Context, _ Empty) (*DaemonStatusResult, 
 		Sessions: s.agents.Count(), Live: s.agents.Live(), Clients: int(s.clients.Load()),
 		Workspaces:   s.agents.Workspaces(),
 		ModelBaseURL: ov.ModelBaseURL, Model: ov.Model, APIKeyEnv: ov.APIKeyEnv,
-		Sandbox: sandboxStatus(s.agents.Sandbox()),
+		Sandbox:     sandboxStatus(s.agents.Sandbox()),
+		Interrupted: s.interrupted.get(),
 	}, nil
 }
 

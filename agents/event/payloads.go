@@ -66,6 +66,9 @@ type SessionCreated struct {
 	// what a restart applies again.
 	Profile         string          `json:"profile,omitempty"`
 	ProfileSettings json.RawMessage `json:"profileSettings,omitempty"`
+	// RequestKey is the journal key of the client request that made the session (see
+	// server's request journal): a replay after a crash finds it and makes no second session.
+	RequestKey string `json:"requestKey,omitempty"`
 }
 
 // StateChanged is a lifecycle change; Reason says why a session failed or stopped.
@@ -88,6 +91,9 @@ type MessageQueued struct {
 	// Heartbeat is set on a heartbeat's delivery: the record is what makes the delivery
 	// happen once, since after a crash the daemon looks for it before delivering a claimed run.
 	Heartbeat *HeartbeatRef `json:"heartbeat,omitempty"`
+	// RequestKey is the journal key of the client request that sent it: a replay after a
+	// crash finds it and does not queue the message twice.
+	RequestKey string `json:"requestKey,omitempty"`
 }
 
 // HeartbeatRef names the runs of a heartbeat that one message delivers: Run is the newest,

@@ -59,7 +59,8 @@ func cmdDaemon(ctx context.Context, args []string) error {
 	}
 	return server.RunDaemon(ctx, server.DaemonOptions{
 		Socket: *socket, IdleTimeout: *idle, Version: version, Logger: logger, Agents: svc,
-		WriteTimeout: *writeTimeout,
+		WriteTimeout: *writeTimeout, JournalDir: filepath.Join(*stateDir, "journal"),
+		CrashAt: os.Getenv("ARBOR_TEST_CRASH"), // test only: see DaemonOptions.CrashAt
 	})
 }
 

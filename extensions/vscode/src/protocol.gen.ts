@@ -142,12 +142,21 @@ export interface DaemonStatusResult {
   model?: string;
   apiKeyEnv?: string;
   sandbox: SandboxStatus;
+  interrupted?: InterruptedRequest[];
 }
 
 export interface SandboxStatus {
   mode: string;
   available: boolean;
   reason?: string;
+}
+
+export interface InterruptedRequest {
+  method?: string;
+  received: string /* RFC 3339 */;
+  session?: string;
+  outcome: string;
+  detail?: string;
 }
 
 export interface GoalControlParams {
@@ -723,6 +732,7 @@ export interface SessionCreated {
   maxTurnSteps?: number;
   profile?: string;
   profileSettings?: unknown;
+  requestKey?: string;
 }
 
 export interface StateChanged {
@@ -739,6 +749,7 @@ export interface MessageQueued {
   text: string;
   mode: string;
   heartbeat?: HeartbeatRef;
+  requestKey?: string;
 }
 
 export interface HeartbeatRef {

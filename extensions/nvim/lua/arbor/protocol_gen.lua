@@ -133,11 +133,19 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field model? string
 ---@field apiKeyEnv? string
 ---@field sandbox arbor.SandboxStatus
+---@field interrupted? arbor.InterruptedRequest[]
 
 ---@class arbor.SandboxStatus
 ---@field mode string
 ---@field available boolean
 ---@field reason? string
+
+---@class arbor.InterruptedRequest
+---@field method? string
+---@field received string
+---@field session? string
+---@field outcome string
+---@field detail? string
 
 ---@class arbor.GoalControlParams
 ---@field session string
@@ -638,6 +646,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field maxTurnSteps? number
 ---@field profile? string
 ---@field profileSettings? any
+---@field requestKey? string
 
 ---@class arbor.StateChanged
 ---@field state arbor.SessionState
@@ -651,6 +660,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field text string
 ---@field mode string
 ---@field heartbeat? arbor.HeartbeatRef
+---@field requestKey? string
 
 ---@class arbor.HeartbeatRef
 ---@field id string
@@ -877,8 +887,9 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 -- The JSON fields of each type, in order: what the daemon sends.
 M.fields = {
   Empty = {  },
-  DaemonStatusResult = { 'pid', 'version', 'socket', 'started', 'sessions', 'live', 'clients', 'workspaces', 'modelBaseURL', 'model', 'apiKeyEnv', 'sandbox' },
+  DaemonStatusResult = { 'pid', 'version', 'socket', 'started', 'sessions', 'live', 'clients', 'workspaces', 'modelBaseURL', 'model', 'apiKeyEnv', 'sandbox', 'interrupted' },
   SandboxStatus = { 'mode', 'available', 'reason' },
+  InterruptedRequest = { 'method', 'received', 'session', 'outcome', 'detail' },
   GoalControlParams = { 'session', 'action' },
   Goal = { 'session', 'objective', 'status', 'reason', 'limit', 'by', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'set', 'turns', 'idleTurns', 'spent', 'claimed', 'verified', 'evidence', 'checks', 'lastCheck', 'waiting' },
   Spend = { 'tokens', 'costUSD', 'modelCalls' },
@@ -953,10 +964,10 @@ M.fields = {
   TrustGrantParams = { 'dir', 'hash' },
   SessionTreeParams = { 'full', 'sessions' },
   FellBehindParams = { 'session', 'lastSeq' },
-  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps', 'profile', 'profileSettings' },
+  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps', 'profile', 'profileSettings', 'requestKey' },
   StateChanged = { 'state', 'reason' },
   TurnStarted = { 'turn' },
-  MessageQueued = { 'from', 'text', 'mode', 'heartbeat' },
+  MessageQueued = { 'from', 'text', 'mode', 'heartbeat', 'requestKey' },
   HeartbeatRef = { 'id', 'run', 'count' },
   UserMessage = { 'text', 'from', 'queuedSeq', 'via' },
   AssistantMessage = { 'text', 'toolCalls', 'usage', 'retries' },

@@ -59,6 +59,7 @@ type GoalSpec struct {
 	CheckTimeout time.Duration // bounds Until; 0 = goals.checkTimeout
 	Replace      bool          // replace an active or paused goal
 	By           string        // user, agent, profile or autonomous
+	RequestKey   string        // the journal key of the client's request (see [Service.RequestApplied])
 }
 
 // Validate checks a spec; its errors say what to send instead.
@@ -253,6 +254,7 @@ func (s *Session) setGoal(ctx context.Context, spec GoalSpec) (Goal, error) {
 		Objective: spec.Objective, TokenBudget: spec.TokenBudget, TurnBudget: spec.TurnBudget,
 		WallBudgetMs: spec.WallBudget.Milliseconds(), CostBudget: spec.CostBudget, Until: spec.Until,
 		CheckTimeoutMs: spec.CheckTimeout.Milliseconds(), By: spec.By, Replaced: replaced, Spend: spend,
+		RequestKey: spec.RequestKey,
 	})
 	if err != nil {
 		return Goal{}, err

@@ -316,6 +316,7 @@ type HeartbeatRequest struct {
 	Instruction string
 	Every       string // a Go duration, like "10m"
 	Cron        string // a five-field cron expression, like "*/15 * * * *"
+	RequestKey  string // the journal key of the client's request (see [Service.RequestApplied])
 }
 
 // HeartbeatInfo is a heartbeat as clients see it.
@@ -363,7 +364,7 @@ func (h *heartbeats) create(sess *Session, req HeartbeatRequest) (HeartbeatInfo,
 		return HeartbeatInfo{}, RequestError(fmt.Sprintf("heartbeat: session %s already has %d heartbeats (the limit); delete one first", sess.meta.ID, n))
 	}
 	hb := heartbeat.Heartbeat{ID: "hb" + newID()[:10], Session: sess.meta.ID, Instruction: req.Instruction,
-		Every: req.Every, Cron: req.Cron, Created: now, Next: sch.Next(now)}
+		Every: req.Every, Cron: req.Cron, Created: now, Next: sch.Next(now), RequestKey: req.RequestKey}
 	if err := sb.store.Put(hb); err != nil {
 		return HeartbeatInfo{}, fmt.Errorf("heartbeat: %w", err)
 	}

@@ -13,8 +13,9 @@ var errFound = errors.New("found")
 
 // RequestApplied reports whether the client request with journal key key already took effect:
 // with session "", whether a session was created or forked by it (its session_created carries
-// the key); else whether a record of that session's log carries it (a message_queued, or any
-// later event whose payload has a requestKey field). The daemon's request journal asks this
+// the key); else whether one of that session's heartbeats or a record of its log carries it (a
+// message_queued, a goal_set, or any later event whose payload has a requestKey field). The
+// daemon's request journal asks this
 // when it replays a request after a crash, so that a request that was applied before the crash
 // is not applied again. It reads the whole log of the session: replays are rare.
 func (s *Service) RequestApplied(session, key string) (bool, error) {
@@ -32,6 +33,13 @@ func (s *Service) RequestApplied(session, key string) (bool, error) {
 	sess, err := s.Get(session)
 	if err != nil {
 		return false, err
+	}
+	if hbs, err := s.Heartbeats(sess.meta.ID); err == nil {
+		for _, hb := range hbs {
+			if hb.RequestKey == key {
+				return true, nil
+			}
+		}
 	}
 	needle := []byte(key)
 	err = sess.log.Scan(0, func(r eventlog.Record) error {

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestRequestApplied: the key of a create, a fork or a send is found after a restart (a
-// replayed request is skipped), and a key nobody recorded is not.
+// TestRequestApplied: the key of a create, a fork, a send, a heartbeat or a goal is found
+// after a restart (a replayed request is skipped), and a key nobody recorded is not.
 func TestRequestApplied(t *testing.T) {
 	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
 	ctx := context.Background()
@@ -27,6 +27,13 @@ func TestRequestApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.svc.CreateHeartbeat(ctx, s.meta.ID, HeartbeatRequest{Instruction: "check", Every: "1h", RequestKey: "hb-key"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.SetGoal(ctx, f.meta.ID, GoalSpec{Objective: "finish", TurnBudget: 1, By: "user", RequestKey: "goal-key"}); err != nil {
+		t.Fatal(err)
+	}
+	e.settled(f)
 	svc := e.restartWith(e.svc.opts.Overrides)
 	for _, c := range []struct {
 		session, key string
@@ -41,6 +48,11 @@ func TestRequestApplied(t *testing.T) {
 		{s.meta.ID, "other", false},
 		{f.meta.ID, "send-key", false}, // the fork's log does not copy the source's records
 		{s.meta.ID, "", false},
+		{s.meta.ID, "hb-key", true},
+		{f.meta.ID, "hb-key", false},
+		{f.meta.ID, "goal-key", true},
+		{s.meta.ID[:8], "goal-key", false}, // a prefix names the session too
+		{f.meta.ID[:8], "goal-key", true},
 	} {
 		got, err := svc.RequestApplied(c.session, c.key)
 		if err != nil || got != c.want {

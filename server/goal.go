@@ -65,6 +65,7 @@ func (c *conn) goalSet(ctx context.Context, p GoalSetParams) (*Goal, error) {
 	if err != nil {
 		return nil, err
 	}
+	spec.RequestKey = requestKey(ctx)
 	g, err := c.srv.agents.SetGoal(ctx, p.Session, spec)
 	if err != nil {
 		return nil, err

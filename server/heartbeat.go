@@ -12,7 +12,8 @@ func (c *conn) heartbeatCreate(ctx context.Context, p HeartbeatCreateParams) (*H
 	if p.Session == "" {
 		return nil, errInvalidParams{msg: "arbor/heartbeat.create: name the session the heartbeat is for"}
 	}
-	hb, err := c.srv.agents.CreateHeartbeat(ctx, p.Session, agents.HeartbeatRequest{Instruction: p.Instruction, Every: p.Every, Cron: p.Cron})
+	hb, err := c.srv.agents.CreateHeartbeat(ctx, p.Session, agents.HeartbeatRequest{Instruction: p.Instruction, Every: p.Every, Cron: p.Cron,
+		RequestKey: requestKey(ctx)})
 	if err != nil {
 		return nil, err
 	}

@@ -42,14 +42,15 @@ func TestJournalRulesCoverRoutes(t *testing.T) {
 	// The requests that must survive a crash are journalled, and the read-only ones are not.
 	for _, m := range []string{MethodSessionCreate, MethodSessionSend, MethodSessionStop, MethodSessionFork,
 		MethodSessionAccept, MethodSessionMerge, MethodSessionDiscard, MethodHarnessPut, MethodHarnessDelete,
-		MethodHarnessRollback, MethodRefineRun, MethodRefineAccept, MethodRefineReject, MethodTrustGrant, MethodTrustRevoke} {
+		MethodHarnessRollback, MethodRefineRun, MethodRefineAccept, MethodRefineReject, MethodTrustGrant, MethodTrustRevoke,
+		MethodGoalSet, MethodGoalControl, MethodHeartbeatCreate, MethodHeartbeatDelete} {
 		if !journalRules[m].journalled() {
 			t.Errorf("%s changes state but is not journalled", m)
 		}
 	}
 	for _, m := range []string{MethodSessions, MethodSessionLog, MethodSessionDiff, MethodSessionFileAt, MethodDaemonStatus,
 		MethodTrustGet, MethodHarnessList, MethodHarnessGet, MethodHarnessHistory, MethodHarnessDiff,
-		MethodRefineProposals, MethodRefineProposal, MethodDaemonStop} {
+		MethodRefineProposals, MethodRefineProposal, MethodDaemonStop, MethodGoalGet, MethodProgress, MethodHeartbeatList, MethodProfiles} {
 		if journalRules[m].journalled() {
 			t.Errorf("%s is journalled, but must not be", m)
 		}

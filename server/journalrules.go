@@ -77,6 +77,11 @@ var journalRules = map[string]journalRule{
 	MethodRefineRun:       report("spends model calls and would propose the same edits again: the user runs it again if wanted"),
 	MethodRefineAccept:    asIs("a decided proposal is refused a second decision"),
 	MethodRefineReject:    asIs("a decided proposal is refused a second decision"),
+	MethodGoalSet:         keyedIn("session", "a goal set again would restart its budgets: the key on goal_set finds the first"),
+	MethodGoalControl: asIs("pause, resume and clear each leave the goal in a state the same action is refused from: " +
+		"a second one changes nothing"),
+	MethodHeartbeatCreate: keyedIn("session", "a second heartbeat would tick twice: the key on the heartbeat finds the first"),
+	MethodHeartbeatDelete: asIs("a deleted heartbeat is not found a second time"),
 
 	MethodSessions:        none(readOnly),
 	MethodSessionGet:      none(readOnly),
@@ -94,4 +99,8 @@ var journalRules = map[string]journalRule{
 	MethodHarnessDiff:     none(readOnly),
 	MethodRefineProposals: none(readOnly),
 	MethodRefineProposal:  none(readOnly),
+	MethodGoalGet:         none(readOnly),
+	MethodProgress:        none(readOnly),
+	MethodHeartbeatList:   none(readOnly),
+	MethodProfiles:        none(readOnly),
 }

@@ -407,6 +407,9 @@ type GoalSet struct {
 	By             string  `json:"by"` // user, agent, profile or autonomous
 	Replaced       bool    `json:"replaced,omitempty"`
 	Spend          Spend   `json:"spend"`
+	// RequestKey is the journal key of the client request that set it: a replay after a crash
+	// finds it and does not set the goal again (which would restart its budgets).
+	RequestKey string `json:"requestKey,omitempty"`
 }
 
 // GoalChanged is a goal's new status — active, paused, budget_limited, stalled, complete, or

@@ -30,6 +30,9 @@ type Heartbeat struct {
 	Delivered    int       `json:"delivered"`
 	Claimed      int       `json:"claimed,omitempty"`
 	ClaimedCount int       `json:"claimedCount,omitempty"` // the runs the claimed delivery stands for
+	// RequestKey is the journal key of the client request that created it: a replay after a
+	// crash finds it and makes no second heartbeat.
+	RequestKey string `json:"requestKey,omitempty"`
 }
 
 // Schedule parses the heartbeat's own schedule.

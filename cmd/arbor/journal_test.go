@@ -9,9 +9,9 @@ import (
 
 // TestJournalCrashReplay kills the real daemon (SIGKILL, at the ARBOR_TEST_CRASH hook) after it
 // journalled a request and before it ran it, and after it ran it and before it answered, for a
-// send and a create; the restarted daemon replays each once: the message is queued and
-// delivered exactly once, and the task makes exactly one session. daemon status says what
-// became of each.
+// send and a create (and after, for a heartbeat); the restarted daemon replays each once: the
+// message is queued and delivered exactly once, the task makes exactly one session, the
+// heartbeat exists once. daemon status says what became of the last.
 func TestJournalCrashReplay(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -60,15 +60,27 @@ func TestJournalCrashReplay(t *testing.T) {
 		}
 	}
 
-	// The last daemon found the create that had run; daemon status reports it.
+	// A heartbeat created just before the daemon died is there once, not twice.
+	crash("journal:arbor/heartbeat.create:after", "heartbeat", id, "look around", "--every", "1h")
+	var list struct {
+		Heartbeats []struct{ ID, Instruction string }
+	}
+	if err := json.Unmarshal([]byte(e.mustArbor("heartbeats", id, "--json").stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	if hbs := list.Heartbeats; len(hbs) != 1 || hbs[0].Instruction != "look around" {
+		t.Errorf("heartbeats after the crash = %+v, want exactly the one", list.Heartbeats)
+	}
+
+	// The last daemon found the heartbeat that had been made; daemon status reports it.
 	var st struct {
 		Interrupted []struct{ Method, Outcome, Session string }
 	}
 	if err := json.Unmarshal([]byte(e.mustArbor("daemon", "status").stdout), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Interrupted) != 1 || st.Interrupted[0].Method != "arbor/session.create" || st.Interrupted[0].Outcome != "already applied" {
-		t.Errorf("daemon status interrupted = %+v, want the create, already applied", st.Interrupted)
+	if len(st.Interrupted) != 1 || st.Interrupted[0].Method != "arbor/heartbeat.create" || st.Interrupted[0].Outcome != "already applied" {
+		t.Errorf("daemon status interrupted = %+v, want the heartbeat, already applied", st.Interrupted)
 	}
 	if r := e.arbor("fsck"); r.code != 0 {
 		t.Errorf("fsck after the crashes:\n%s", r)

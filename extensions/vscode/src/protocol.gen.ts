@@ -978,6 +978,7 @@ export interface GoalSet {
   by: string;
   replaced?: boolean;
   spend: Spend;
+  requestKey?: string;
 }
 
 export interface GoalChanged {

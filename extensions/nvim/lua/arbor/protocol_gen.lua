@@ -860,6 +860,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field by string
 ---@field replaced? boolean
 ---@field spend arbor.Spend
+---@field requestKey? string
 
 ---@class arbor.GoalChanged
 ---@field status string
@@ -996,7 +997,7 @@ M.fields = {
   HarnessRejected = { 'proposal', 'scope', 'author', 'edits', 'by', 'reason', 'gate' },
   HarnessRolledBack = { 'scope', 'kind', 'id', 'to', 'commit', 'author' },
   Refined = { 'scope', 'focus', 'trigger', 'fromSeq', 'toSeq', 'model', 'calls', 'usage', 'proposals', 'summary', 'error' },
-  GoalSet = { 'objective', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'checkTimeoutMs', 'by', 'replaced', 'spend' },
+  GoalSet = { 'objective', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'checkTimeoutMs', 'by', 'replaced', 'spend', 'requestKey' },
   GoalChanged = { 'status', 'reason', 'evidence', 'limit', 'claimed', 'verified', 'turns', 'spend' },
   GoalWait = { 'reason', 'delayMs', 'idleTurns', 'children' },
   HeartbeatTick = { 'id', 'run', 'count', 'pending', 'status' },

@@ -245,3 +245,29 @@ func TestProfileRefused(t *testing.T) {
 		t.Fatalf("bad setting: %v", err)
 	}
 }
+
+// TestProfileCompaction: a profile's compaction policy decides how much stays verbatim, and a
+// fork of a session runs with the session's profile.
+func TestProfileCompaction(t *testing.T) {
+	e := newEnv(t, growScript)
+	writeConfig(t, e.repo, `{"models":{"scripted":{"contextWindow":1200}},"profiles":{"tight":{"compaction":{"keep":2}}}}`)
+	s := e.createWith(CreateRequest{Task: "grow the context", Profile: "tight"})
+	e.settled(s)
+	comps := e.events(s, event.TypeCompaction)
+	if len(comps) == 0 {
+		t.Fatal("no compaction happened")
+	}
+	for _, c := range comps {
+		// keep 2, moved back by one so a tool result keeps its call (the default keeps 6).
+		if kept := c["kept"].(float64); kept < 2 || kept > 3 {
+			t.Fatalf("a compaction kept %v messages, want the profile's 2 (3 with a tool call's result)", kept)
+		}
+	}
+	f, err := e.svc.Fork(context.Background(), s.meta.ID, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.meta.Profile != "tight" || f.cfg.Compaction.Keep != 2 {
+		t.Fatalf("the fork runs with profile %q, keep %d; want its source's", f.meta.Profile, f.cfg.Compaction.Keep)
+	}
+}

@@ -10,10 +10,10 @@
 //
 // A repository is untrusted until its user runs `arbor trust` ([GrantTrust]): the settings of
 // its arbor.json that run commands or can send a key elsewhere (kernelPython,
-// worktree.command, a weaker sandbox, a model whose baseURL would get a key) are not applied
-// before, and [Config.Trust] lists them; whatever starts work in the repository calls
-// [Trust.Check] and refuses with an [UntrustedError] that names each setting and the command
-// to run. Trust is recorded per repository with a hash of those settings (trust.go), so a
+// worktree.command, a weaker sandbox, a model whose baseURL would get a key, a profile's
+// completion gate or provider) are not applied before, and [Config.Trust] lists them; whatever
+// starts work in the repository calls [Trust.Check] (and [Config.Profile] for a profile's) and
+// refuses with an [UntrustedError] that names each setting and the command to run. Trust is recorded per repository with a hash of those settings (trust.go), so a
 // change to one asks again.
 package workspace
 

@@ -51,7 +51,7 @@ func cmdTrust(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%s is not trusted: sessions there refuse to start while its arbor.json sets any of the settings trust guards\n", st.Repo)
+		fmt.Printf("%s is not trusted: sessions there refuse to start while its arbor.json sets any of the settings trust guards (for a profile's, only runs with that profile)\n", st.Repo)
 		return nil
 	}
 	st, err := server.TrustGet.Call(ctx, c, server.TrustParams{Dir: abs})

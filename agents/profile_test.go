@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/model/scripted"
@@ -24,10 +25,11 @@ const profileScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 // The eval profile changes the model id sent (through its provider), the tool mode, the
-// retries and the steps of a turn; arbor.json's own model is the scripted one.
+// retries and the steps of a turn; arbor.json's own model is the scripted one. It sets no
+// gate or limit, which would make its runs autonomous (TestProfileMakesTheRunAutonomous).
 const profileConfig = `{"models":{"scripted":{}},"profiles":{
  "eval":{"model":"scripted","provider":{"model":"eval-model-7"},"toolMode":"fenced","maxTurnSteps":2,
-         "retry":{"maxRetries":1,"backoff":"1ms"},"maxTurns":4,"maxCost":2.5},
+         "retry":{"maxRetries":1,"backoff":"1ms"},"cellTimeout":"5m"},
  "ci":{"until":"make test","maxTurns":3}}}`
 
 // stubRequests records what reaches the model stub, per task.
@@ -112,11 +114,11 @@ func TestProfileApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	if first.Profile != "eval" || rec.ToolMode != "fenced" || rec.MaxTurnSteps != 2 || rec.Provider.Model != "eval-model-7" ||
-		*rec.Retry.MaxRetries != 1 || rec.MaxTurns != 4 || rec.MaxCost != 2.5 || first.Model != "scripted" {
+		*rec.Retry.MaxRetries != 1 || rec.CellTimeout != 5*time.Minute || first.Model != "scripted" {
 		t.Fatalf("session_created records profile %q %+v, model %q", first.Profile, rec, first.Model)
 	}
-	if p := loop.cfg.ActiveProfile; p == nil || p.MaxTurns != 4 {
-		t.Fatalf("the session's configuration carries the profile's limits: %+v", p)
+	if p := loop.cfg.ActiveProfile; p == nil || p.Name != "eval" || loop.cfg.CellTimeout != 5*time.Minute {
+		t.Fatalf("the session's configuration carries the profile: %+v", p)
 	}
 
 	// Retry policy: one retry, so two failing requests fail the turn...

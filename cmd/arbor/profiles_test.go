@@ -15,8 +15,8 @@ func TestRunWithAProfile(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	writeFile(t, filepath.Join(e.repo, "arbor.json"), `{"models":{"scripted":{}},"profiles":{
-		"fenced":{"toolMode":"fenced","maxTurnSteps":3,"maxTurns":4},
-		"ci":{"until":"make test","maxWall":"2h"}}}`)
+		"fenced":{"toolMode":"fenced","maxTurnSteps":3,"cellTimeout":"5m"},
+		"ci":{"until":"test -f calc.py","maxWall":"2h"}}}`)
 
 	r := e.mustArbor("run", "--profile", "fenced", "compute two plus two minus two")
 	id := sessionID(t, r)
@@ -29,13 +29,13 @@ func TestRunWithAProfile(t *testing.T) {
 		ProfileSettings struct {
 			ToolMode     string `json:"toolMode"`
 			MaxTurnSteps int    `json:"maxTurnSteps"`
-			MaxTurns     int    `json:"maxTurns"`
+			CellTimeout  string `json:"cellTimeout"`
 		} `json:"profileSettings"`
 	}
 	if err := json.Unmarshal(log[0].Data, &created); err != nil || log[0].Type != "session_created" {
 		t.Fatalf("first event %s %s: %v", log[0].Type, log[0].Data, err)
 	}
-	if created.Profile != "fenced" || created.ProfileSettings.ToolMode != "fenced" || created.ProfileSettings.MaxTurnSteps != 3 || created.ProfileSettings.MaxTurns != 4 {
+	if created.Profile != "fenced" || created.ProfileSettings.ToolMode != "fenced" || created.ProfileSettings.MaxTurnSteps != 3 || created.ProfileSettings.CellTimeout != "5m0s" {
 		t.Fatalf("session_created records %+v", created)
 	}
 	fencedBlock := false
@@ -62,11 +62,11 @@ func TestRunWithAProfile(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, `unknown profile "nope": the defined profiles are ci, fenced`) || strings.Contains(r.stdout, "session ") {
 		t.Fatalf("an unknown profile:\n%s", r)
 	}
-	e.refused(e.arbor("run", "--profile", "ci", "compute two plus two minus two"), `profiles.ci.until = "make test"`)
+	e.refused(e.arbor("run", "--profile", "ci", "compute two plus two minus two"), `profiles.ci.until = "test -f calc.py"`)
 
 	p := e.mustArbor("profiles")
 	for _, want := range []string{"ci  (" + filepath.Join(e.repo, "arbor.json") + ")", "not applied", "arbor trust " + e.repo,
-		`profiles.ci.until = "make test"`, "maxWall       2h0m0s", "fenced  (", "toolMode      fenced"} {
+		`profiles.ci.until = "test -f calc.py"`, "maxWall       2h0m0s", "fenced  (", "toolMode      fenced"} {
 		if !strings.Contains(p.stdout, want) {
 			t.Errorf("arbor profiles lacks %q:\n%s", want, p)
 		}
@@ -83,11 +83,13 @@ func TestRunWithAProfile(t *testing.T) {
 	if err := json.Unmarshal([]byte(p.stdout), &listed); err != nil || len(listed.Profiles) != 2 {
 		t.Fatalf("arbor profiles --json: %v\n%s", err, p)
 	}
-	if ci := listed.Profiles[0]; ci.Name != "ci" || ci.Settings["until"] != "make test" || len(ci.Untrusted) != 0 {
+	if ci := listed.Profiles[0]; ci.Name != "ci" || ci.Settings["until"] != "test -f calc.py" || len(ci.Untrusted) != 0 {
 		t.Fatalf("arbor profiles after trust: %+v", ci)
 	}
+	// Trusted, the profile's gate ends the run once it passes (an autonomous run: see
+	// TestProfileMakesTheRunAutonomous).
 	r = e.mustArbor("run", "--profile", "ci", "compute two plus two minus two")
-	if s := e.session(sessionID(t, r)); s.Model != "scripted" {
-		t.Fatalf("the trusted profile's run: %+v", s)
+	if s := e.session(sessionID(t, r)); s.Model != "scripted" || !strings.Contains(r.stdout, "test -f calc.py") {
+		t.Fatalf("the trusted profile's run: %+v\n%s", s, r)
 	}
 }

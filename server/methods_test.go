@@ -69,8 +69,6 @@ func TestUnbuiltMethodsSayWhy(t *testing.T) {
 	d := startTestDaemon(t, "")
 	r := d.raw(t)
 	r.call(1, "arbor/eval.run", nil)
-	r.expectError(-32601, "evaluation suites")
-	r.call(2, "arbor/goal.set", nil)
-	r.expectError(-32601, "not built yet: goals")
-	r.expectStatus(3)
+	r.expectError(-32601, "not built yet: evaluation suites")
+	r.expectStatus(2)
 }

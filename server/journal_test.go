@@ -30,8 +30,8 @@ func TestJournalRulesCoverRoutes(t *testing.T) {
 		if rule.policy < notJournalled || rule.policy > reportOnly || rule.why == "" {
 			t.Errorf("route %s: policy %d, reason %q; want a policy and why", name, rule.policy, rule.why)
 		}
-		if (rule.policy == replayKeyed) != (rule.session != nil) {
-			t.Errorf("route %s: a keyed rule (and only a keyed one) names where its key is recorded", name)
+		if rule.policy == replayKeyed && rule.session == nil {
+			t.Errorf("route %s: a keyed rule must name where its key is recorded", name)
 		}
 	}
 	for name := range journalRules {

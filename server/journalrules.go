@@ -17,7 +17,8 @@ const (
 type journalRule struct {
 	policy journalPolicy
 	// session names the session whose log carries a keyed request's key ("" when the request
-	// makes a new session, whose session_created carries it); nil for other policies.
+	// makes a new session, whose session_created carries it), and the session a report
+	// names; nil when the request names none.
 	session func(params json.RawMessage) string
 	why     string
 }
@@ -36,16 +37,23 @@ func keyedNew(why string) journalRule {
 }
 
 // keyedIn is a request to the session named by the params' field: the key goes on the record it
-// adds to that session's log.
+// adds to that session's log (or on the heartbeat it makes).
 func keyedIn(field, why string) journalRule {
-	return journalRule{policy: replayKeyed, why: why, session: func(raw json.RawMessage) string {
+	return journalRule{policy: replayKeyed, why: why, session: paramField(field)}
+}
+
+// in names the params' field that holds the session a request is for, for its report.
+func (r journalRule) in(field string) journalRule { r.session = paramField(field); return r }
+
+func paramField(field string) func(json.RawMessage) string {
+	return func(raw json.RawMessage) string {
 		var m map[string]json.RawMessage
 		var s string
 		if json.Unmarshal(raw, &m) == nil {
 			json.Unmarshal(m[field], &s)
 		}
 		return s
-	}}
+	}
 }
 
 const readOnly = "reads only"
@@ -62,24 +70,24 @@ var journalRules = map[string]journalRule{
 	MethodSessionCreate: keyedNew("a second session would be a second run of the task: the key on session_created finds the first"),
 	MethodSessionFork:   keyedNew("a second fork would be a second session: the key on session_created finds the first"),
 	MethodSessionSend:   keyedIn("id", "a message queued twice runs twice: the key on message_queued finds the first"),
-	MethodSessionStop:   asIs("stopping a stopped session records nothing"),
+	MethodSessionStop:   asIs("stopping a stopped session records nothing").in("id"),
 	MethodSessionDiscard: asIs("a discarded session is refused a second discard; a discard cut short " +
-		"(stopped, not yet removed) is finished"),
+		"(stopped, not yet removed) is finished").in("id"),
 	MethodSessionAccept: report("commits onto the user's current branch, which may have moved or changed since: " +
-		"the user looks at the diff and accepts again"),
-	MethodSessionMerge: report("merges into the parent's worktree, which may have changed since: the user merges again"),
+		"the user looks at the diff and accepts again").in("id"),
+	MethodSessionMerge: report("merges into the parent's worktree, which may have changed since: the user merges again").in("id"),
 	MethodTrustGrant:   asIs("grants the hash the user reviewed; granting it twice is granting it once, and a changed file has another hash"),
 	MethodTrustRevoke:  asIs("revoking twice is revoking once"),
 	MethodHarnessPut: asIs("the write names the version it read: one that landed is refused as stale the second time " +
 		"(reported as such), never applied twice"),
 	MethodHarnessDelete:   asIs("the delete names the version it read: a second one is refused as stale"),
 	MethodHarnessRollback: asIs("restoring a version twice is restoring it once (the second makes no commit)"),
-	MethodRefineRun:       report("spends model calls and would propose the same edits again: the user runs it again if wanted"),
+	MethodRefineRun:       report("spends model calls and would propose the same edits again: the user runs it again if wanted").in("session"),
 	MethodRefineAccept:    asIs("a decided proposal is refused a second decision"),
 	MethodRefineReject:    asIs("a decided proposal is refused a second decision"),
 	MethodGoalSet:         keyedIn("session", "a goal set again would restart its budgets: the key on goal_set finds the first"),
 	MethodGoalControl: asIs("pause, resume and clear each leave the goal in a state the same action is refused from: " +
-		"a second one changes nothing"),
+		"a second one changes nothing").in("session"),
 	MethodHeartbeatCreate: keyedIn("session", "a second heartbeat would tick twice: the key on the heartbeat finds the first"),
 	MethodHeartbeatDelete: asIs("a deleted heartbeat is not found a second time"),
 

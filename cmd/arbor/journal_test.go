@@ -82,6 +82,19 @@ func TestJournalCrashReplay(t *testing.T) {
 	if len(st.Interrupted) != 1 || st.Interrupted[0].Method != "arbor/heartbeat.create" || st.Interrupted[0].Outcome != "already applied" {
 		t.Errorf("daemon status interrupted = %+v, want the heartbeat, already applied", st.Interrupted)
 	}
+	// An accept is not redone unseen: the user is told, by ls and daemon status.
+	crash("journal:arbor/session.accept:before", "accept", id)
+	if r := e.mustArbor("ls"); !strings.Contains(r.stderr, "arbor/session.accept (session "+id[:8]+"): not replayed") ||
+		!strings.Contains(r.stderr, "arbor daemon status") {
+		t.Errorf("arbor ls after an interrupted accept does not say so:\n%s", r)
+	}
+	if err := json.Unmarshal([]byte(e.mustArbor("daemon", "status").stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Interrupted) != 1 || st.Interrupted[0].Method != "arbor/session.accept" || st.Interrupted[0].Outcome != "not replayed" {
+		t.Errorf("daemon status interrupted = %+v, want the accept, not replayed", st.Interrupted)
+	}
+
 	if r := e.arbor("fsck"); r.code != 0 {
 		t.Errorf("fsck after the crashes:\n%s", r)
 	}

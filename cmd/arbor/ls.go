@@ -44,6 +44,11 @@ func listSessions(ctx context.Context, all bool) ([]server.Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if st, err := server.DaemonStatus.Call(ctx, c, server.Empty{}); err == nil {
+		if note := interruptedNote(st); note != "" {
+			fmt.Fprintln(os.Stderr, note)
+		}
+	}
 	return res.Sessions, nil
 }
 

@@ -76,7 +76,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	defer c.Close()
 	if st, err := server.DaemonStatus.Call(ctx, c, server.Empty{}); err == nil {
-		for _, note := range []string{staleModelNote(st, workspace.OverridesFromEnv()), sandboxNote(st, abs)} {
+		for _, note := range []string{staleModelNote(st, workspace.OverridesFromEnv()), sandboxNote(st, abs), interruptedNote(st)} {
 			if note != "" {
 				fmt.Fprintln(os.Stderr, note)
 			}

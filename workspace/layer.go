@@ -146,19 +146,6 @@ type fileWorktree struct {
 	Timeout *string  `json:"timeout"`
 }
 
-// applyFile lays the file at path, if there is one, over cfg, guarded settings included: it
-// is for the user's own config. Its errors name the file.
-func applyFile(cfg *Config, path, root string) error {
-	f, ok, err := readLayer(path)
-	if err != nil || !ok {
-		return err
-	}
-	if err := f.apply(cfg, root); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
 // readLayer reads and decodes the file at path; ok is false when there is none. Its errors
 // name the file.
 func readLayer(path string) (f *fileConfig, ok bool, err error) {

@@ -72,6 +72,7 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	s.usage.CostUSD += reply.Usage.CostUSD
 	s.conv = append([]model.Message{{Role: "user", Content: text}}, s.conv[len(s.conv)-kept:]...)
 	s.mu.Unlock()
+	s.svc.spent(s) // compaction's call counts against the goals above
 	_, err = s.append(ctx, event.Compaction{
 		Summary: summary, LiveVariables: vars, Compacted: cut, Kept: kept,
 		Forced: force, Usage: usageEvent(reply.Usage),

@@ -51,6 +51,7 @@ func (s *Service) Stop(ctx context.Context, id string) error {
 	if cancel != nil {
 		cancel()
 	}
+	sess.goalStopped(ctx)
 	sess.stopKernel(ctx)
 	var childErr error
 	for _, c := range sess.childIDs() {

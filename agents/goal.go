@@ -75,6 +75,8 @@ func (g GoalSpec) Validate() error {
 		return RequestError(fmt.Sprintf("goal: wall budget %s: want a positive duration such as 2h", g.WallBudget))
 	case g.CostBudget < 0:
 		return RequestError(fmt.Sprintf("goal: cost budget %g: want a positive amount of USD", g.CostBudget))
+	case g.Until != "" && strings.TrimSpace(g.Until) == "":
+		return RequestError("goal: the end condition is blank; give a command that passes when the goal is met")
 	case g.CheckTimeout < 0:
 		return RequestError(fmt.Sprintf("goal: check timeout %s: want a positive duration such as 5m", g.CheckTimeout))
 	}
@@ -112,7 +114,9 @@ type goalState struct {
 	failHead string      // the worktree commit the end condition last failed on
 	resumeAt time.Time   // a recovered back-off's end
 	gen      int         // bumped by every change: a stale continuation timer does nothing
+	timerGen int         // bumped by every back-off armed: a timer that lost its race does nothing
 	timer    *time.Timer // the next continuation after a back-off
+	decided  bool        // replay: the after-turn decision of the latest turn was read
 	wall     *time.Timer // the wall budget
 }
 
@@ -293,6 +297,12 @@ func (s *Session) changeGoal(ctx context.Context, from []string, status, reason 
 	}
 	if status == GoalActive && s.state == Stopped {
 		return Goal{}, fmt.Errorf("%w: session %s is stopped; fork it to continue its goal", ErrInvalidState, shortID(s.meta.ID))
+	}
+	if status == GoalActive {
+		if limit, reason := s.overLimitLocked(time.Now()); limit != "" {
+			return Goal{}, fmt.Errorf("%w: session %s's goal cannot resume: its %s; give it new budgets: arbor goal %s %q --replace --budget …",
+				ErrInvalidState, shortID(s.meta.ID), reason, shortID(s.meta.ID), clipText(g.Objective, 60))
+		}
 	}
 	if err := s.recordGoalLocked(ctx, status, reason, ""); err != nil {
 		return Goal{}, err
@@ -526,7 +536,7 @@ func (s *Session) goalAfterTurn(ctx context.Context, turnErr error) {
 		s.announce()
 		return // a child's message, or the last child settling (goalChildSettled), resumes it
 	}
-	if turnErr == nil && now.sent > g.mark.sent && now.head == g.mark.head && now.children == g.mark.children {
+	if turnErr == nil && now.sent > g.mark.sent && now.inbound == g.mark.inbound && now.head == g.mark.head && now.children == g.mark.children {
 		// The turn only sent messages: it waits for a reply, which starts the next turn.
 		s.mu.Lock()
 		if s.goal == g && g.gen == gen {
@@ -558,7 +568,11 @@ func (s *Session) goalAfterTurn(ctx context.Context, turnErr error) {
 			return
 		}
 		if !skipped {
-			s.goalContinueNow(ctx, gen, checkFailedText(g.Until, v, g.Claimed))
+			s.mu.Lock()
+			text := checkFailedText(g.Until, v, v.Claimed)
+			g.IdleTurns = 0 // the worktree changed since the last failure
+			s.mu.Unlock()
+			s.goalContinueNow(ctx, gen, text)
 			return
 		}
 		note = fmt.Sprintf("The worktree has not changed since the end condition `%s` last failed, so it was not run again; change the code so that it passes.", g.Until)
@@ -592,9 +606,7 @@ func (s *Session) goalAfterTurn(ctx context.Context, turnErr error) {
 		return
 	}
 	g.Waiting = "backoff"
-	g.timer = time.AfterFunc(delay, func() {
-		s.svc.spawn(func() { s.goalContinueLater(gen, note) })
-	})
+	s.armContinuationLocked(delay, note)
 	s.mu.Unlock()
 	s.append(ctx, event.GoalWait{Reason: "backoff", DelayMs: delay.Milliseconds(), IdleTurns: idle})
 	s.announce()
@@ -657,6 +669,11 @@ func (s *Session) continuationText(note string) string {
 func (s *Session) goalContinueNow(ctx context.Context, gen int, note string) {
 	s.mu.Lock()
 	ok := s.goal != nil && s.goal.gen == gen && s.goal.Status == GoalActive
+	for _, m := range s.pending {
+		if m.From == "goal" {
+			ok = false // one continuation at a time: two kicks racing queue one
+		}
+	}
 	s.mu.Unlock()
 	if !ok {
 		return
@@ -667,15 +684,33 @@ func (s *Session) goalContinueNow(ctx context.Context, gen int, note string) {
 	}
 }
 
+// armContinuationLocked starts the next turn after delay (a back-off); the caller holds mu.
+func (s *Session) armContinuationLocked(delay time.Duration, note string) {
+	g := s.goal
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.timerGen++
+	gen, tg := g.gen, g.timerGen
+	g.timer = time.AfterFunc(delay, func() {
+		s.svc.spawn(func() { s.goalContinueLater(gen, tg, note) })
+	})
+}
+
 // goalContinueLater is a back-off running out: the next turn starts unless one already did.
-func (s *Session) goalContinueLater(gen int, note string) {
+// While the session is going inactive or being merged into, it tries again shortly.
+func (s *Session) goalContinueLater(gen, tg int, note string) {
 	s.mu.Lock()
 	g := s.goal
-	ok := g != nil && g.gen == gen && g.Status == GoalActive && g.timer != nil
+	ok := g != nil && g.gen == gen && g.timerGen == tg && g.Status == GoalActive && g.timer != nil
 	if ok {
 		g.timer = nil
 	}
 	quiet := s.holder == free && len(s.pending) == 0
+	if ok && !quiet && s.holder != turnHolder && len(s.pending) == 0 {
+		s.armContinuationLocked(time.Second, note) // an inactive move or a merge: soon free
+		ok = false
+	}
 	s.mu.Unlock()
 	if ok && quiet {
 		s.goalContinueNow(s.svc.ctx, gen, note)
@@ -700,10 +735,31 @@ func (s *Session) goalKick() {
 		s.endGoal(s.svc.ctx, gen, GoalBudgetLimited, reason, limit)
 		return
 	}
-	if len(s.busyDescendants()) > 0 {
+	if busy := s.busyDescendants(); len(busy) > 0 {
+		s.mu.Lock()
+		already := g.Waiting == "children"
+		if s.goal == g && g.gen == gen {
+			g.Waiting = "children"
+		}
+		s.mu.Unlock()
+		if !already {
+			s.append(s.svc.ctx, event.GoalWait{Reason: "children", Children: busy})
+			s.announce()
+		}
 		return
 	}
 	s.goalContinueNow(s.svc.ctx, gen, "")
+}
+
+// goalRecheck is the turn goroutine letting the session go: a goal parked on children whose
+// last one settled while this session was still busy (its kick found it reserved) goes on.
+func (s *Session) goalRecheck() {
+	s.mu.Lock()
+	parked := s.goal != nil && s.goal.Status == GoalActive && s.goal.Waiting == "children"
+	s.mu.Unlock()
+	if parked {
+		s.goalKick()
+	}
 }
 
 func (s *Session) limitNow() (string, string) {
@@ -782,11 +838,23 @@ func (s *Session) checkEnd(ctx context.Context, gen int) (*event.Verified, bool)
 	}
 	s.mu.Unlock()
 	v := &event.Verified{Command: until, Commit: head, Claimed: claimed}
+	if claimed {
+		v.Evidence = g.Evidence
+	}
 	skipped := failHead != "" && failHead == head
 	if skipped {
 		v.Skipped = true
 	} else {
 		s.runCheck(ctx, v, timeout)
+		// What the check itself wrote (a log, a coverage file) is committed now, so it counts
+		// neither as the model's progress nor as a change that needs checking again.
+		s.mu.Lock()
+		turn := s.turn
+		s.mu.Unlock()
+		s.checkpointAs(ctx, turn, fmt.Sprintf("arbor: after the end condition of turn %d of session %s", turn, s.meta.ID))
+		s.mu.Lock()
+		head = s.head
+		s.mu.Unlock()
 	}
 	v.Spend = s.svc.spend(s)
 	s.append(ctx, *v)
@@ -800,6 +868,9 @@ func (s *Session) checkEnd(ctx context.Context, gen int) (*event.Verified, bool)
 		if !v.Passed {
 			g.failHead = head
 		}
+	}
+	if !v.Passed {
+		g.Claimed = false // a claim answers for its turn: the next one must claim again
 	}
 	g.LastCheck = v
 	return v, skipped
@@ -841,25 +912,41 @@ func (s *Session) replayGoal(r eventlog.Record, p event.Payload) {
 			g.IdleTurns = 0
 		}
 	case event.GoalWait:
-		if s.goal != nil && d.Reason == "backoff" {
-			s.goal.IdleTurns = d.IdleTurns
-			s.goal.resumeAt = r.TS.Add(time.Duration(d.DelayMs) * time.Millisecond)
+		if g := s.goal; g != nil {
+			g.Waiting, g.decided = d.Reason, true
+			switch d.Reason {
+			case "backoff":
+				g.IdleTurns = d.IdleTurns
+				g.resumeAt = r.TS.Add(time.Duration(d.DelayMs) * time.Millisecond)
+			case "message":
+				g.IdleTurns = 0
+			}
+		}
+	case event.MessageQueued:
+		if g := s.goal; g != nil && d.From == "goal" && !g.decided {
+			g.IdleTurns, g.decided = 0, true // continued at once: the turn changed something
 		}
 	case event.Verified:
-		if g := s.goal; g != nil {
+		if g := s.goal; g != nil && d.Command == g.Until {
 			v := d
 			g.LastCheck = &v
 			if !d.Skipped {
 				g.Checks++
 				if !d.Passed {
 					g.failHead = d.Commit
+					g.IdleTurns, g.decided = 0, true
 				}
+			}
+			g.Claimed = d.Passed && d.Claimed
+			if d.Claimed {
+				g.Evidence = d.Evidence
 			}
 		}
 	case event.TurnStarted:
 		if g := s.goal; g != nil && g.Status == GoalActive {
 			g.Turns++
 			g.resumeAt = time.Time{}
+			g.Waiting, g.decided = "", false
 		}
 	}
 }
@@ -880,11 +967,12 @@ func (s *Session) resumeGoal() {
 	ok := g != nil && g.Status == GoalActive && s.state != Stopped
 	if ok {
 		s.armWallLocked()
-		if left := time.Until(g.resumeAt); left > 0 {
+		if g.Waiting == "message" {
+			ok = false // the reply starts the next turn
+		} else if left := time.Until(g.resumeAt); left > 0 {
 			// A back-off was under way: the rest of it runs before the next turn.
-			gen := g.gen
 			g.Waiting = "backoff"
-			g.timer = time.AfterFunc(left, func() { s.svc.spawn(func() { s.goalContinueLater(gen, "") }) })
+			s.armContinuationLocked(left, "")
 			ok = false
 		}
 	}
@@ -924,4 +1012,16 @@ func profileGoal(p *workspace.Profile, task string, req *GoalSpec) *GoalSpec {
 		g.CostBudget = p.MaxCost
 	}
 	return &g
+}
+
+// goalStopped pauses the goal of a session being stopped, saying so: a stopped session takes
+// no more turns, so its timers go and `arbor goal` tells the truth (a fork can take it up).
+func (s *Session) goalStopped(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.goal; g != nil && g.Status == GoalActive {
+		if err := s.recordGoalLocked(ctx, GoalPaused, "the session was stopped", ""); err != nil {
+			s.svc.log.Warn("record goal pause", "session", s.meta.ID, "err", err)
+		}
+	}
 }

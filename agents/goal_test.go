@@ -346,7 +346,7 @@ func TestRunLimits(t *testing.T) {
 // under way is waited out, and it ends where it would have without the restart.
 func TestGoalResumesAfterRestart(t *testing.T) {
 	e := newEnv(t, `{"rules":[],"default":{"text":"nothing to do"}}`)
-	userConfig(t, `{"goals":{"backoff":"6s","stallAfter":2}}`)
+	userConfig(t, `{"goals":{"backoff":"10s","stallAfter":2}}`)
 	s := e.create("sit still")
 	e.settled(s)
 	if _, err := e.svc.SetGoal(context.Background(), s.meta.ID, GoalSpec{Objective: "make progress", TokenBudget: 1 << 40}); err != nil {
@@ -381,8 +381,8 @@ func TestGoalResumesAfterRestart(t *testing.T) {
 			next = r.TS
 		}
 	}
-	if d := next.Sub(wait); d < 6*time.Second {
-		t.Errorf("the turn after the back-off began %s after it, across the restart; want the whole 6 s", d)
+	if d := next.Sub(wait); d < 10*time.Second {
+		t.Errorf("the turn after the back-off began %s after it, across the restart; want the whole 10 s", d)
 	}
 }
 
@@ -552,5 +552,47 @@ func TestGoalParkedOnAStoppedChildGoesOn(t *testing.T) {
 	g := e.waitGoal(s, GoalComplete)
 	if !g.Claimed {
 		t.Errorf("goal = %+v", g)
+	}
+}
+
+// Model code cannot swap the user's goal (its end condition, its budgets) for its own, and
+// what the end condition writes counts neither as the model's progress nor as a change to
+// check again: a model that does nothing backs off and stalls. Stopping the session pauses
+// its goal, saying so.
+func TestGoalGuardsAgainstTheModel(t *testing.T) {
+	e := newEnv(t, `{"rules":[
+ {"when":{"task":"^cheat","last":"^cheat"},"code":"print(await goal.set('anything', replace=True))"}
+],"default":{"text":"nothing to do"}}`)
+	userConfig(t, `{"goals":{"backoff":"100ms","stallAfter":3}}`)
+	s := e.autonomous("cheat the check", GoalSpec{Until: "date +%s%N > check.log; false", TurnBudget: 8})
+	g := e.waitGoal(s, GoalStalled)
+	if g.Until == "" || g.Objective != "cheat the check" || g.By != "autonomous" {
+		t.Errorf("goal = %+v: the model replaced the user's goal", g)
+	}
+	outs := e.events(s, event.TypeToolFinished)
+	if len(outs) == 0 || !strings.Contains(outs[0]["output"].(string), "model code cannot replace it") {
+		t.Errorf("the model's goal.set was not refused: %v", outs)
+	}
+	if sets := e.events(s, event.TypeGoalSet); len(sets) != 1 {
+		t.Errorf("%d goal_set events, want only the user's", len(sets))
+	}
+	vs := e.events(s, event.TypeVerified)
+	if len(vs) != 4 || vs[0]["skipped"] == true || vs[1]["skipped"] != true || vs[3]["skipped"] != true {
+		t.Errorf("verdicts = %v, want one run and then skipped (what the check wrote is not the model's change)", vs)
+	}
+	if w := e.events(s, event.TypeGoalWait); len(w) != 2 {
+		t.Errorf("goal_wait = %v, want two back-offs before the stall", w)
+	}
+
+	s2 := e.create("wait to be stopped")
+	e.settled(s2)
+	if _, err := e.svc.SetGoal(context.Background(), s2.meta.ID, GoalSpec{Objective: "go on", Until: "false"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Stop(context.Background(), s2.meta.ID); err != nil {
+		t.Fatal(err)
+	}
+	if g := e.goalOf(s2); g.Status != GoalPaused || g.Reason != "the session was stopped" {
+		t.Errorf("goal of a stopped session = %+v", g)
 	}
 }

@@ -52,6 +52,16 @@ func hostGoalSet(ctx context.Context, s *Session, raw json.RawMessage) (any, err
 		return nil, err
 	}
 	spec := GoalSpec{Objective: p.Objective, Replace: p.Replace, By: "agent"}
+	if cur, ok := s.goalNow(); ok && cur.By != "agent" && (cur.Status == GoalActive || cur.Status == GoalPaused) {
+		// The user's goal is the user's check on the model: its end condition and budgets
+		// cannot be swapped for the model's own.
+		what := "budgets"
+		if cur.Until != "" {
+			what = fmt.Sprintf("end condition `%s` and budgets", cur.Until)
+		}
+		return nil, fmt.Errorf("goal.set: this session's goal was set by the %s (%q), with its %s; model code cannot replace it — work toward it, and call goal.complete(evidence=...) when it is met",
+			cur.By, clipText(cur.Objective, 60), what)
+	}
 	for _, b := range []struct {
 		name string
 		set  bool
@@ -73,6 +83,9 @@ func hostGoalSet(ctx context.Context, s *Session, raw json.RawMessage) (any, err
 		spec.TurnBudget = *p.TurnBudget
 	}
 	if p.WallBudget != nil {
+		if *p.WallBudget < 1 {
+			return nil, fmt.Errorf("goal.set: wall_budget %gs: want at least one second", *p.WallBudget)
+		}
 		spec.WallBudget = time.Duration(*p.WallBudget * float64(time.Second))
 	}
 	if p.CostBudget != nil {

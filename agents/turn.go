@@ -84,6 +84,7 @@ func (s *Session) runTurns() {
 			}
 			s.svc.heartbeatsFree(s)
 			s.scheduleInactive()
+			s.goalRecheck()
 			s.goalChildSettled()
 			return
 		}
@@ -112,10 +113,14 @@ func (s *Session) runTurns() {
 		cancel()
 		s.checkpoint(ctx, turn)
 		s.maybeRefine("everyTurns", turn)
-		s.notifyParent(err)
 		why := ""
 		if errors.Is(err, context.Canceled) && s.svc.ctx.Err() == nil {
 			why = s.takeInterrupt()
+		}
+		if why == "" {
+			// A turn a goal's budget cut short tells no one: the goal above has ended, and a
+			// notice would start another, ungoverned turn.
+			s.notifyParent(err)
 		}
 		switch {
 		case err == nil:
@@ -147,6 +152,7 @@ func (s *Session) runTurns() {
 			}
 			s.svc.heartbeatsFree(s)
 			s.scheduleInactive()
+			s.goalRecheck()
 			s.goalChildSettled()
 			return
 		}

@@ -12,7 +12,7 @@ import (
 // series.
 
 // goalSpec checks a goal request; its errors name the field and the value.
-func goalSpec(method string, p GoalSetParams) (agents.GoalSpec, error) {
+func goalSpec(method string, p GoalSetParams, fromProfile bool) (agents.GoalSpec, error) {
 	spec := agents.GoalSpec{Objective: p.Objective, Until: p.Until, Replace: p.Replace, By: "user"}
 	bad := func(field string, v any) error {
 		return errInvalidParams{msg: fmt.Sprintf("%s: %s %v: want a value above zero (leave it out for no limit)", method, field, v)}
@@ -51,7 +51,7 @@ func goalSpec(method string, p GoalSetParams) (agents.GoalSpec, error) {
 		}
 		*d.dst = v
 	}
-	if p.CheckTimeout != "" && p.Until == "" {
+	if p.CheckTimeout != "" && p.Until == "" && !fromProfile {
 		return spec, errInvalidParams{msg: method + ": checkTimeout bounds the end condition; give until too"}
 	}
 	return spec, nil
@@ -61,7 +61,7 @@ func (c *conn) goalSet(ctx context.Context, p GoalSetParams) (*Goal, error) {
 	if p.Session == "" {
 		return nil, errInvalidParams{msg: "arbor/goal.set: name the session"}
 	}
-	spec, err := goalSpec("arbor/goal.set", p)
+	spec, err := goalSpec("arbor/goal.set", p, false)
 	if err != nil {
 		return nil, err
 	}

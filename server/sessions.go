@@ -26,7 +26,7 @@ func (c *conn) sessionCreate(ctx context.Context, p SessionCreateParams) (*Sessi
 		if g.Objective == "" {
 			g.Objective = p.Task
 		}
-		spec, err := goalSpec("arbor/session.create", g)
+		spec, err := goalSpec("arbor/session.create", g, p.Profile != "")
 		if err != nil {
 			return nil, err
 		}

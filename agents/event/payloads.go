@@ -450,6 +450,7 @@ type Verified struct {
 	Output     string `json:"output,omitempty"`
 	Error      string `json:"error,omitempty"`
 	Claimed    bool   `json:"claimed,omitempty"`
+	Evidence   string `json:"evidence,omitempty"` // the model's, with its claim
 	Spend      Spend  `json:"spend"`
 }
 

@@ -74,13 +74,11 @@ func TestAutonomousRunEndsAtItsLimit(t *testing.T) {
 	if tr := e.mustArbor("tree"); !strings.Contains(tr.stdout, "goal budget limited") {
 		t.Errorf("arbor tree does not show the goal:\n%s", tr)
 	}
-	// Resuming continues the run (the budget is spent: it ends again at once, naming it).
-	if g := e.mustArbor("goal", id, "resume"); !strings.Contains(g.stdout, "status:   active") {
-		t.Errorf("arbor goal resume:\n%s", g)
+	// A goal whose budget is used up cannot resume: the refusal names the budget and the way on.
+	if g := e.arbor("goal", id, "resume"); g.code == 0 || !strings.Contains(g.stderr, "cannot resume: its turn budget reached: 2 of 2 turns") ||
+		!strings.Contains(g.stderr, "--replace --budget") {
+		t.Errorf("arbor goal resume of a spent goal:\n%s", g)
 	}
-	eventually(t, "the resumed goal to end at its budget", func() bool {
-		return strings.Contains(e.mustArbor("goal", id).stdout, "status:   budget limited")
-	})
 }
 
 // Bad input gets an error naming what was wrong, and nothing is started.

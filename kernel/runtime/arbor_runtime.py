@@ -312,7 +312,7 @@ class _Refine:
 def _budget(arg, value, kind):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, kind) or value != value or value <= 0:
         raise ValueError(f"{arg}={value!r}: expected a number above zero (or None for no limit)")
     return value
 

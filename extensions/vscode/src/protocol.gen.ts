@@ -205,6 +205,7 @@ export interface Verified {
   output?: string;
   error?: string;
   claimed?: boolean;
+  evidence?: string;
   spend: Spend;
 }
 

@@ -190,6 +190,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field output? string
 ---@field error? string
 ---@field claimed? boolean
+---@field evidence? string
 ---@field spend arbor.Spend
 
 ---@class arbor.GoalRef
@@ -894,7 +895,7 @@ M.fields = {
   GoalControlParams = { 'session', 'action' },
   Goal = { 'session', 'objective', 'status', 'reason', 'limit', 'by', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'set', 'turns', 'idleTurns', 'spent', 'claimed', 'verified', 'evidence', 'checks', 'lastCheck', 'waiting' },
   Spend = { 'tokens', 'costUSD', 'modelCalls' },
-  Verified = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'skipped', 'output', 'error', 'claimed', 'spend' },
+  Verified = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'skipped', 'output', 'error', 'claimed', 'evidence', 'spend' },
   GoalRef = { 'session' },
   GoalResult = { 'goal' },
   GoalSetParams = { 'session', 'objective', 'tokenBudget', 'turnBudget', 'wallBudget', 'costBudget', 'until', 'checkTimeout', 'replace' },

@@ -376,3 +376,49 @@ func TestDaemonReportsInterrupted(t *testing.T) {
 		t.Errorf("journal size %d after the replay, want 0", fi.Size())
 	}
 }
+
+// FuzzJournalOpen: whatever bytes the journal file holds, opening it does not panic, every entry
+// it returns is a well-formed begin that has no done line, and appending after it starts a line
+// of its own (the next open reads the new entry back).
+func FuzzJournalOpen(f *testing.F) {
+	dir := f.TempDir()
+	j, _ := openJournal(dir)
+	a, _ := j.begin(0, MethodSessionSend, json.RawMessage(`{"id":"a","text":"hi"}`), "/r")
+	b, _ := j.begin(0, MethodSessionStop, json.RawMessage(`{"id":"a"}`), "")
+	j.done(a)
+	j.close()
+	good, _ := os.ReadFile(j.path)
+	f.Add(good)
+	f.Add(good[:len(good)-7])
+	f.Add([]byte("\n\n{}\n{\"v\":1,\"op\":\"done\",\"key\":\"" + b.Key + "\",\"crc\":0}\n"))
+	f.Add([]byte{0, 0xff, '\n', '{'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "requests.jsonl"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j, err := openJournal(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range j.leftover {
+			if e.Op != "begin" || e.Key == "" || e.Method == "" || e.V != journalVersion {
+				t.Fatalf("leftover %+v is no well-formed begin", e)
+			}
+		}
+		n := len(j.leftover)
+		e, err := j.begin(0, MethodSessionStop, json.RawMessage(`{"id":"z"}`), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.close()
+		k, err := openJournal(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.close()
+		if len(k.leftover) != n+1 || !slices.ContainsFunc(k.leftover, func(x *journalEntry) bool { return x.Key == e.Key }) {
+			t.Fatalf("after appending to %q: %d entries (want %d) including the new one", data, len(k.leftover), n+1)
+		}
+	})
+}

@@ -6,6 +6,11 @@
 //
 // The package has three layers, as in gopls: framing (this file: no domain types, size
 // limits), the typed protocol (protocol.go) and thin handlers, one file per method family.
+//
+// A request that changes state is journalled before its handler runs (journal.go, with the
+// table of how each method replays in journalrules.go), so one received but not answered when
+// the daemon died is replayed once at the next start — never lost, never applied twice — or
+// reported in arbor/daemon.status when redoing it unseen could surprise.
 package server
 
 import (

@@ -26,39 +26,8 @@ func TestGitOpsOverProtocol(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	ctx := t.Context()
-	script, err := scripted.Parse([]byte(gitopsScript), t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, stopModel := context.WithCancel(ctx)
-	url, wait, err := scripted.Serve(mctx, "127.0.0.1:0", script, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stopModel()
-		wait()
-	}()
-	repo := filepath.Join(t.TempDir(), "repo")
-	gitInit(t, repo, map[string]string{"main.py": "print('hi')\n"})
-	svc, err := agents.New(agents.Options{StateDir: t.TempDir(), PlainKernels: true,
-		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "arbor.sock")
-	dctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- RunDaemon(dctx, DaemonOptions{Socket: sock, Agents: svc}) }()
-	defer func() {
-		stop()
-		<-done
-		svc.Close(context.Background())
-	}()
-	c := dialClient(t, sock)
-	defer c.Close()
+	repo, c := modelDaemon(t, gitopsScript)
 
 	var s Session
 	if err := c.Call(ctx, MethodSessionCreate, &SessionCreateParams{Task: "edit things", Dir: repo}, &s); err != nil {
@@ -174,4 +143,42 @@ func gitRun(t testing.TB, dir string, args ...string) string {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// modelDaemon is a real daemon on a socket over a service whose sessions call the scripted
+// model of script, and a repository to work in; everything stops at the end of the test.
+func modelDaemon(t *testing.T, script string) (repo string, c *Client) {
+	t.Helper()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	sc, err := scripted.Parse([]byte(script), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, stopModel := context.WithCancel(context.Background())
+	url, wait, err := scripted.Serve(mctx, "127.0.0.1:0", sc, nil)
+	if err != nil {
+		stopModel()
+		t.Fatal(err)
+	}
+	repo = filepath.Join(t.TempDir(), "repo")
+	gitInit(t, repo, map[string]string{"main.py": "print('hi')\n"})
+	svc, err := agents.New(agents.Options{StateDir: t.TempDir(), PlainKernels: true,
+		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "arbor.sock")
+	dctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunDaemon(dctx, DaemonOptions{Socket: sock, Agents: svc}) }()
+	c = dialClient(t, sock)
+	t.Cleanup(func() {
+		c.Close()
+		stop()
+		<-done
+		svc.Close(context.Background())
+		stopModel()
+		wait()
+	})
+	return repo, c
 }

@@ -1,17 +1,12 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/arborhq/arbor/agents"
-	"github.com/arborhq/arbor/agents/model/scripted"
-	"github.com/arborhq/arbor/workspace"
 	"go.lsp.dev/jsonrpc2"
 )
 
@@ -22,34 +17,10 @@ func TestGoalsOverProtocol(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	ctx := t.Context()
-	script, err := scripted.Parse([]byte(`{"rules":[
+	repo, c := modelDaemon(t, `{"rules":[
  {"when":{"task":"^make","last":"^make"},"code":"open('done.txt','w').write('yes')"}
-],"default":{"text":"done"}}`), t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, stopModel := context.WithCancel(ctx)
-	url, wait, err := scripted.Serve(mctx, "127.0.0.1:0", script, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stopModel(); wait() }()
-	repo := filepath.Join(t.TempDir(), "repo")
-	gitInit(t, repo, map[string]string{"main.py": "print('hi')\n"})
-	svc, err := agents.New(agents.Options{StateDir: t.TempDir(), PlainKernels: true,
-		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "arbor.sock")
-	dctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- RunDaemon(dctx, DaemonOptions{Socket: sock, Agents: svc}) }()
-	defer func() { stop(); <-done; svc.Close(context.Background()) }()
-	c := dialClient(t, sock)
-	defer c.Close()
+],"default":{"text":"done"}}`)
 	rpcErr := func(err error, code int64, text string) {
 		t.Helper()
 		var e *jsonrpc2.Error

@@ -68,8 +68,9 @@ const journalVersion = 1
 // compactAt is the size past which the file is truncated once no request is in flight.
 const compactAt = 1 << 20
 
-// journalEntry is one line of the journal: a journalled request (Op "begin") or the mark that
-// it finished (Op "done", with only its key).
+// journalEntry is one line of the journal: a journalled request (Op "begin"), the mark that a
+// start is replaying it (Op "replaying"), or the mark that it finished (Op "done"); the marks
+// carry only its key.
 type journalEntry struct {
 	V      int             `json:"v"`
 	Op     string          `json:"op"`
@@ -80,6 +81,8 @@ type journalEntry struct {
 	// RootDir is the client's root folder, which handlers use when params name no directory.
 	RootDir string `json:"rootDir,omitempty"`
 	CRC     uint32 `json:"crc"` // CRC-32C of the line marshalled with CRC 0
+
+	attempted bool // read at open: an earlier start began replaying it and never finished
 }
 
 // Received is when the daemon read the request.
@@ -163,8 +166,11 @@ func (j *journal) read() error {
 	}
 	j.size = int64(len(data))
 	begun := map[string]*journalEntry{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, len(data)+1)
+	// Only whole lines are entries: a last line without its newline is a write the crash cut
+	// short — never acknowledged, so not a corruption to report — and is cut off below.
+	whole := data[:bytes.LastIndexByte(data, '\n')+1]
+	sc := bufio.NewScanner(bytes.NewReader(whole))
+	sc.Buffer(nil, len(whole)+1)
 	for n := 1; sc.Scan(); n++ {
 		e, err := parseEntry(sc.Bytes())
 		switch {
@@ -172,6 +178,10 @@ func (j *journal) read() error {
 			j.bad = append(j.bad, corruptEntry{line: n, err: err})
 		case e.Op == "begin":
 			begun[e.Key] = e
+		case e.Op == "replaying":
+			if b := begun[e.Key]; b != nil {
+				b.attempted = true
+			}
 		default:
 			delete(begun, e.Key)
 		}
@@ -186,6 +196,7 @@ func (j *journal) read() error {
 	}
 	for _, e := range begun {
 		j.leftover = append(j.leftover, e)
+		j.open[e.Key] = true // in flight until replayed: compaction must keep its line
 	}
 	slices.SortFunc(j.leftover, func(a, b *journalEntry) int {
 		if c := cmpInt(a.Seq, b.Seq); c != 0 {
@@ -228,7 +239,7 @@ func parseEntry(line []byte) (*journalEntry, error) {
 		return nil, errors.New("journal entry without a key")
 	case e.Op == "begin" && e.Method == "":
 		return nil, errors.New("journal entry without a method")
-	case e.Op != "begin" && e.Op != "done":
+	case e.Op != "begin" && e.Op != "replaying" && e.Op != "done":
 		return nil, fmt.Errorf("journal entry op %q", clip(e.Op, maxEcho))
 	}
 	return &e, nil
@@ -256,17 +267,22 @@ func (j *journal) begin(seq int64, method string, params json.RawMessage, rootDi
 		params = json.RawMessage("null")
 	}
 	e := &journalEntry{V: journalVersion, Op: "begin", Seq: seq, Key: hex.EncodeToString(k[:]), Method: method, Params: params, RootDir: rootDir}
+	// In flight from before its line is written: a concurrent done must not compact the file
+	// between the write and the registration, taking the line with it.
+	j.mu.Lock()
+	j.open[e.Key] = true
+	j.mu.Unlock()
 	line, err := e.line()
 	if err == nil {
 		err = j.append(line, true)
 	}
 	if err != nil {
+		j.mu.Lock()
+		delete(j.open, e.Key)
+		j.mu.Unlock()
 		return nil, fmt.Errorf("%s: refused, not run: the daemon must journal a request that changes state before it runs it, "+
 			"and could not (%w); free disk space under %s and send it again", method, err, j.dir)
 	}
-	j.mu.Lock()
-	j.open[e.Key] = true
-	j.mu.Unlock()
 	return e, nil
 }
 
@@ -294,6 +310,18 @@ func (j *journal) append(line []byte, sync bool) error {
 		}
 	}
 	return nil
+}
+
+// replaying marks, durably, that this start is replaying e: should the daemon die in it, the
+// next start reports e instead of replaying it again (a replay that kills the daemon must not
+// kill every start after it).
+func (j *journal) replaying(e *journalEntry) error {
+	m := &journalEntry{V: journalVersion, Op: "replaying", Key: e.Key}
+	line, err := m.line()
+	if err == nil {
+		err = j.append(line, true)
+	}
+	return err
 }
 
 // done marks an entry finished, and compacts the file when nothing is in flight.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -180,8 +183,9 @@ func TestJournalCompacts(t *testing.T) {
 }
 
 // TestJournalCorruptEntries: damaged lines — a flipped byte that still parses, garbage,
-// another format version, a torn last line — are reported, never fatal, a copy is kept, and
-// the good entries around them are still replayed.
+// another format version — are reported, never fatal, a copy is kept, and the good entries
+// around them are still replayed. A torn last line (a write a crash cut short, never
+// acknowledged) is cut off without being reported as damage.
 func TestJournalCorruptEntries(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -211,8 +215,8 @@ func TestJournalCorruptEntries(t *testing.T) {
 	if !slices.Equal(keys(k.leftover), []string{good.Key, good2.Key}) {
 		t.Fatalf("leftover = %v, want the two good entries", keys(k.leftover))
 	}
-	if len(k.bad) != 4 || !strings.Contains(k.bad[0].err.Error(), "checksum") || k.bad[0].line != 2 {
-		t.Fatalf("bad = %v, want the flipped (a checksum mismatch, line 2), other-version, garbage and torn lines", k.bad)
+	if len(k.bad) != 3 || !strings.Contains(k.bad[0].err.Error(), "checksum") || k.bad[0].line != 2 {
+		t.Fatalf("bad = %v, want the flipped (a checksum mismatch, line 2), other-version and garbage lines", k.bad)
 	}
 	if kept, err := os.ReadFile(k.kept); err != nil || string(kept) != text {
 		t.Errorf("copy of the damaged file: %v", err)
@@ -243,14 +247,120 @@ func TestJournalCorruptEntries(t *testing.T) {
 			}
 		}
 	}
-	if corrupt != 4 || failed != 2 {
-		t.Errorf("outcomes %+v: want 4 corrupt and 2 failed", outs)
+	if corrupt != 3 || failed != 2 {
+		t.Errorf("outcomes %+v: want 3 corrupt and 2 failed", outs)
 	}
 	if fi, _ := os.Stat(k.path); fi.Size() != 0 {
 		t.Errorf("journal size %d after the replay, want 0", fi.Size())
 	}
 	if l := reopen(t, k); len(l.leftover)+len(l.bad) != 0 {
 		t.Errorf("the next start finds %v, bad %v", keys(l.leftover), l.bad)
+	}
+}
+
+// TestJournalReplayKeepsTheRest: replaying the entries an earlier daemon left never compacts
+// away one not yet replayed, however big the file: a daemon that dies mid-replay finds the
+// rest at its next start.
+func TestJournalReplayKeepsTheRest(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := json.RawMessage(`{"id":"s","text":"` + strings.Repeat("x", compactAt+10) + `"}`)
+	first, _ := j.begin(0, MethodSessionSend, big, "")
+	second, _ := j.begin(0, MethodSessionSend, json.RawMessage(`{"id":"s","text":"two"}`), "")
+	j.close()
+	k, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.done(k.leftover[0]); err != nil { // replayed the first, then the daemon died
+		t.Fatal(err)
+	}
+	l := reopen(t, k)
+	if !slices.Equal(keys(l.leftover), []string{second.Key}) {
+		t.Fatalf("after replaying %s only, the next start finds %v; want %s", first.Key[:8], keys(l.leftover), second.Key[:8])
+	}
+}
+
+// TestJournalBeginIsNeverCompactedAway: a done racing a begin cannot empty the file between
+// the begin's write and its registration: every begun entry is in the file until its done.
+func TestJournalBeginIsNeverCompactedAway(t *testing.T) {
+	t.Parallel()
+	j, err := openJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	big := json.RawMessage(`{"id":"s","text":"` + strings.Repeat("y", compactAt/3) + `"}`)
+	var wg sync.WaitGroup
+	var lost atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 60 {
+				e, err := j.begin(0, MethodSessionSend, big, "")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if data, _ := os.ReadFile(j.path); !bytes.Contains(data, []byte(e.Key)) {
+					lost.Add(1)
+				}
+				j.done(e)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := lost.Load(); n > 0 {
+		t.Errorf("%d begun entries were compacted away before their done", n)
+	}
+}
+
+// TestJournalReplayThatKilledTheDaemon: an entry a start began replaying and never finished
+// (the replay killed the daemon) is reported at the next start, not replayed again, so one bad
+// request cannot make the daemon die at every start.
+func TestJournalReplayThatKilledTheDaemon(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := j.begin(0, MethodSessionStop, json.RawMessage(`{"id":"deadbeef"}`), "")
+	j.close()
+	k, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k.leftover) != 1 || k.leftover[0].attempted {
+		t.Fatalf("leftover = %+v", k.leftover)
+	}
+	if err := k.replaying(k.leftover[0]); err != nil { // then the daemon died
+		t.Fatal(err)
+	}
+	k.close()
+	l, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	if len(l.leftover) != 1 || !l.leftover[0].attempted || l.leftover[0].Key != e.Key {
+		t.Fatalf("leftover = %+v, want the entry marked as attempted", l.leftover)
+	}
+	svc, err := agents.New(agents.Options{StateDir: t.TempDir(), PlainKernels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	s := &Server{log: slog.New(slog.DiscardHandler), journal: l, agents: svc}
+	s.replayJournal(t.Context())
+	outs := s.interrupted.get()
+	if len(outs) != 1 || outs[0].Outcome != outcomeFailed || !strings.Contains(outs[0].Detail, "began replaying it and died") || outs[0].Session != "deadbeef" {
+		t.Errorf("outcome = %+v", outs)
 	}
 }
 

@@ -57,7 +57,20 @@ func (s *Server) replayJournal(ctx context.Context) {
 			Detail: fmt.Sprintf("%s %s (a copy is kept as %s). A request it held was never run: send it again if it mattered", j.path, b, j.kept)})
 	}
 	for _, e := range j.leftover {
-		out := s.replayEntry(ctx, e)
+		var out InterruptedRequest
+		switch err := j.replaying(e); {
+		case e.attempted:
+			out = InterruptedRequest{Method: e.Method, Received: e.Received(), Outcome: outcomeFailed,
+				Detail: "an earlier start of the daemon began replaying it and died before it finished; it is not replayed again: check its effect and send it again if it is missing"}
+			if rule := journalRules[e.Method]; rule.session != nil {
+				out.Session = rule.session(e.Params)
+			}
+		case err != nil:
+			out = InterruptedRequest{Method: e.Method, Received: e.Received(), Outcome: outcomeFailed,
+				Detail: "not replayed: the journal could not record the replay: " + err.Error()}
+		default:
+			out = s.replayEntry(ctx, e)
+		}
 		s.log.Warn("request journal: a request received before the daemon stopped",
 			"method", e.Method, "received", out.Received, "session", out.Session, "outcome", out.Outcome, "detail", out.Detail)
 		s.interrupted.add(out)

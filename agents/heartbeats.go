@@ -48,6 +48,8 @@ type sessionBeats struct {
 	store    *heartbeat.Store
 	mu       sync.Mutex
 	inflight map[string]bool // heartbeats with a claimed run being delivered
+	// unrecorded counts ticks whose store write failed, recorded with the next one.
+	unrecorded map[string]int
 }
 
 func newHeartbeats(svc *Service) *heartbeats {
@@ -83,7 +85,7 @@ func (h *heartbeats) storeOf(sess *Session) (*sessionBeats, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb := &sessionBeats{sess: sess, store: st, inflight: map[string]bool{}}
+	sb := &sessionBeats{sess: sess, store: st, inflight: map[string]bool{}, unrecorded: map[string]int{}}
 	h.sessions[sess.meta.ID] = sb
 	for _, hb := range st.List() {
 		h.owner[hb.ID] = sess.meta.ID
@@ -101,8 +103,9 @@ func (h *heartbeats) tick(id string, t heartbeat.Tick) {
 	ctx := h.svc.ctx
 	sb.mu.Lock()
 	var claim *event.HeartbeatRef
+	count := t.Count + sb.unrecorded[id] // ticks an earlier failed write could not record
 	hb, err := sb.store.Update(id, func(hb *heartbeat.Heartbeat) bool {
-		hb.Ticks += t.Count
+		hb.Ticks += count
 		if t.Next.After(hb.Next) {
 			hb.Next = t.Next
 		}
@@ -110,12 +113,18 @@ func (h *heartbeats) tick(id string, t heartbeat.Tick) {
 		return true
 	})
 	if err != nil {
-		sb.mu.Unlock()
+		if claim != nil {
+			delete(sb.inflight, id) // the claim was not written: nothing is delivered
+		}
 		if !errors.Is(err, heartbeat.ErrNotFound) { // deleted meanwhile
+			// Kept in memory and recorded with the next tick: a failed write loses no run.
+			sb.unrecorded[id] = count
 			h.svc.log.Error("heartbeat tick", "session", sess.meta.ID, "heartbeat", id, "err", err)
 		}
+		sb.mu.Unlock()
 		return
 	}
+	delete(sb.unrecorded, id)
 	sb.mu.Unlock()
 	if claim != nil {
 		h.deliver(sb, *claim)
@@ -137,7 +146,9 @@ func (sb *sessionBeats) claimLocked(hb *heartbeat.Heartbeat) *event.HeartbeatRef
 		return nil
 	}
 	sb.sess.mu.Lock()
-	busy := sb.sess.holder == turnHolder || sb.sess.state == Stopped
+	// Any reservation — a turn, a merge, the move to inactive — holds the runs back; whoever
+	// lets the session go hands them on (runTurns, release).
+	busy := sb.sess.holder != free || sb.sess.state == Stopped
 	sb.sess.mu.Unlock()
 	if busy {
 		return nil
@@ -174,7 +185,13 @@ func (h *heartbeats) deliver(sb *sessionBeats, ref event.HeartbeatRef) {
 	if hook := h.svc.opts.HeartbeatClaimed; hook != nil {
 		hook(sess.meta.ID, ref.ID, ref.Run)
 	}
-	hb, _ := sb.store.Get(ref.ID)
+	hb, ok := sb.store.Get(ref.ID)
+	if !ok { // deleted while the claim was on its way: nothing to deliver
+		sb.mu.Lock()
+		delete(sb.inflight, ref.ID)
+		sb.mu.Unlock()
+		return
+	}
 	_, err := sess.enqueueMsg(h.svc.ctx, event.MessageQueued{From: "heartbeat", Text: heartbeatText(hb, ref), Mode: "follow_up", Heartbeat: &ref})
 	if err != nil {
 		h.svc.log.Warn("deliver heartbeat", "session", sess.meta.ID, "heartbeat", ref.ID, "run", ref.Run, "err", err)
@@ -305,7 +322,7 @@ func (h *heartbeats) recoverSession(sb *sessionBeats) {
 			}
 		}
 		h.sched.Add(hb.ID, sch, next)
-		if hb.Pending() > 0 {
+		if cur, ok := sb.store.Get(hb.ID); ok && cur.Pending() > 0 { // as it is now: a delivery above may have failed
 			h.pump(sb, hb.ID)
 		}
 	}

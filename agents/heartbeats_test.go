@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -290,4 +291,56 @@ func TestHeartbeatClaimResolvedByTheLog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Ticks that come while the session is reserved by something other than a turn — a merge, the
+// move to inactive — wait as one too, and are handed on when the reservation ends.
+func TestHeartbeatCoalescesDuringAReservation(t *testing.T) {
+	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
+	s := e.create("reserved while ticking")
+	e.settled(s)
+	s.mu.Lock()
+	s.holder = mergeHolder
+	s.mu.Unlock()
+	if _, err := e.svc.CreateHeartbeat(context.Background(), s.meta.ID, HeartbeatRequest{Instruction: "look", Every: "1s"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	if refs := heartbeatDeliveries(t, s); len(refs) != 0 {
+		t.Fatalf("deliveries during the reservation: %+v", refs)
+	}
+	s.release()
+	e.waitFor("the held-back ticks", func() bool { return len(heartbeatDeliveries(t, s)) > 0 })
+	refs := heartbeatDeliveries(t, s)
+	if refs[0].Count < 3 {
+		t.Errorf("first delivery %+v, want one standing for the 3 ticks held back", refs[0])
+	}
+	checkRuns(t, refs)
+}
+
+// A tick whose store write fails (here: the file replaced by a directory) loses no run: the
+// heartbeat goes on once the disk takes writes again, and runs 1..N stay without a gap.
+func TestHeartbeatSurvivesAFailedWrite(t *testing.T) {
+	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
+	s := e.create("ticking through a bad disk")
+	e.settled(s)
+	if _, err := e.svc.CreateHeartbeat(context.Background(), s.meta.ID, HeartbeatRequest{Instruction: "look", Every: "1s"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("a first delivery", func() bool { return len(heartbeatDeliveries(t, s)) > 0 })
+	path := filepath.Join(s.dir, "heartbeats.json")
+	saved, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	os.Mkdir(path, 0o700)
+	os.WriteFile(filepath.Join(path, "blocker"), []byte("x"), 0o600) // a non-empty dir: rename fails
+	time.Sleep(2500 * time.Millisecond)
+	os.RemoveAll(path)
+	os.WriteFile(path, saved, 0o600)
+	n := len(heartbeatDeliveries(t, s))
+	e.waitFor("deliveries after the disk recovered", func() bool { return len(heartbeatDeliveries(t, s)) >= n+2 })
+	e.settled(s)
+	checkRuns(t, heartbeatDeliveries(t, s))
 }

@@ -202,6 +202,9 @@ func (s *Session) release() {
 		s.holder = free // the service is closing: the message waits in the log for recovery
 		s.mu.Unlock()
 	}
+	if !again {
+		s.svc.heartbeatsFree(s) // ticks held back while the session was reserved
+	}
 }
 
 func execOptions(timeout time.Duration) kernel.ExecOptions {

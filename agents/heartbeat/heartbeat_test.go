@@ -54,6 +54,10 @@ func TestParseCronNamesTheField(t *testing.T) {
 		{"@fortnightly", []string{"descriptor", "@fortnightly", "position 1"}},
 		{"0 0 30 2 *", []string{"never due"}},
 		{"TZ=UTC", []string{"time zone", "not followed by a space"}}, // cron/v3 itself panics on it
+		// cron/v3 would run these every second; @every takes what every= does.
+		{"@every -5m", []string{"@every", "-5m"}},
+		{"@every 0s", []string{"@every", "0s"}},
+		{"@every 10ms", []string{"@every", "10ms"}},
 	} {
 		_, err := ParseCron(tc.in)
 		if err == nil || !errors.Is(err, ErrBadSchedule) {
@@ -66,7 +70,7 @@ func TestParseCronNamesTheField(t *testing.T) {
 			}
 		}
 	}
-	for _, ok := range []string{"*/15 * * * *", "0 9 * * mon-fri", "@hourly", "CRON_TZ=UTC 30 2 * * *"} {
+	for _, ok := range []string{"*/15 * * * *", "0 9 * * mon-fri", "@hourly", "CRON_TZ=UTC 30 2 * * *", "@every 5m"} {
 		if _, err := ParseCron(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}

@@ -144,6 +144,13 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // the field (by number and name) and its position in the expression; one that is never due
 // (February 30th) is refused too.
 func ParseCron(expr string) (Schedule, error) {
+	if rest, ok := strings.CutPrefix(strings.TrimSpace(expr), "@every"); ok {
+		// The library would raise anything under a second to one second, and accept a
+		// negative or zero interval: @every takes what every= does, or is refused naming it.
+		if _, err := ParseEvery(strings.TrimSpace(rest)); err != nil {
+			return nil, fmt.Errorf("cron %q: @every: %w", expr, err)
+		}
+	}
 	sch, err := parseCron(expr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: cron %q: %s; want five fields (minute hour day-of-month month day-of-week), like \"*/15 * * * *\", or a descriptor like \"@hourly\"", ErrBadSchedule, expr, cronFault(expr, err))

@@ -284,6 +284,15 @@ async function rowAction(task, label) {
   const item = page.locator('.monaco-menu .action-item', { hasText: label });
   await expectVisible(item, `the session's context menu has no "${label}"`, 10000);
   await item.first().click();
+  // A menu that has only just opened may take the click for the end of the right-click (the
+  // workbench ignores a mouse-up that soon) and stay open: then choose the item from the keyboard.
+  const menu = page.locator('.monaco-menu');
+  if (await menu.first().waitFor({ state: 'detached', timeout: 1500 }).then(() => false, () => true)) {
+    await item.first().hover();
+    await page.keyboard.press('Enter');
+    await menu.first().waitFor({ state: 'detached', timeout: 5000 })
+      .catch(() => { throw new Error(`the session's context menu stayed open after choosing "${label}"`); });
+  }
 }
 
 /** F1 → command → the session picked by its task. */

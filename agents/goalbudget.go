@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -86,10 +87,21 @@ func (s *Session) goalOverBudget(gen int, limit string) {
 	if got == "" {
 		return
 	}
-	if !s.endGoal(s.svc.ctx, gen, GoalBudgetLimited, reason, got) {
+	s.endAtBudget(s.svc.ctx, gen, reason, got, true)
+}
+
+// endAtBudget ends the goal at a used-up budget and interrupts the turns its subtree is
+// running for it — the session's own too when self (mid-turn; after a turn it has none): work
+// for a goal that has ended would be spending no budget governs.
+func (s *Session) endAtBudget(ctx context.Context, gen int, reason, limit string, self bool) {
+	if !s.endGoal(ctx, gen, GoalBudgetLimited, reason, limit) {
 		return
 	}
-	for _, d := range append([]*Session{s}, s.descendants()...) {
+	sessions := s.descendants()
+	if self {
+		sessions = append([]*Session{s}, sessions...)
+	}
+	for _, d := range sessions {
 		d.interrupt("the goal of session " + shortID(s.meta.ID) + " ended: " + reason)
 	}
 }

@@ -46,12 +46,12 @@ func (s *Session) goalAfterTurn(ctx context.Context, turnErr error) {
 	limit, reason := s.overLimitLocked(time.Now())
 	s.mu.Unlock()
 	if limit != "" && g.Until == "" {
-		s.endGoal(ctx, gen, GoalBudgetLimited, reason, limit)
+		s.endAtBudget(ctx, gen, reason, limit, false)
 		return
 	}
 	if busy := s.busyDescendants(); len(busy) > 0 {
 		if limit != "" {
-			s.endGoal(ctx, gen, GoalBudgetLimited, reason, limit)
+			s.endAtBudget(ctx, gen, reason, limit, false)
 			return
 		}
 		s.mu.Lock()
@@ -94,7 +94,7 @@ func (s *Session) goalAfterTurn(ctx context.Context, turnErr error) {
 		}
 		if limit != "" {
 			// The last turn the budget allowed was checked, and did not pass.
-			s.endGoal(ctx, gen, GoalBudgetLimited, reason, limit)
+			s.endAtBudget(ctx, gen, reason, limit, false)
 			return
 		}
 		if !skipped {
@@ -262,7 +262,7 @@ func (s *Session) goalKick() {
 		return
 	}
 	if limit, reason := s.limitNow(); limit != "" {
-		s.endGoal(s.svc.ctx, gen, GoalBudgetLimited, reason, limit)
+		s.endAtBudget(s.svc.ctx, gen, reason, limit, false)
 		return
 	}
 	if busy := s.busyDescendants(); len(busy) > 0 {

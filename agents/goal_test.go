@@ -23,6 +23,25 @@ func countRequests(s *scripted.Script, prefix string) *atomic.Int64 {
 	return &n
 }
 
+// requestTimes records when the model was asked for sessions whose task starts with prefix;
+// the returned func is a copy of the times so far.
+func requestTimes(s *scripted.Script, prefix string) func() []time.Time {
+	var mu sync.Mutex
+	var at []time.Time
+	s.Observe(func(r scripted.Request) {
+		if strings.HasPrefix(r.Task, prefix) {
+			mu.Lock()
+			at = append(at, time.Now())
+			mu.Unlock()
+		}
+	})
+	return func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), at...)
+	}
+}
+
 func (e *testEnv) goalOf(s *Session) Goal {
 	e.t.Helper()
 	g, ok, err := e.svc.GoalOf(s.meta.ID)
@@ -85,21 +104,12 @@ func TestGoalParksOnChildAndResumesOnItsMessage(t *testing.T) {
  {"when":{"task":"^child","turn":1},"code":"import time\ntime.sleep(10)"},
  {"when":{"task":"^child"},"text":"child result 42"}
 ],"default":{"text":"waiting"}}`)
-	var mu sync.Mutex
-	var parentAt []time.Time
-	e.script.Observe(func(r scripted.Request) {
-		if strings.HasPrefix(r.Task, "delegate") {
-			mu.Lock()
-			parentAt = append(parentAt, time.Now())
-			mu.Unlock()
-		}
-	})
+	parentAtNow := requestTimes(e.script, "delegate")
 	s := e.create("delegate the work")
 	e.waitFor("the parked goal", func() bool { g, ok := s.goalNow(); return ok && g.Waiting == "children" })
 	parked := time.Now()
 	g := e.waitGoal(s, GoalComplete)
-	mu.Lock()
-	defer mu.Unlock()
+	parentAt := parentAtNow()
 	var during int
 	var resumed time.Time
 	for _, at := range parentAt {
@@ -423,15 +433,7 @@ func TestGoalParksOnAMessageUntilTheReply(t *testing.T) {
  {"when":{"task":"^asker","last":"^asker"},"code":"await goal.set('learn the colour')\nawait agent_message.send('which colour?', receiver_role='parent')"},
  {"when":{"task":"^asker","last":"blue"},"code":"await goal.complete(evidence='blue')"}
 ],"default":{"text":"ok"}}`)
-	var mu sync.Mutex
-	var askerAt []time.Time
-	e.script.Observe(func(r scripted.Request) {
-		if strings.HasPrefix(r.Task, "asker") {
-			mu.Lock()
-			askerAt = append(askerAt, time.Now())
-			mu.Unlock()
-		}
-	})
+	askerAtNow := requestTimes(e.script, "asker")
 	s := e.create("boss: delegate")
 	e.waitFor("the child", func() bool { return len(s.childIDs()) == 1 })
 	child, _ := e.svc.Get(s.childIDs()[0])
@@ -441,8 +443,7 @@ func TestGoalParksOnAMessageUntilTheReply(t *testing.T) {
 	if g.Evidence != "blue" {
 		t.Errorf("goal = %+v", g)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	askerAt := askerAtNow()
 	for _, at := range askerAt {
 		if at.After(parked) && at.Sub(parked) < 3*time.Second {
 			t.Errorf("the child asked its model %s after parking, before any reply", at.Sub(parked))

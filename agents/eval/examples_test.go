@@ -283,7 +283,7 @@ func checkPasses(t *testing.T, task *Task, dir string) bool {
 // and a goal whose complete() records the claim. A cell's output and whether the goal was
 // claimed come back on fd 3, one JSON line per cell.
 const driver = `
-import ast, asyncio, contextlib, io, json, os, sys, traceback
+import ast, contextlib, io, json, os, sys, traceback
 
 class Goal:
     claimed = False
@@ -299,7 +299,8 @@ for line in sys.stdin:
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
         try:
             r = eval(compile(code, '<cell>', 'exec', flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), ns)
-            if asyncio.iscoroutine(r):
+            if r is not None:  # a coroutine: the cell awaits
+                import asyncio
                 asyncio.run(r)
         except BaseException:
             traceback.print_exc()

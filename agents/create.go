@@ -42,6 +42,9 @@ type CreateRequest struct {
 	Goal *GoalSpec
 	// RequestKey is the journal key of the client's request (see [Service.RequestApplied]).
 	RequestKey string
+	// Harness pins harness scopes to commits (see event.SessionCreated.Harness); a child
+	// takes its parent's.
+	Harness map[string]string
 }
 
 // Create starts a session: branch and worktree from the user's HEAD (or the parent's latest
@@ -86,7 +89,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		}
 		base = head
 	}
-	cfg, err := ws.config(s.opts.Overrides)
+	cfg, err := ws.config(s.overridesFor(ws.Root))
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +141,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	}
 	if parent != nil {
 		meta.Parent = parent.meta.ID
+		meta.Harness = parent.meta.Harness
+	} else {
+		meta.Harness = req.Harness
 	}
 	if err := ws.Repo.AddWorktree(ctx, gitstate.WorktreeSpec{Name: id, Branch: meta.Branch, Base: base, Dir: meta.Worktree}); err != nil {
 		return nil, fmt.Errorf("create session: %w", err)

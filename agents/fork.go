@@ -51,7 +51,7 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 	} else if c != "" {
 		commit = c
 	}
-	cfg, err := src.ws.config(s.opts.Overrides)
+	cfg, err := src.ws.config(s.overridesFor(src.ws.Root))
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 		Branch: "arbor/" + slug + "-" + nid[:8], Worktree: filepath.Join(src.ws.WorktreeDir, nid),
 		ForkOf: src.meta.ID, ForkSeq: atSeq, Workspace: src.ws.Root, Created: time.Now().UTC(),
 		Profile: prof.Profile, ProfileSettings: prof.ProfileSettings,
-		RequestKey: key,
+		RequestKey: key, Harness: src.meta.Harness,
 	}
 	repo := src.ws.Repo
 	if err := repo.Fork(ctx, gitstate.WorktreeSpec{Name: nid, Branch: meta.Branch, Base: commit, Dir: meta.Worktree}); err != nil {

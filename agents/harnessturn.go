@@ -30,7 +30,8 @@ type scopeRead struct {
 	entries []harness.Entry // every kind, in harness.Kinds order, ids sorted
 }
 
-// loadHarness refreshes the session's harness at a turn boundary. Unchanged stores (the same
+// loadHarness refreshes the session's harness at a turn boundary. A session pinned to harness
+// versions (Meta.Harness: an eval task's) reads those commits instead of the scopes' heads. Unchanged stores (the same
 // heads) reuse the block byte for byte, so an unchanged harness keeps the prompt prefix — and
 // providers' prompt caches — stable. A store that cannot be read is skipped with a warning:
 // a session goes on without a broken harness rather than stopping.
@@ -44,7 +45,10 @@ func (s *Session) loadHarness(ctx context.Context) {
 			s.svc.log.Warn("harness: scope unavailable; the turn goes on without it", "session", s.meta.ID, "scope", sc, "err", err)
 			continue
 		}
-		head, err := st.Head(ctx)
+		head, pinned := s.meta.Harness[string(sc)]
+		if !pinned {
+			head, err = st.Head(ctx)
+		}
 		if err != nil {
 			s.svc.log.Warn("harness: scope unreadable; the turn goes on without it", "session", s.meta.ID, "scope", sc, "err", err)
 			continue
@@ -74,7 +78,7 @@ func (s *Session) loadHarness(ctx context.Context) {
 		head := headOf[sc]
 		r, ok := prev[sc]
 		if !ok || r.head != head {
-			es, err := st.ListAll(ctx)
+			es, err := st.ListAllAt(ctx, head)
 			if err != nil {
 				s.svc.log.Warn("harness: scope unreadable; the turn goes on without it", "session", s.meta.ID, "scope", sc, "err", err)
 				continue // and is read again next turn

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/harness"
@@ -121,6 +122,13 @@ func (s *Session) decide(ctx context.Context, st *harness.Store, p harness.Propo
 		v = s.runGate(ctx, pol, p.ID)
 		observed = v.Summary()
 		if !v.Passed || v.Error != "" {
+			return s.reject(ctx, st, p, "gate", observed, v)
+		}
+	}
+	if pol.Eval != nil && p.Scope != harness.ScopeSession {
+		ev := s.runEvalGate(ctx, pol.Eval, p)
+		observed = strings.TrimPrefix(observed+"; "+ev.effect, "; ")
+		if !ev.passed {
 			return s.reject(ctx, st, p, "gate", observed, v)
 		}
 	}

@@ -72,6 +72,7 @@ func (s *Service) Recover(ctx context.Context) error {
 		}
 		s.recoverHeartbeats(ctx, ws)
 	}
+	s.resumeEvals(ctx)
 	return errors.Join(errs...)
 }
 
@@ -126,7 +127,7 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
-	cfg, err := ws.config(s.opts.Overrides)
+	cfg, err := ws.config(s.overridesFor(ws.Root))
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,9 @@ func (s *Session) sandboxFor() (string, error) {
 // main-tree paths worktree.link points into.
 func (s *Session) sandboxPaths() (hide, readOnly []string) {
 	hide = []string{s.ws.Root, filepath.Dir(s.ws.SessionsDir)}
+	// An eval task's session must not see the repository measured, the suite (its hidden
+	// checks) or the results.
+	hide = append(hide, s.svc.evalHide(s.ws.Root)...)
 	if d := s.svc.opts.SocketDir; d != "" {
 		hide = append(hide, d)
 	}

@@ -101,6 +101,8 @@ type Service struct {
 	nextL      int
 	closed     bool
 	beats      *heartbeats
+	evals      evalState
+	regMu      sync.Mutex // the workspace registry file
 }
 
 // New makes a Service.

@@ -89,6 +89,8 @@ func (ws *Workspace) config(ov workspace.Overrides) (workspace.Config, error) {
 func (s *Service) registryPath() string { return filepath.Join(s.opts.StateDir, "workspaces.json") }
 
 func (s *Service) saveRegistry(roots []string) error {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
 	known, _ := s.loadRegistry()
 	set := map[string]bool{}
 	for _, r := range append(known, roots...) {
@@ -103,6 +105,27 @@ func (s *Service) saveRegistry(roots []string) error {
 	if err := os.MkdirAll(s.opts.StateDir, 0o700); err != nil {
 		return err
 	}
+	return writeFileAtomic(s.registryPath(), data)
+}
+
+// unregister removes root from the registry: a workspace the next start does not recover.
+func (s *Service) unregister(root string) error {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	known, err := s.loadRegistry()
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, r := range known {
+		if r != root {
+			keep = append(keep, r)
+		}
+	}
+	if len(keep) == len(known) {
+		return nil
+	}
+	data, _ := json.MarshalIndent(keep, "", "  ")
 	return writeFileAtomic(s.registryPath(), data)
 }
 

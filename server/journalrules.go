@@ -77,7 +77,12 @@ var journalRules = map[string]journalRule{
 		"the user looks at the diff and accepts again").in("id"),
 	MethodSessionMerge: report("merges into the parent's worktree, which may have changed since: the user merges again").in("id"),
 	MethodTrustGrant:   asIs("grants the hash the user reviewed; granting it twice is granting it once, and a changed file has another hash"),
-	MethodTrustRevoke:  asIs("revoking twice is revoking once"),
+	MethodEvalRun: report("starts a run of a whole suite; a second would measure again: the user looks at " +
+		"`arbor eval results` and starts it again"),
+	MethodEvalStop:    asIs("stopping a stopped run changes nothing"),
+	MethodEvalResults: none(readOnly),
+	MethodEvalCompare: none(readOnly),
+	MethodTrustRevoke: asIs("revoking twice is revoking once"),
 	MethodHarnessPut: asIs("the write names the version it read: one that landed is refused as stale the second time " +
 		"(reported as such), never applied twice"),
 	MethodHarnessDelete:   asIs("the delete names the version it read: a second one is refused as stale"),

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/arborhq/arbor/agents/eval"
 	"go.lsp.dev/protocol"
 )
 
@@ -67,6 +68,11 @@ var (
 	HeartbeatCreate Method[HeartbeatCreateParams, *Heartbeat]         = MethodHeartbeatCreate
 	HeartbeatList   Method[HeartbeatListParams, *HeartbeatListResult] = MethodHeartbeatList
 	HeartbeatDelete Method[HeartbeatID, *Heartbeat]                   = MethodHeartbeatDelete
+
+	EvalRun     Method[EvalRunParams, *eval.Run]              = MethodEvalRun
+	EvalResults Method[EvalResultsParams, *EvalResultsResult] = MethodEvalResults
+	EvalCompare Method[EvalCompareParams, *eval.Comparison]   = MethodEvalCompare
+	EvalStop    Method[EvalStopParams, *eval.Run]             = MethodEvalStop
 )
 
 // Notification is a daemon → client notification with its params type P.
@@ -160,6 +166,10 @@ func buildRoutes() map[string]route {
 		register(HeartbeatCreate, (*conn).heartbeatCreate),
 		register(HeartbeatList, (*conn).heartbeatList),
 		register(HeartbeatDelete, (*conn).heartbeatDelete),
+		register(EvalRun, (*conn).evalRun),
+		register(EvalResults, (*conn).evalResults),
+		register(EvalCompare, (*conn).evalCompare),
+		register(EvalStop, (*conn).evalStop),
 	} {
 		if _, dup := m[r.name]; dup {
 			panic("server: method registered twice: " + r.name)

@@ -66,9 +66,11 @@ func TestUnbuiltMethodsSayWhy(t *testing.T) {
 			}
 		}
 	}
+	unimplemented["arbor/future."] = "a family planned for later"
+	t.Cleanup(func() { delete(unimplemented, "arbor/future.") })
 	d := startTestDaemon(t, "")
 	r := d.raw(t)
-	r.call(1, "arbor/eval.run", nil)
-	r.expectError(-32601, "not built yet: evaluation suites")
+	r.call(1, "arbor/future.run", nil)
+	r.expectError(-32601, "not built yet: a family planned for later")
 	r.expectStatus(2)
 }

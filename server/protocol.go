@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/arborhq/arbor/agents/eval"
 	"github.com/arborhq/arbor/agents/event"
 )
 
@@ -56,6 +57,10 @@ const (
 	MethodHeartbeatCreate = "arbor/heartbeat.create"
 	MethodHeartbeatList   = "arbor/heartbeat.list"
 	MethodHeartbeatDelete = "arbor/heartbeat.delete"
+	MethodEvalRun         = "arbor/eval.run"
+	MethodEvalResults     = "arbor/eval.results"
+	MethodEvalCompare     = "arbor/eval.compare"
+	MethodEvalStop        = "arbor/eval.stop"
 )
 
 // Notifications, daemon → client.
@@ -780,4 +785,47 @@ type Heartbeat struct {
 // HeartbeatListResult is the heartbeats, by session, oldest first.
 type HeartbeatListResult struct {
 	Heartbeats []Heartbeat `json:"heartbeats"`
+}
+
+// EvalRunParams starts an eval run of a suite against the harness of the repository at Dir.
+type EvalRunParams struct {
+	Dir string `json:"dir"`
+	// Suite is a suite directory (relative to Dir) or a built-in suite's name ("example").
+	Suite string   `json:"suite"`
+	Split string   `json:"split,omitempty"` // feedback or heldout; "" = every task
+	Tags  []string `json:"tags,omitempty"`  // only tasks with every one of these tags
+	// Harness is the version measured: "" = the current one; a commit of the workspace
+	// harness, "global:REV" or "workspace:REV", or a proposal id.
+	Harness string `json:"harness,omitempty"`
+	// Model is a configured model; "" = the suite's scripted model, else the default.
+	Model    string `json:"model,omitempty"`
+	Repeat   *int   `json:"repeat,omitempty"`   // runs of each task; absent = 1, and 0 is refused
+	Parallel int    `json:"parallel,omitempty"` // tasks at a time; 0 = 1
+	Label    string `json:"label,omitempty"`
+}
+
+// EvalResultsParams asks for one run's report, or (Run "") the list of runs.
+type EvalResultsParams struct {
+	Dir string `json:"dir"`
+	Run string `json:"run,omitempty"` // an id, a unique prefix of one, or "latest"
+}
+
+// EvalResultsResult is the list of runs, or one run's report.
+type EvalResultsResult struct {
+	Runs    []*eval.Run  `json:"runs,omitempty"`
+	Report  *eval.Report `json:"report,omitempty"`
+	Running bool         `json:"running"` // the run is in progress in this daemon
+}
+
+// EvalCompareParams pairs two runs task by task.
+type EvalCompareParams struct {
+	Dir string `json:"dir"`
+	A   string `json:"a"`
+	B   string `json:"b"`
+}
+
+// EvalStopParams stops a run in progress.
+type EvalStopParams struct {
+	Dir string `json:"dir"`
+	Run string `json:"run"`
 }

@@ -144,6 +144,23 @@ type HarnessPolicy struct {
 	// Protected lists path globs (beyond the built-in test and verifier patterns) a proposal
 	// may not touch.
 	Protected []string
+	// Eval, when set, is an eval slice a proposal must not do worse on before it applies.
+	Eval *EvalGate
+}
+
+// EvalGate is the eval a harness proposal must pass: the slice is run with the scope as it is
+// and as the proposal would make it, and the proposal is refused if held-out success goes
+// down or tokens per task go up by more than MaxTokenIncrease.
+type EvalGate struct {
+	Suite    string   `json:"suite"`              // a suite directory (relative to the repository) or a built-in suite
+	Split    string   `json:"split,omitempty"`    // "" = heldout
+	Tags     []string `json:"tags,omitempty"`     // the slice: tasks with all these tags
+	Repeat   int      `json:"repeat,omitempty"`   // runs per task of each side; 0 = 1
+	Parallel int      `json:"parallel,omitempty"` // tasks at a time; 0 = 1
+	Model    string   `json:"model,omitempty"`    // "" = the suite's scripted model, else the default
+	// MaxTokenIncrease is the rise in tokens per task allowed, as a fraction (0.1 = 10%);
+	// 0 = 0.1.
+	MaxTokenIncrease float64 `json:"maxTokenIncrease,omitempty"`
 }
 
 // RefinePolicy configures /refine.

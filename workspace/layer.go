@@ -84,10 +84,11 @@ type fileHarness struct {
 }
 
 type fileScopePolicy struct {
-	Policy      *string  `json:"policy"`
-	Gate        *string  `json:"gate"`
-	GateTimeout *string  `json:"gateTimeout"`
-	Protected   []string `json:"protected"` // replaces the lower one as a whole
+	Policy      *string   `json:"policy"`
+	Gate        *string   `json:"gate"`
+	GateTimeout *string   `json:"gateTimeout"`
+	Protected   []string  `json:"protected"` // replaces the lower one as a whole
+	Eval        *EvalGate `json:"eval"`      // replaces the lower one as a whole
 }
 
 type fileRefine struct {
@@ -112,6 +113,21 @@ func (f *fileScopePolicy) apply(dst *HarnessPolicy, scope string) error {
 	set(&dst.Gate, f.Gate)
 	if err := setDuration(&dst.GateTimeout, f.GateTimeout, "harness."+scope+".gateTimeout", "10m", false); err != nil {
 		return err
+	}
+	if e := f.Eval; e != nil {
+		switch {
+		case scope == "session":
+			return fmt.Errorf("harness.session.eval: an eval gate measures the shared harness; set it on harness.workspace or harness.global")
+		case strings.TrimSpace(e.Suite) == "":
+			return fmt.Errorf("harness.%s.eval: \"suite\" is empty; name a suite directory or a built-in suite such as \"example\"", scope)
+		case e.Split != "" && e.Split != "feedback" && e.Split != "heldout":
+			return fmt.Errorf("harness.%s.eval.split %q: want \"heldout\" (the default) or \"feedback\"", scope, e.Split)
+		case e.Repeat < 0 || e.Parallel < 0:
+			return fmt.Errorf("harness.%s.eval: repeat and parallel must be positive", scope)
+		case e.MaxTokenIncrease < 0:
+			return fmt.Errorf("harness.%s.eval.maxTokenIncrease %g: want a fraction such as 0.1 (10%%)", scope, e.MaxTokenIncrease)
+		}
+		dst.Eval = e
 	}
 	if f.Protected != nil {
 		for _, g := range f.Protected {

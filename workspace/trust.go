@@ -53,6 +53,8 @@ var guarded = map[string]guard{
 	"harness.session.gate":     {why: "runs on your machine to judge the agent's proposed harness changes"},
 	"harness.workspace.gate":   {why: "runs on your machine to judge the agent's proposed harness changes"},
 	"harness.global.gate":      {why: "runs on your machine to judge the agent's proposed harness changes"},
+	"harness.workspace.eval":   {why: "runs an eval suite's setup and hidden checks on your machine to judge the agent's proposed harness changes"},
+	"harness.global.eval":      {why: "runs an eval suite's setup and hidden checks on your machine to judge the agent's proposed harness changes"},
 	"harness.workspace.policy": {why: "applies the agent's and /refine's changes to the repository's shared harness without your review", safe: []string{"review"}},
 	"harness.global.policy":    {why: "applies the agent's and /refine's changes to your global harness without your review", safe: []string{"review"}},
 }

@@ -69,6 +69,10 @@ type SessionCreated struct {
 	// RequestKey is the journal key of the client request that made the session (see
 	// server's request journal): a replay after a crash finds it and makes no second session.
 	RequestKey string `json:"requestKey,omitempty"`
+	// Harness pins scopes of the harness to commits ("" = the scope empty): the session's
+	// turns read these instead of the scopes' heads, so a measurement (an eval task) sees one
+	// version whatever changes meanwhile. Children and forks keep the pin.
+	Harness map[string]string `json:"harness,omitempty"`
 }
 
 // StateChanged is a lifecycle change; Reason says why a session failed or stopped.

@@ -184,11 +184,34 @@ func (s *Store) List(ctx context.Context, k Kind) ([]Entry, error) {
 // history instead of one per kind.
 func (s *Store) ListAll(ctx context.Context) ([]Entry, error) { return s.list(ctx, Kinds) }
 
+// ListAllAt is ListAll as of commit ("" = the empty store): what a session pinned to that
+// version of the harness sees.
+func (s *Store) ListAllAt(ctx context.Context, commit string) ([]Entry, error) {
+	if commit == "" {
+		return []Entry{}, nil
+	}
+	return s.listAt(ctx, commit, Kinds)
+}
+
+// Resolve names the commit rev is in the store's object database (a full or abbreviated id,
+// a proposal's ref), or says why not.
+func (s *Store) Resolve(ctx context.Context, rev string) (string, error) {
+	out, err := s.git(ctx, nil, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
+	if err != nil || strings.TrimSpace(out) == "" {
+		return "", fmt.Errorf("%w: %q is not a commit of the harness in %s", ErrNotFound, rev, s.gitDir)
+	}
+	return strings.TrimSpace(out), nil
+}
+
 func (s *Store) list(ctx context.Context, kinds []Kind) ([]Entry, error) {
 	head, err := s.Head(ctx)
 	if err != nil || head == "" {
 		return nil, err
 	}
+	return s.listAt(ctx, head, kinds)
+}
+
+func (s *Store) listAt(ctx context.Context, head string, kinds []Kind) ([]Entry, error) {
 	dirs := make([]string, len(kinds))
 	for i, k := range kinds {
 		dirs[i] = k.dir()

@@ -50,6 +50,7 @@ func init() {
 		{"heartbeats", "[ID] [--json]", "list heartbeats: schedule, next due, runs, pending", cmdHeartbeats},
 		{"trust", "[DIR] [--yes] | --list | --revoke [DIR]", "review and trust the commands, interpreter, sandbox and key routing a repository's arbor.json sets", cmdTrust},
 		{"profiles", "[DIR] [--json]", "list the profiles a run can use (arbor run --profile NAME) with their settings", cmdProfiles},
+		{"eval", "run SUITE [--split heldout] [--harness REF] [--model M] [--repeat K] [--parallel N] | results [RUN] | compare A B | stop RUN", "measure a harness on a suite's tasks: verified success, claims, tokens, cost", cmdEval},
 		{"version", "", "print the version", func(context.Context, []string) error { fmt.Println("arbor", version); return nil }},
 	}
 }

@@ -48,6 +48,10 @@ export const MethodProgress = 'arbor/progress';
 export const MethodHeartbeatCreate = 'arbor/heartbeat.create';
 export const MethodHeartbeatList = 'arbor/heartbeat.list';
 export const MethodHeartbeatDelete = 'arbor/heartbeat.delete';
+export const MethodEvalRun = 'arbor/eval.run';
+export const MethodEvalResults = 'arbor/eval.results';
+export const MethodEvalCompare = 'arbor/eval.compare';
+export const MethodEvalStop = 'arbor/eval.stop';
 export const NotifyEvent = 'arbor/event';
 export const NotifySessionTree = 'arbor/sessionTree';
 export const NotifyFellBehind = 'arbor/fellBehind';
@@ -157,6 +161,176 @@ export interface InterruptedRequest {
   session?: string;
   outcome: string;
   detail?: string;
+}
+
+export interface EvalCompareParams {
+  dir: string;
+  a: string;
+  b: string;
+}
+
+export interface Comparison {
+  a?: Run;
+  b?: Run;
+  tasks: TaskPair[];
+  successDelta: number;
+  successNoise?: number;
+  tokensDelta: number;
+  tokensNoise?: number;
+  verdict: string;
+  successSignificant: boolean;
+  tokensSignificant: boolean;
+  onlyA?: string[];
+  onlyB?: string[];
+  warnings?: string[];
+}
+
+export interface Run {
+  id: string;
+  repo: string;
+  suite: string;
+  suiteDir: string;
+  suiteHash: string;
+  split?: string;
+  tags?: string[];
+  tasks: string[];
+  repeat: number;
+  parallel: number;
+  model: string;
+  harnessRef?: string;
+  harness: Record<string, string>;
+  label?: string;
+  status: string;
+  created: string /* RFC 3339 */;
+  ended: string /* RFC 3339 */;
+}
+
+export interface TaskPair {
+  task: string;
+  a: number;
+  b: number;
+  runsA: number;
+  runsB: number;
+  tokensA: number;
+  tokensB: number;
+}
+
+export interface EvalResultsParams {
+  dir: string;
+  run?: string;
+}
+
+export interface EvalResultsResult {
+  runs?: Run[];
+  report?: Report;
+  running: boolean;
+}
+
+export interface Report {
+  run?: Run;
+  runs: number;
+  pending: number;
+  passed: number;
+  failed: number;
+  errored: number;
+  claimed: number;
+  falseClaims: number;
+  degenerate: number;
+  success: Rate;
+  perRepeat?: number[];
+  spread?: number;
+  meanUsage: TaskUsage;
+  meanWallMs: number;
+  tasks: TaskSummary[];
+  results: TaskResult[];
+}
+
+export interface Rate {
+  passed: number;
+  of: number;
+  rate: number;
+  low: number;
+  high: number;
+}
+
+export interface TaskUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+  costUSD: number;
+  modelCalls: number;
+}
+
+export interface TaskSummary {
+  task: string;
+  split: string;
+  runs: number;
+  passed: number;
+  errored: number;
+  claimed: number;
+  falseClaims: number;
+  rate: number;
+  tokens: number;
+  tokensSD: number;
+  cached: number;
+  costUSD: number;
+  wallMs: number;
+  flags?: Record<string, number>;
+}
+
+export interface TaskResult {
+  task: string;
+  repeat: number;
+  split: string;
+  tags?: string[];
+  status: string;
+  error?: string;
+  session?: string;
+  branch?: string;
+  check?: Check;
+  claimed: boolean;
+  evidence?: string;
+  goalStatus?: string;
+  goalReason?: string;
+  usage: TaskUsage;
+  wallMs: number;
+  turns: number;
+  cells: number;
+  children: number;
+  harness?: Record<string, string>;
+  model?: string;
+  flags?: string[];
+  changed?: string[];
+  started: string /* RFC 3339 */;
+  ended: string /* RFC 3339 */;
+}
+
+export interface Check {
+  command: string;
+  passed: boolean;
+  exitCode: number;
+  timedOut?: boolean;
+  output?: string;
+  error?: string;
+  durationMs: number;
+  commit?: string;
+}
+
+export interface EvalRunParams {
+  dir: string;
+  suite: string;
+  split?: string;
+  tags?: string[];
+  harness?: string;
+  model?: string;
+  repeat?: number;
+  parallel?: number;
+  label?: string;
+}
+
+export interface EvalStopParams {
+  dir: string;
+  run: string;
 }
 
 export interface GoalControlParams {
@@ -734,6 +908,7 @@ export interface SessionCreated {
   profile?: string;
   profileSettings?: unknown;
   requestKey?: string;
+  harness?: Record<string, string>;
 }
 
 export interface StateChanged {
@@ -1089,6 +1264,10 @@ export type TypedEvent = { [K in EventType]: Omit<Event, 'type' | 'data'> & { ty
 export interface Requests {
   'arbor/daemon.status': { params: Empty; result: DaemonStatusResult };
   'arbor/daemon.stop': { params: Empty; result: DaemonStatusResult };
+  'arbor/eval.compare': { params: EvalCompareParams; result: Comparison };
+  'arbor/eval.results': { params: EvalResultsParams; result: EvalResultsResult };
+  'arbor/eval.run': { params: EvalRunParams; result: Run };
+  'arbor/eval.stop': { params: EvalStopParams; result: Run };
   'arbor/goal.control': { params: GoalControlParams; result: Goal };
   'arbor/goal.get': { params: GoalRef; result: GoalResult };
   'arbor/goal.set': { params: GoalSetParams; result: Goal };

@@ -48,6 +48,10 @@ M.MethodProgress = 'arbor/progress'
 M.MethodHeartbeatCreate = 'arbor/heartbeat.create'
 M.MethodHeartbeatList = 'arbor/heartbeat.list'
 M.MethodHeartbeatDelete = 'arbor/heartbeat.delete'
+M.MethodEvalRun = 'arbor/eval.run'
+M.MethodEvalResults = 'arbor/eval.results'
+M.MethodEvalCompare = 'arbor/eval.compare'
+M.MethodEvalStop = 'arbor/eval.stop'
 M.NotifyEvent = 'arbor/event'
 M.NotifySessionTree = 'arbor/sessionTree'
 M.NotifyFellBehind = 'arbor/fellBehind'
@@ -146,6 +150,162 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field session? string
 ---@field outcome string
 ---@field detail? string
+
+---@class arbor.EvalCompareParams
+---@field dir string
+---@field a string
+---@field b string
+
+---@class arbor.Comparison
+---@field a? arbor.Run
+---@field b? arbor.Run
+---@field tasks arbor.TaskPair[]
+---@field successDelta number
+---@field successNoise? number
+---@field tokensDelta number
+---@field tokensNoise? number
+---@field verdict string
+---@field successSignificant boolean
+---@field tokensSignificant boolean
+---@field onlyA? string[]
+---@field onlyB? string[]
+---@field warnings? string[]
+
+---@class arbor.Run
+---@field id string
+---@field repo string
+---@field suite string
+---@field suiteDir string
+---@field suiteHash string
+---@field split? string
+---@field tags? string[]
+---@field tasks string[]
+---@field repeat number
+---@field parallel number
+---@field model string
+---@field harnessRef? string
+---@field harness table<string, string>
+---@field label? string
+---@field status string
+---@field created string
+---@field ended string
+
+---@class arbor.TaskPair
+---@field task string
+---@field a number
+---@field b number
+---@field runsA number
+---@field runsB number
+---@field tokensA number
+---@field tokensB number
+
+---@class arbor.EvalResultsParams
+---@field dir string
+---@field run? string
+
+---@class arbor.EvalResultsResult
+---@field runs? arbor.Run[]
+---@field report? arbor.Report
+---@field running boolean
+
+---@class arbor.Report
+---@field run? arbor.Run
+---@field runs number
+---@field pending number
+---@field passed number
+---@field failed number
+---@field errored number
+---@field claimed number
+---@field falseClaims number
+---@field degenerate number
+---@field success arbor.Rate
+---@field perRepeat? number[]
+---@field spread? number
+---@field meanUsage arbor.TaskUsage
+---@field meanWallMs number
+---@field tasks arbor.TaskSummary[]
+---@field results arbor.TaskResult[]
+
+---@class arbor.Rate
+---@field passed number
+---@field of number
+---@field rate number
+---@field low number
+---@field high number
+
+---@class arbor.TaskUsage
+---@field inputTokens number
+---@field outputTokens number
+---@field cachedInputTokens number
+---@field costUSD number
+---@field modelCalls number
+
+---@class arbor.TaskSummary
+---@field task string
+---@field split string
+---@field runs number
+---@field passed number
+---@field errored number
+---@field claimed number
+---@field falseClaims number
+---@field rate number
+---@field tokens number
+---@field tokensSD number
+---@field cached number
+---@field costUSD number
+---@field wallMs number
+---@field flags? table<string, number>
+
+---@class arbor.TaskResult
+---@field task string
+---@field repeat number
+---@field split string
+---@field tags? string[]
+---@field status string
+---@field error? string
+---@field session? string
+---@field branch? string
+---@field check? arbor.Check
+---@field claimed boolean
+---@field evidence? string
+---@field goalStatus? string
+---@field goalReason? string
+---@field usage arbor.TaskUsage
+---@field wallMs number
+---@field turns number
+---@field cells number
+---@field children number
+---@field harness? table<string, string>
+---@field model? string
+---@field flags? string[]
+---@field changed? string[]
+---@field started string
+---@field ended string
+
+---@class arbor.Check
+---@field command string
+---@field passed boolean
+---@field exitCode number
+---@field timedOut? boolean
+---@field output? string
+---@field error? string
+---@field durationMs number
+---@field commit? string
+
+---@class arbor.EvalRunParams
+---@field dir string
+---@field suite string
+---@field split? string
+---@field tags? string[]
+---@field harness? string
+---@field model? string
+---@field repeat? number
+---@field parallel? number
+---@field label? string
+
+---@class arbor.EvalStopParams
+---@field dir string
+---@field run string
 
 ---@class arbor.GoalControlParams
 ---@field session string
@@ -648,6 +808,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field profile? string
 ---@field profileSettings? any
 ---@field requestKey? string
+---@field harness? table<string, string>
 
 ---@class arbor.StateChanged
 ---@field state arbor.SessionState
@@ -892,6 +1053,20 @@ M.fields = {
   DaemonStatusResult = { 'pid', 'version', 'socket', 'started', 'sessions', 'live', 'clients', 'workspaces', 'modelBaseURL', 'model', 'apiKeyEnv', 'sandbox', 'interrupted' },
   SandboxStatus = { 'mode', 'available', 'reason' },
   InterruptedRequest = { 'method', 'received', 'session', 'outcome', 'detail' },
+  EvalCompareParams = { 'dir', 'a', 'b' },
+  Comparison = { 'a', 'b', 'tasks', 'successDelta', 'successNoise', 'tokensDelta', 'tokensNoise', 'verdict', 'successSignificant', 'tokensSignificant', 'onlyA', 'onlyB', 'warnings' },
+  Run = { 'id', 'repo', 'suite', 'suiteDir', 'suiteHash', 'split', 'tags', 'tasks', 'repeat', 'parallel', 'model', 'harnessRef', 'harness', 'label', 'status', 'created', 'ended' },
+  TaskPair = { 'task', 'a', 'b', 'runsA', 'runsB', 'tokensA', 'tokensB' },
+  EvalResultsParams = { 'dir', 'run' },
+  EvalResultsResult = { 'runs', 'report', 'running' },
+  Report = { 'run', 'runs', 'pending', 'passed', 'failed', 'errored', 'claimed', 'falseClaims', 'degenerate', 'success', 'perRepeat', 'spread', 'meanUsage', 'meanWallMs', 'tasks', 'results' },
+  Rate = { 'passed', 'of', 'rate', 'low', 'high' },
+  TaskUsage = { 'inputTokens', 'outputTokens', 'cachedInputTokens', 'costUSD', 'modelCalls' },
+  TaskSummary = { 'task', 'split', 'runs', 'passed', 'errored', 'claimed', 'falseClaims', 'rate', 'tokens', 'tokensSD', 'cached', 'costUSD', 'wallMs', 'flags' },
+  TaskResult = { 'task', 'repeat', 'split', 'tags', 'status', 'error', 'session', 'branch', 'check', 'claimed', 'evidence', 'goalStatus', 'goalReason', 'usage', 'wallMs', 'turns', 'cells', 'children', 'harness', 'model', 'flags', 'changed', 'started', 'ended' },
+  Check = { 'command', 'passed', 'exitCode', 'timedOut', 'output', 'error', 'durationMs', 'commit' },
+  EvalRunParams = { 'dir', 'suite', 'split', 'tags', 'harness', 'model', 'repeat', 'parallel', 'label' },
+  EvalStopParams = { 'dir', 'run' },
   GoalControlParams = { 'session', 'action' },
   Goal = { 'session', 'objective', 'status', 'reason', 'limit', 'by', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'set', 'turns', 'idleTurns', 'spent', 'claimed', 'verified', 'evidence', 'checks', 'lastCheck', 'waiting' },
   Spend = { 'tokens', 'costUSD', 'modelCalls' },
@@ -966,7 +1141,7 @@ M.fields = {
   TrustGrantParams = { 'dir', 'hash' },
   SessionTreeParams = { 'full', 'sessions' },
   FellBehindParams = { 'session', 'lastSeq' },
-  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps', 'profile', 'profileSettings', 'requestKey' },
+  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps', 'profile', 'profileSettings', 'requestKey', 'harness' },
   StateChanged = { 'state', 'reason' },
   TurnStarted = { 'turn' },
   MessageQueued = { 'from', 'text', 'mode', 'heartbeat', 'requestKey' },
@@ -1044,6 +1219,10 @@ M.event_payloads = {
 M.requests = {
   ['arbor/daemon.status'] = { params = 'arbor.Empty', result = 'arbor.DaemonStatusResult' },
   ['arbor/daemon.stop'] = { params = 'arbor.Empty', result = 'arbor.DaemonStatusResult' },
+  ['arbor/eval.compare'] = { params = 'arbor.EvalCompareParams', result = 'arbor.Comparison' },
+  ['arbor/eval.results'] = { params = 'arbor.EvalResultsParams', result = 'arbor.EvalResultsResult' },
+  ['arbor/eval.run'] = { params = 'arbor.EvalRunParams', result = 'arbor.Run' },
+  ['arbor/eval.stop'] = { params = 'arbor.EvalStopParams', result = 'arbor.Run' },
   ['arbor/goal.control'] = { params = 'arbor.GoalControlParams', result = 'arbor.Goal' },
   ['arbor/goal.get'] = { params = 'arbor.GoalRef', result = 'arbor.GoalResult' },
   ['arbor/goal.set'] = { params = 'arbor.GoalSetParams', result = 'arbor.Goal' },

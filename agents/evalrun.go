@@ -546,7 +546,7 @@ func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k 
 			s.dropWorkspace(sess.ws.Root)
 		}
 	}()
-	r.Session, r.Branch = sess.meta.ID, sess.meta.Branch
+	r.Session, r.Branch, r.Fixture = sess.meta.ID, sess.meta.Branch, fixture
 	key := eval.Key(t.ID, k)
 	er.mu.Lock()
 	er.active[key] = sess.meta.ID

@@ -87,6 +87,7 @@ type TaskResult struct {
 	Error      string            `json:"error,omitempty"` // why it errored
 	Session    string            `json:"session,omitempty"`
 	Branch     string            `json:"branch,omitempty"`
+	Fixture    string            `json:"fixture,omitempty"` // the task's repository: its branch holds the agent's work
 	Check      *Check            `json:"check,omitempty"`
 	Claimed    bool              `json:"claimed"` // the model called goal.complete
 	Evidence   string            `json:"evidence,omitempty"`

@@ -13,6 +13,7 @@ import (
 
 	"github.com/arborhq/arbor/agents/eval"
 	"github.com/arborhq/arbor/server"
+	"github.com/arborhq/arbor/workspace"
 )
 
 const evalUsage = `usage:
@@ -281,6 +282,14 @@ func resultLine(r eval.TaskResult) string {
 	if r.Error != "" {
 		line += "\n      " + r.Error
 	}
+	if r.Status == eval.Failed && r.Check != nil {
+		if last := lastLine(r.Check.Output); last != "" {
+			line += "\n      check: " + last
+		}
+		if r.Fixture != "" {
+			line += "\n      its work: git -C " + workspace.ShellQuote(r.Fixture) + " diff main " + r.Branch
+		}
+	}
 	return line
 }
 
@@ -334,6 +343,24 @@ func printComparison(w io.Writer, c *eval.Comparison) {
 		fmt.Fprintln(w, "note: "+warn)
 	}
 	fmt.Fprintln(w, c.Verdict)
+}
+
+// lastLine is the line of a check's output that says most: the first assertion or failing
+// test it names, or else its last line; bounded.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	l := strings.TrimSpace(lines[len(lines)-1])
+	for _, x := range lines {
+		x = strings.TrimSpace(x)
+		if strings.HasPrefix(x, "AssertionError") || strings.HasPrefix(x, "FAIL:") || strings.HasPrefix(x, "ERROR:") || strings.HasPrefix(x, "E   ") {
+			l = x
+			break
+		}
+	}
+	if len(l) > 160 {
+		l = l[:160] + "…"
+	}
+	return l
 }
 
 func sorted(s []string) []string { sort.Strings(s); return s }

@@ -42,7 +42,7 @@ func TestEvalRunAndCompareFromTheCLI(t *testing.T) {
 			t.Errorf("arbor eval run lacks %q:\n%s", want, a)
 		}
 	}
-	e.mustArbor("harness", "edit", "note", "careful", "--title", "careful",
+	e.mustArbor("harness", "edit", "note", "careful", // titled by its id
 		"--body", "Check edge cases (empty input, boundaries) before you finish. EVAL-CAREFUL")
 	careful := strings.TrimSpace(e.git(e.repo, "rev-parse", "refs/arbor/harness/workspace"))
 	b := e.mustArbor(slice...)

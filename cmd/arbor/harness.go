@@ -200,6 +200,9 @@ func (h *harnessCmd) edit(ctx context.Context, pos []string) error {
 			e.Body = *h.body
 		}
 	}
+	if e.Title == "" && cur.Version == "" && !h.setFlags["title"] {
+		e.Title = e.ID // a new entry made from flags alone is titled by its id
+	}
 	res, err := server.HarnessPut.Call(ctx, h.c, server.HarnessPutParams{HarnessScope: h.scope, Entry: e, Base: base})
 	if err != nil {
 		if kept != "" {

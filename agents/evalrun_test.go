@@ -355,3 +355,40 @@ func runStatus(st *eval.Store, id string) string {
 	}
 	return r.Status
 }
+
+// Stopping a run stops the task in flight (recorded as errored, saying so) and runs no more.
+func TestEvalStop(t *testing.T) {
+	e, suite := evalEnv(t)
+	slow := strings.Replace(evalScript, `"code": "claim = await goal.complete(evidence='looks fine')"`,
+		`"code": "import time\ntime.sleep(30)\nclaim = await goal.complete(evidence='looks fine')"`, 1)
+	os.WriteFile(filepath.Join(suite, "script.json"), []byte(slow), 0o644)
+	run, err := e.svc.StartEval(context.Background(), EvalRequest{Dir: e.repo, Suite: suite, Repeat: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _, _ := e.svc.EvalStore(e.repo)
+	e.waitFor("the slow task started", func() bool {
+		st, _ := store.StartedRuns(run.ID)
+		_, ok := st[eval.Key("lazy", 1)]
+		return ok
+	})
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	stopped, err := e.svc.StopEval(e.repo, run.ID)
+	if err != nil || stopped.Status != eval.RunStopped {
+		t.Fatalf("stop: %+v %v", stopped, err)
+	}
+	if time.Since(start) > 15*time.Second {
+		t.Errorf("stopping took %s", time.Since(start))
+	}
+	sum, _ := e.svc.EvalSummary(e.repo, run.ID)
+	if lazy := resultOf(t, sum, "lazy"); lazy.Status != eval.Errored || !strings.Contains(lazy.Error, "stopped") {
+		t.Errorf("the task in flight: %+v", lazy)
+	}
+	if sum.Pending == 0 || e.svc.EvalRunning(run.ID) {
+		t.Errorf("after the stop: %d pending, running %v", sum.Pending, e.svc.EvalRunning(run.ID))
+	}
+	if list, _ := e.svc.List(""); len(list) != 0 {
+		t.Errorf("sessions left: %d", len(list))
+	}
+}

@@ -67,9 +67,7 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	text := summaryMessage(s.meta.Task, summary, vars)
 	s.mu.Lock()
 	s.usage.ModelCalls++
-	s.usage.InputTokens += reply.Usage.InputTokens
-	s.usage.OutputTokens += reply.Usage.OutputTokens
-	s.usage.CostUSD += reply.Usage.CostUSD
+	s.usage.addTokens(usageEvent(reply.Usage))
 	s.conv = append([]model.Message{{Role: "user", Content: text}}, s.conv[len(s.conv)-kept:]...)
 	s.mu.Unlock()
 	s.svc.spent(s) // compaction's call counts against the goals above

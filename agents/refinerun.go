@@ -127,6 +127,7 @@ func (s *Session) refine(ctx context.Context, req RefineRequest) (RefineOutcome,
 		}
 		out.Calls++
 		out.Usage.InputTokens += r.Usage.InputTokens
+		out.Usage.CachedInputTokens += r.Usage.CachedInputTokens
 		out.Usage.OutputTokens += r.Usage.OutputTokens
 		out.Usage.CostUSD += r.Usage.CostUSD
 		out.Usage.Estimated = out.Usage.Estimated || r.Usage.Estimated

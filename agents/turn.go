@@ -241,9 +241,7 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 		}
 		s.mu.Lock()
 		s.usage.ModelCalls++
-		s.usage.InputTokens += reply.Usage.InputTokens
-		s.usage.OutputTokens += reply.Usage.OutputTokens
-		s.usage.CostUSD += reply.Usage.CostUSD
+		s.usage.addTokens(usageEvent(reply.Usage))
 		s.usage.Retries += int64(reply.Retries)
 		s.mu.Unlock()
 		s.svc.spent(s) // a goal above whose budget this used up ends, interrupting this turn
@@ -304,7 +302,8 @@ func toolCallsModel(calls []event.ToolCall) []model.ToolCall {
 }
 
 func usageEvent(u model.Usage) event.TokenUsage {
-	return event.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD, Estimated: u.Estimated}
+	return event.TokenUsage{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens,
+		CostUSD: u.CostUSD, Estimated: u.Estimated}
 }
 
 // deliver moves pending messages into the conversation: all of them at a turn's start, and

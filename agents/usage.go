@@ -4,8 +4,11 @@ import "github.com/arborhq/arbor/agents/event"
 
 // Usage is the accounting of one session, or of a subtree when rolled up.
 type Usage struct {
-	ModelCalls         int64   `json:"modelCalls"`
-	InputTokens        int64   `json:"inputTokens"`
+	ModelCalls  int64 `json:"modelCalls"`
+	InputTokens int64 `json:"inputTokens"`
+	// CachedInputTokens is the part of InputTokens the endpoints reported reading from their
+	// prompt caches: the prefix of each request that repeated the one before.
+	CachedInputTokens  int64   `json:"cachedInputTokens"`
 	OutputTokens       int64   `json:"outputTokens"`
 	CostUSD            float64 `json:"costUSD"`
 	KernelExecs        int64   `json:"kernelExecs"`
@@ -34,6 +37,7 @@ func (u *Usage) addRefine(d event.Refined) {
 // addTokens counts one model call's tokens and cost.
 func (u *Usage) addTokens(t event.TokenUsage) {
 	u.InputTokens += t.InputTokens
+	u.CachedInputTokens += t.CachedInputTokens
 	u.OutputTokens += t.OutputTokens
 	u.CostUSD += t.CostUSD
 }
@@ -42,6 +46,7 @@ func (u *Usage) addTokens(t event.TokenUsage) {
 func (u Usage) Add(v Usage) Usage {
 	u.ModelCalls += v.ModelCalls
 	u.InputTokens += v.InputTokens
+	u.CachedInputTokens += v.CachedInputTokens
 	u.OutputTokens += v.OutputTokens
 	u.CostUSD += v.CostUSD
 	u.KernelExecs += v.KernelExecs

@@ -68,7 +68,7 @@ func TestRegistryRoundTrip(t *testing.T) {
 // names; they still decode.
 func TestOldUsageCasing(t *testing.T) {
 	a, err := As[AssistantMessage](TypeAssistantMessage, []byte(`{"text":"hi","usage":{"InputTokens":3,"OutputTokens":4,"CostUSD":0.5,"Estimated":true}}`))
-	if err != nil || a.Usage != (TokenUsage{3, 4, 0.5, true}) {
+	if err != nil || a.Usage != (TokenUsage{InputTokens: 3, OutputTokens: 4, CostUSD: 0.5, Estimated: true}) {
 		t.Errorf("got %+v %v", a, err)
 	}
 }

@@ -138,10 +138,12 @@ type ToolCall struct {
 
 // TokenUsage is what one model call cost.
 type TokenUsage struct {
-	InputTokens  int64   `json:"inputTokens"`
-	OutputTokens int64   `json:"outputTokens"`
-	CostUSD      float64 `json:"costUSD"`
-	Estimated    bool    `json:"estimated,omitempty"` // counted at 4 characters a token
+	InputTokens int64 `json:"inputTokens"`
+	// CachedInputTokens is the part of InputTokens the endpoint read from its prompt cache.
+	CachedInputTokens int64   `json:"cachedInputTokens,omitempty"`
+	OutputTokens      int64   `json:"outputTokens"`
+	CostUSD           float64 `json:"costUSD"`
+	Estimated         bool    `json:"estimated,omitempty"` // counted at 4 characters a token
 }
 
 // AssistantMessage is one model reply: its text, the cells it asks to run, what it cost.

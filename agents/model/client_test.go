@@ -310,3 +310,32 @@ func TestCompleteConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedInputTokens: the cached tokens an endpoint reports in the stream's usage reach
+// Reply.Usage; the scripted model reports the prefix a request shares with the one before.
+func TestCachedInputTokens(t *testing.T) {
+	t.Parallel()
+	url := startScripted(t, conversationScript)
+	c := newClient(t, url, nil)
+	sys := strings.Repeat("You are a careful agent. ", 40)
+	msgs := []model.Message{{Role: model.RoleUser, Content: "count to ten"}}
+	first, err := c.Complete(t.Context(), model.Request{System: sys, Messages: msgs}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Usage.CachedInputTokens != 0 || first.Usage.Estimated {
+		t.Errorf("first call: usage %+v; want server-reported usage with nothing cached", first.Usage)
+	}
+	msgs = append(msgs, model.Message{Role: model.RoleAssistant, ToolCalls: first.ToolCalls},
+		model.Message{Role: model.RoleTool, ToolCallID: first.ToolCalls[0].ID, Content: "45"})
+	second, err := c.Complete(t.Context(), model.Request{System: sys, Messages: msgs}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first request's characters (system + task) out of the second's, in prompt tokens.
+	args := `{"code":"print(sum(range(10)))"}`
+	want := second.Usage.InputTokens * int64(len(sys)+len("count to ten")) / int64(len(sys)+len("count to ten")+len(args)+len("45"))
+	if got := second.Usage.CachedInputTokens; got != want || got == 0 {
+		t.Errorf("second call: %d cached input tokens of %d; want %d", got, second.Usage.InputTokens, want)
+	}
+}

@@ -33,7 +33,7 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(string)
 		reply, timedOut, err := c.attempt(withRetryHint(ctx, hint), oreq, onDelta)
 		if err == nil {
 			reply.Retries = retries
-			c.log.Debug("model call done", "input_tokens", reply.Usage.InputTokens, "output_tokens", reply.Usage.OutputTokens,
+			c.log.Debug("model call done", "input_tokens", reply.Usage.InputTokens, "cached_input_tokens", reply.Usage.CachedInputTokens, "output_tokens", reply.Usage.OutputTokens,
 				"estimated", reply.Usage.Estimated, "tool_calls", len(reply.ToolCalls), "finish", reply.FinishReason, "retries", retries)
 			return reply, nil
 		}
@@ -144,6 +144,9 @@ func (c *Client) finish(oreq openai.ChatCompletionRequest, acc *accumulator) *Re
 	}
 	if u := acc.usage; u != nil && (u.PromptTokens > 0 || u.CompletionTokens > 0) {
 		r.Usage = Usage{InputTokens: int64(u.PromptTokens), OutputTokens: int64(u.CompletionTokens)}
+		if d := u.PromptTokensDetails; d != nil {
+			r.Usage.CachedInputTokens = int64(min(d.CachedTokens, u.PromptTokens))
+		}
 	} else {
 		r.Usage = Usage{
 			InputTokens:  int64(estimateTokens(estimateRequestChars(oreq))),

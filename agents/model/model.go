@@ -65,7 +65,11 @@ type Message struct {
 // Usage counts tokens of one model call and prices them.
 type Usage struct {
 	InputTokens, OutputTokens int64
-	CostUSD                   float64
+	// CachedInputTokens is the part of InputTokens the endpoint read from its prompt cache
+	// (usage.prompt_tokens_details.cached_tokens): the request's prefix it had seen before.
+	// 0 when the endpoint does not say.
+	CachedInputTokens int64
+	CostUSD           float64
 	// Estimated is true when the endpoint reported no usage and the counts
 	// come from the 4-characters-per-token rule.
 	Estimated bool

@@ -64,8 +64,11 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conv := summarize(req.Messages)
-	h.s.observe(conv, req.Model, len(req.Tools))
+	conv.cached = h.s.cache.request(req.Messages, conv)
 	idx, reply := h.s.match(conv)
+	prompt := promptTokens(reply, conv)
+	h.s.observe(Request{System: conv.system, Task: conv.task, Last: conv.last, Model: req.Model, Tools: len(req.Tools),
+		Messages: req.Messages, Chars: conv.chars, CachedChars: conv.cached, PromptTokens: prompt, CachedTokens: cachedTokens(prompt, conv)})
 	h.log.Debug("scripted reply", "rule", idx+1, "turn", conv.turn, "stream", req.Stream)
 
 	if reply.DelayMS > 0 {

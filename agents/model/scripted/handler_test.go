@@ -52,7 +52,6 @@ func post(t *testing.T, url, body string) (*http.Response, []byte) {
 // are chunked is a deliberate one (go test -run Golden -update).
 func TestStreamGolden(t *testing.T) {
 	t.Parallel()
-	srv := newTestServer(t, "design.json")
 	tests := []struct{ name, body string }{
 		{"stream_tool_call", `{"model":"m","stream":true,"stream_options":{"include_usage":true},
 			"tools":[{"type":"function","function":{"name":"python"}}],
@@ -65,6 +64,9 @@ func TestStreamGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			// A server each: the prompt cache makes a reply's usage depend on the requests
+			// before it in the same conversation.
+			srv := newTestServer(t, "design.json")
 			resp, got := post(t, srv.URL+"/v1/chat/completions", tt.body)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, got)

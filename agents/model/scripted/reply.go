@@ -18,6 +18,7 @@ type conversation struct {
 	system string // the system messages, joined
 	turn   int    // assistant messages so far + 1
 	chars  int    // characters of the whole request, for usage estimates
+	cached int    // of chars, the prefix repeating the conversation's previous request
 }
 
 func summarize(msgs []openai.ChatCompletionMessage) conversation {
@@ -106,6 +107,7 @@ type answer struct {
 	code         string // empty in fenced mode or without code
 	callID       string
 	promptTokens int
+	cachedTokens int
 	outputTokens int
 }
 
@@ -122,13 +124,30 @@ func (s *Script) answer(r Reply, c conversation, fenced bool) answer {
 			a.callID = fmt.Sprintf("call_scripted_%d", callSeq.Add(1))
 		}
 	}
+	a.promptTokens = promptTokens(r, c)
+	a.cachedTokens = cachedTokens(a.promptTokens, c)
 	if r.Usage != nil {
-		a.promptTokens, a.outputTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens
+		a.outputTokens = r.Usage.CompletionTokens
 	} else {
-		a.promptTokens = estimate(c.chars)
 		a.outputTokens = estimate(len(a.text) + len(a.arguments()))
 	}
 	return a
+}
+
+// promptTokens is the reply's scripted prompt tokens, or the request's estimate.
+func promptTokens(r Reply, c conversation) int {
+	if r.Usage != nil {
+		return r.Usage.PromptTokens
+	}
+	return estimate(c.chars)
+}
+
+// cachedTokens is the share of prompt tokens that the cached prefix of the request makes up.
+func cachedTokens(prompt int, c conversation) int {
+	if c.chars == 0 {
+		return 0
+	}
+	return int(int64(prompt) * int64(c.cached) / int64(c.chars))
 }
 
 // estimate is the 4-characters-per-token rule of thumb, rounded up.
@@ -151,7 +170,8 @@ func (a answer) finishReason() *string {
 }
 
 func (a answer) usage() *wireUsage {
-	return &wireUsage{PromptTokens: a.promptTokens, CompletionTokens: a.outputTokens, TotalTokens: a.promptTokens + a.outputTokens}
+	return &wireUsage{PromptTokens: a.promptTokens, CompletionTokens: a.outputTokens, TotalTokens: a.promptTokens + a.outputTokens,
+		PromptTokensDetails: &wirePromptDetails{CachedTokens: a.cachedTokens}}
 }
 
 func (a answer) response(model string) wireChunk {

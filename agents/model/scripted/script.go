@@ -47,6 +47,20 @@
 //     "context_length_exceeded" to exercise context overflow handling.
 //
 // Unknown fields are refused, so a typo in a script fails at load time.
+//
+// # Prompt cache
+//
+// Like a provider's prompt cache, the server reports in usage.prompt_tokens_details
+// .cached_tokens how much of each request it has seen before, so cached tokens measure how
+// stable a client keeps the prefix of its requests, through the real client path. It is a
+// measurement, not a guess: per conversation (the system prompt and the first user message;
+// changing either starts a new one), the request's messages are compared with the previous
+// request's from the start, byte for byte — whole messages while they are identical (role,
+// text, tool calls, the call a tool message answers), then whole 256-character blocks of the
+// first message that differs. The characters so matched, as a share of the characters the
+// prompt tokens count, give the cached share of the prompt tokens (a scripted "usage"
+// included). Only hashes of the latest request of the 256 most recently used conversations
+// are kept. [Script.Observe] sees each request's messages and both counts.
 package scripted
 
 import (
@@ -59,6 +73,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+
+	openai "github.com/sashabaranov/go-openai"
 )
 
 // Script is a parsed script. It is safe for concurrent use; it keeps the
@@ -71,6 +87,7 @@ type Script struct {
 	mu       sync.Mutex
 	failed   map[int]int // rule index (-1 = default) → failures served
 	observer func(Request)
+	cache    *promptCache
 }
 
 // Request is what an observer sees of one chat request.
@@ -80,6 +97,15 @@ type Request struct {
 	Last   string // the newest message
 	Model  string // the model id asked for
 	Tools  int    // how many tools the request offers (none in fenced tool mode)
+	// Messages are the request's messages as the client sent them.
+	Messages []openai.ChatCompletionMessage
+	// Chars is what the prompt tokens count: the characters of every message's text and
+	// tool-call arguments. CachedChars is how many of them, from the start, repeat the
+	// previous request of the same conversation byte for byte (see the package doc).
+	Chars, CachedChars int
+	// PromptTokens and CachedTokens are the usage reported for the request (what a
+	// failing reply would have reported).
+	PromptTokens, CachedTokens int
 }
 
 // Observe calls f with every chat request the script answers (tests read what a client sent).
@@ -89,12 +115,12 @@ func (s *Script) Observe(f func(Request)) {
 	s.observer = f
 }
 
-func (s *Script) observe(c conversation, model string, tools int) {
+func (s *Script) observe(req Request) {
 	s.mu.Lock()
 	f := s.observer
 	s.mu.Unlock()
 	if f != nil {
-		f(Request{System: c.system, Task: c.task, Last: c.last, Model: model, Tools: tools})
+		f(req)
 	}
 }
 
@@ -172,7 +198,7 @@ func Parse(data []byte, name string) (*Script, error) {
 	if err := decodeStrict(data, &top); err != nil {
 		return nil, fail("%v", describeJSONError(data, err))
 	}
-	s := &Script{name: name, model: top.Model, failed: map[int]int{}}
+	s := &Script{name: name, model: top.Model, failed: map[int]int{}, cache: newPromptCache()}
 	if s.model == "" {
 		s.model = "scripted"
 	}

@@ -39,9 +39,14 @@ type wireFunction struct {
 }
 
 type wireUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int                `json:"prompt_tokens"`
+	CompletionTokens    int                `json:"completion_tokens"`
+	TotalTokens         int                `json:"total_tokens"`
+	PromptTokensDetails *wirePromptDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type wirePromptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 type wireModels struct {

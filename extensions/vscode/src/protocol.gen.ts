@@ -955,6 +955,7 @@ export interface ToolCall {
 
 export interface TokenUsage {
   inputTokens: number;
+  cachedInputTokens?: number;
   outputTokens: number;
   costUSD: number;
   estimated?: boolean;

@@ -847,6 +847,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 
 ---@class arbor.TokenUsage
 ---@field inputTokens number
+---@field cachedInputTokens? number
 ---@field outputTokens number
 ---@field costUSD number
 ---@field estimated? boolean
@@ -1149,7 +1150,7 @@ M.fields = {
   UserMessage = { 'text', 'from', 'queuedSeq', 'via' },
   AssistantMessage = { 'text', 'toolCalls', 'usage', 'retries' },
   ToolCall = { 'id', 'code' },
-  TokenUsage = { 'inputTokens', 'outputTokens', 'costUSD', 'estimated' },
+  TokenUsage = { 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'estimated' },
   ModelRetry = { 'retry', 'error' },
   ToolStarted = { 'callId', 'code' },
   ToolFinished = { 'callId', 'status', 'output', 'bytes', 'durationMs', 'executionCount', 'artifact', 'rich', 'error' },

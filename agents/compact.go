@@ -2,9 +2,11 @@ package agents
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/model"
@@ -13,21 +15,38 @@ import (
 
 // Compaction keeps the model's context (L1) within its window. Raw events are never removed:
 // a compaction record holds the summary and how many recent messages stayed verbatim.
+//
+// Every compaction costs a model call and breaks the prompt prefix a provider caches, so it
+// cuts rarely and deep: it starts when the next request's estimate passes the threshold
+// ("compaction.threshold", 0.7 of the window by default) and leaves a context of at most
+// compactTo of the threshold (0.4 of the window by default) — the system prompt, the summary
+// message (bounded by the window) and as many of the latest messages as fit, at most
+// "compaction.keep". So at least 3/7 of the threshold (0.3 of the window) fills up before the
+// next one. Between compactions the conversation only grows at its end: the summary message
+// and what was kept stay byte for byte the prefix of every request until the next one.
 const (
-	compactAt      = 0.7  // compact when the estimate passes this share of the window (the default of "compaction.threshold")
-	keepRecent     = 6    // messages kept verbatim after a compaction, at least (the default of "compaction.keep")
-	maxSummary     = 6000 // bytes: summaries cannot grow by feeding on themselves
-	maxHistoryText = 0.5  // share of the window the summariser may read
+	compactAt      = 0.7     // compact when the estimate passes this share of the window (the default of "compaction.threshold")
+	compactTo      = 4.0 / 7 // share of the threshold a compaction leaves (0.4 of the window at the default threshold)
+	keepRecent     = 6       // messages kept verbatim after a compaction, at most (the default of "compaction.keep")
+	maxSummary     = 6000    // bytes: summaries cannot grow by feeding on themselves
+	summaryShare   = 0.08    // of the window (in tokens): what the summary may take of a small window
+	maxHistoryText = 0.5     // share of the window the summariser may read
 	summaryHeading = "[Summary of this session's earlier work, written when the context was compacted]"
 )
 
-const summarisePrompt = `Summarise this agent's history so it can continue the task with only your summary and its most recent messages. Use these headings: Goal; Decisions; Progress; Open work; Files touched. Be specific (names, paths, values). At most 600 words.`
+const summarisePrompt = `Summarise this agent's history so it can continue the task with only your summary and its most recent messages. Use these headings: Goal; Decisions; Progress; Open work; Files touched. Be specific (names, paths, values). At most %d words.`
 
-// maybeCompact compacts when the next request would pass the threshold, or always with force
-// (after the server refused with a context overflow). It is only called between model calls,
-// never in the middle of a tool call.
-func (s *Session) maybeCompact(ctx context.Context, force bool) error {
-	req := model.Request{System: systemPrompt(s.meta), Messages: s.conversation()}
+// compactionPlan is how a compaction cuts: the estimate that started it, the limit it passed,
+// how many leading messages the summary replaces and how long the summary may be.
+type compactionPlan struct {
+	estimate, limit int64
+	cut             int
+	summaryBytes    int
+}
+
+// planCompaction decides whether and where to compact conv under the given system prompt.
+// ok is false when the context is under the threshold (and not forced).
+func (s *Session) planCompaction(system string, conv []model.Message, force bool) (p compactionPlan, ok bool) {
 	window := s.client.Config().ContextWindow
 	if window <= 0 {
 		window = model.DefaultContextWindow
@@ -39,11 +58,36 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	if keep < 1 {
 		keep = keepRecent
 	}
-	if !force && float64(s.client.EstimateTokens(req)) < threshold*float64(window) {
+	p.estimate = s.client.EstimateTokens(model.Request{System: system, Messages: conv})
+	p.limit = int64(threshold * float64(window))
+	if !force && p.estimate < p.limit {
+		return p, false
+	}
+	p.summaryBytes = min(maxSummary, int(summaryShare*float64(window)*4))
+	// What any compacted context holds: the system prompt and the summary message at its bound.
+	bound := summaryMessage(s.meta.Task, strings.Repeat("x", p.summaryBytes), "")
+	fixed := s.client.EstimateTokens(model.Request{System: system, Messages: []model.Message{{Role: model.RoleUser, Content: bound}}})
+	p.cut = cutPoint(conv, keep, int64(compactTo*float64(p.limit))-fixed)
+	return p, true
+}
+
+// maybeCompact compacts when the next request would pass the threshold, or always with force
+// (after the server refused with a context overflow). It is only called between model calls,
+// never in the middle of a tool call.
+func (s *Session) maybeCompact(ctx context.Context, force bool) error {
+	s.mu.Lock()
+	system := systemPrompt(s.meta) + s.harness.block // what complete sends
+	s.mu.Unlock()
+	conv := s.conversation()
+	plan, ok := s.planCompaction(system, conv, force)
+	if !ok {
 		return nil
 	}
-	conv := req.Messages
-	cut := cutPoint(conv, keep)
+	window := s.client.Config().ContextWindow
+	if window <= 0 {
+		window = model.DefaultContextWindow
+	}
+	cut := plan.cut
 	if cut <= 0 {
 		if force {
 			return errors.New("the context overflowed and there is nothing older to compact; the latest messages alone are too large")
@@ -51,17 +95,15 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 		return nil
 	}
 	history := renderHistory(conv[:cut], int(maxHistoryText*float64(window)*4))
+	words := max(plan.summaryBytes/7, 30) // about 7 bytes a word, with its space
 	reply, err := s.client.Complete(ctx, model.Request{
 		System:   "You write precise working summaries of a coding agent's session.",
-		Messages: []model.Message{{Role: "user", Content: summarisePrompt + "\n\n" + history}},
+		Messages: []model.Message{{Role: "user", Content: fmt.Sprintf(summarisePrompt, words) + "\n\n" + history}},
 	}, nil)
 	if err != nil {
 		return fmt.Errorf("compaction: %w", err)
 	}
-	summary := strings.TrimSpace(reply.Text)
-	if len(summary) > maxSummary {
-		summary = summary[:maxSummary] + " …"
-	}
+	summary := truncateUTF8(strings.TrimSpace(reply.Text), plan.summaryBytes)
 	vars := s.liveVariables(ctx)
 	kept := len(conv) - cut
 	text := summaryMessage(s.meta.Task, summary, vars)
@@ -81,6 +123,19 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	return err
 }
 
+// truncateUTF8 cuts s to at most n bytes, on a character boundary, marking the cut.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = " …"
+	n = max(n-len(mark), 0)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + mark
+}
+
 // summaryMessage opens a compacted context: the task verbatim (it is what the session is
 // for), then the summary and the live variables.
 func summaryMessage(task, summary, vars string) string {
@@ -91,14 +146,43 @@ func summaryMessage(task, summary, vars string) string {
 	return text
 }
 
-// cutPoint picks how many leading messages to summarise: all but the most recent ones, moved
-// back so a tool call is never separated from its results.
-func cutPoint(conv []model.Message, keep int) int {
-	cut := len(conv) - keep
-	for cut > 0 && conv[cut].Role == "tool" {
-		cut--
+// cutPoint picks how many leading messages to summarise. It keeps the latest messages that
+// fit in budget tokens, at most keep of them, and always the latest exchange (the last
+// assistant message with its tool results, or the last user message); the cut is moved back
+// so a tool call is never separated from its results.
+func cutPoint(conv []model.Message, keep int, budget int64) int {
+	start := len(conv) - 1
+	for start > 0 && conv[start].Role == model.RoleTool {
+		start--
 	}
-	return cut
+	used := messageTokens(conv[start:])
+	for start > 0 {
+		prev := start - 1
+		for prev > 0 && conv[prev].Role == model.RoleTool {
+			prev--
+		}
+		t := messageTokens(conv[prev:start])
+		if len(conv)-prev > keep || used+t > budget {
+			break
+		}
+		start, used = prev, used+t
+	}
+	return start
+}
+
+// messageTokens estimates msgs at 4 characters a token plus their framing, the way
+// model.Client.EstimateTokens counts a request.
+func messageTokens(msgs []model.Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		chars := len(m.Content)
+		for _, c := range m.ToolCalls {
+			args, _ := json.Marshal(map[string]string{"code": c.Code})
+			chars += len(args)
+		}
+		n += int64((chars+3)/4) + 4
+	}
+	return n
 }
 
 // renderHistory turns messages into text for the summariser, keeping the newest part when it

@@ -68,9 +68,11 @@ func (p Profile) Untrusted() []Setting { return p.untrusted }
 // CompactionPolicy says when compaction shrinks a session's context ("compaction").
 type CompactionPolicy struct {
 	// Threshold compacts once the next request's estimate passes this share of the model's
-	// context window (0.7 by default).
+	// context window (0.7 by default). A compaction leaves at most 4/7 of it (0.4 of the
+	// window by default), so compactions are at least 3/7 of it apart.
 	Threshold float64
-	// Keep is how many of the latest messages stay verbatim (6 by default).
+	// Keep is how many of the latest messages stay verbatim at most (6 by default): fewer
+	// when they do not fit what a compaction leaves, never fewer than the latest exchange.
 	Keep int
 }
 

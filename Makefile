@@ -48,6 +48,7 @@ bench: build
 	$(ARBOR) bench agents
 	$(ARBOR) bench harness
 	$(ARBOR) bench longrun
+	$(ARBOR) bench tokens
 
 # Long crash and fork soaks: 1,000 kill -9 cycles of the event log, every byte offset of a
 # 1,000-record log, 500 fork/checkpoint/discard operations with random kills, 30 daemon

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/arborhq/arbor/agents/agentbench"
 	"github.com/arborhq/arbor/agents/harness/harnessbench"
 	"github.com/arborhq/arbor/agents/longrunbench"
+	"github.com/arborhq/arbor/agents/tokenbench"
 	"github.com/arborhq/arbor/bench"
 	"github.com/arborhq/arbor/gitstate/gitbench"
 	"github.com/arborhq/arbor/kernel/kernelbench"
@@ -23,6 +26,8 @@ func cmdBench(ctx context.Context, args []string) error {
 	sessions := fs.Int("sessions", 1000, "sessions in the agents scale figure")
 	entries := fs.Int("entries", 10000, "entries in the harness figures")
 	heartbeats := fs.Int("heartbeats", 1000, "heartbeats scheduled on the idle daemon of the longrun figures")
+	turns := fs.Int("turns", 200, "cells of the recorded trajectory the tokens figures replay")
+	windows := fs.String("windows", "8000,2000", "context windows (tokens, comma-separated) the tokens figures replay the trajectory in")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
@@ -34,7 +39,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("--runs %d: want at least 1", *runs)
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents|harness|longrun [--runs N] [--json]")
+		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents|harness|longrun|tokens [--runs N] [--json]")
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var rep *bench.Report
@@ -65,8 +70,17 @@ func cmdBench(ctx context.Context, args []string) error {
 		}
 	case "longrun":
 		rep, err = longrunbench.Run(ctx, longrunbench.Options{Heartbeats: *heartbeats, Logger: logger})
+	case "tokens":
+		ws, werr := parseWindows(*windows)
+		if werr != nil {
+			return werr
+		}
+		if *turns < 1 {
+			return fmt.Errorf("--turns %d: want at least 1", *turns)
+		}
+		rep, err = tokenbench.Run(ctx, tokenbench.Options{Turns: *turns, Windows: ws, Logger: logger})
 	default:
-		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git, agents, harness or longrun", pos[0])
+		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git, agents, harness, longrun or tokens", pos[0])
 	}
 	if err != nil {
 		return err
@@ -75,4 +89,17 @@ func cmdBench(ctx context.Context, args []string) error {
 		return rep.WriteJSON(os.Stdout)
 	}
 	return rep.WriteTable(os.Stdout)
+}
+
+// parseWindows reads --windows: context window sizes in tokens, comma-separated.
+func parseWindows(s string) ([]int, error) {
+	var ws []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 500 {
+			return nil, fmt.Errorf("--windows %q: want context windows of at least 500 tokens, comma-separated, such as 8000,2000", s)
+		}
+		ws = append(ws, n)
+	}
+	return ws, nil
 }

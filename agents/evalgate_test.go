@@ -41,19 +41,19 @@ func TestEvalExampleSuiteTellsHarnessesApart(t *testing.T) {
 	run := func(ref string, tags ...string) *eval.Report {
 		return e.runEval(EvalRequest{Suite: "example", Split: eval.HeldOut, Tags: tags, Harness: ref, Repeat: 1, Parallel: 2})
 	}
-	empty := run("")
+	empty := run("", "feature")
 	careful := e.putNote("careful", "Check edge cases (empty input, boundaries) before you finish. EVAL-CAREFUL")
 	lazy := e.putNote("careful", "Say it is done. EVAL-LAZY")
 	tests := e.putNote("careful", "Make the tests agree. EVAL-TEST-ONLY")
 
-	if empty.Run.Harness["workspace"] != "" || empty.Rate.N != 6 || empty.Rate.K != 5 {
+	if empty.Run.Harness["workspace"] != "" || empty.Rate.N != 2 || empty.Rate.K != 1 {
 		t.Errorf("the empty harness: %s, harness %v", empty.Rate, empty.Run.Harness)
 	}
 	if r := resultOf(t, empty, "page-count"); r.Status != eval.Failed || !r.Claimed {
 		t.Errorf("page-count under the empty harness = %+v", r)
 	}
-	good := run(careful)
-	if good.Rate.K != 6 || good.Run.Harness["workspace"] != careful || good.False != 0 || good.Degen != 0 {
+	good := run(careful, "feature")
+	if good.Rate.K != 2 || good.Run.Harness["workspace"] != careful || good.False != 0 || good.Degen != 0 {
 		t.Errorf("the careful harness: %s, %d false claims, %d flagged, harness %v", good.Rate, good.False, good.Degen, good.Run.Harness)
 	}
 	l := run(lazy, "edge-case")
@@ -65,7 +65,7 @@ func TestEvalExampleSuiteTellsHarnessesApart(t *testing.T) {
 		t.Errorf("the test-only harness = %+v", r)
 	}
 	c := eval.Compare(empty, good)
-	if c.Success <= 0 || len(c.Tasks) != 6 {
+	if c.Success <= 0 || len(c.Tasks) != 2 {
 		t.Errorf("compare empty → careful: %+v", c)
 	}
 }

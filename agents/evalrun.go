@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -575,7 +574,7 @@ func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k 
 	s.Stop(bg, sess.meta.ID)
 	in := s.info(sess)
 	r.Usage = eval.TaskUsage{InputTokens: in.Total.InputTokens, OutputTokens: in.Total.OutputTokens,
-		CostUSD: in.Total.CostUSD, ModelCalls: in.Total.ModelCalls, CachedInputTokens: cachedOf(in.Total)}
+		CostUSD: in.Total.CostUSD, ModelCalls: in.Total.ModelCalls, CachedInputTokens: in.Total.CachedInputTokens}
 	r.Cells = in.Total.KernelExecs
 	r.Children = len(sess.descendants())
 	if g, ok, _ := s.GoalOf(sess.meta.ID); ok {
@@ -615,17 +614,6 @@ func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k 
 		r.Status = eval.Failed
 	}
 	return r, true
-}
-
-// cachedOf reads the cached input tokens of a usage (0 where the provider reports none).
-func cachedOf(u Usage) int64 {
-	var m map[string]any
-	b, _ := json.Marshal(u)
-	json.Unmarshal(b, &m)
-	if v, ok := m["cachedInputTokens"].(float64); ok {
-		return int64(v)
-	}
-	return 0
 }
 
 // awaitEvalTask waits until the task's session is done: its goal ended, or it stopped working

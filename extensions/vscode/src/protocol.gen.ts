@@ -287,6 +287,7 @@ export interface TaskResult {
   error?: string;
   session?: string;
   branch?: string;
+  fixture?: string;
   check?: Check;
   claimed: boolean;
   evidence?: string;

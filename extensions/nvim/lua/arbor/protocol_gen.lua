@@ -265,6 +265,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field error? string
 ---@field session? string
 ---@field branch? string
+---@field fixture? string
 ---@field check? arbor.Check
 ---@field claimed boolean
 ---@field evidence? string
@@ -1064,7 +1065,7 @@ M.fields = {
   Rate = { 'passed', 'of', 'rate', 'low', 'high' },
   TaskUsage = { 'inputTokens', 'outputTokens', 'cachedInputTokens', 'costUSD', 'modelCalls' },
   TaskSummary = { 'task', 'split', 'runs', 'passed', 'errored', 'claimed', 'falseClaims', 'rate', 'tokens', 'tokensSD', 'cached', 'costUSD', 'wallMs', 'flags' },
-  TaskResult = { 'task', 'repeat', 'split', 'tags', 'status', 'error', 'session', 'branch', 'check', 'claimed', 'evidence', 'goalStatus', 'goalReason', 'usage', 'wallMs', 'turns', 'cells', 'children', 'harness', 'model', 'flags', 'changed', 'started', 'ended' },
+  TaskResult = { 'task', 'repeat', 'split', 'tags', 'status', 'error', 'session', 'branch', 'fixture', 'check', 'claimed', 'evidence', 'goalStatus', 'goalReason', 'usage', 'wallMs', 'turns', 'cells', 'children', 'harness', 'model', 'flags', 'changed', 'started', 'ended' },
   Check = { 'command', 'passed', 'exitCode', 'timedOut', 'output', 'error', 'durationMs', 'commit' },
   EvalRunParams = { 'dir', 'suite', 'split', 'tags', 'harness', 'model', 'repeat', 'parallel', 'label' },
   EvalStopParams = { 'dir', 'run' },

@@ -36,39 +36,20 @@ const (
 
 const summarisePrompt = `Summarise this agent's history so it can continue the task with only your summary and its most recent messages. Use these headings: Goal; Decisions; Progress; Open work; Files touched. Be specific (names, paths, values). At most %d words.`
 
-// compactionPlan is how a compaction cuts: the estimate that started it, the limit it passed,
-// how many leading messages the summary replaces and how long the summary may be.
-type compactionPlan struct {
-	estimate, limit int64
-	cut             int
-	summaryBytes    int
-}
-
-// planCompaction decides whether and where to compact conv under the given system prompt.
-// ok is false when the context is under the threshold (and not forced).
-func (s *Session) planCompaction(system string, conv []model.Message, force bool) (p compactionPlan, ok bool) {
-	window := s.client.Config().ContextWindow
+// compactionLimits are the window, the threshold and keep of the session's model and policy.
+func (s *Session) compactionLimits() (window int64, threshold float64, keep int) {
+	window = int64(s.client.Config().ContextWindow)
 	if window <= 0 {
 		window = model.DefaultContextWindow
 	}
-	threshold, keep := s.cfg.Compaction.Threshold, s.cfg.Compaction.Keep
+	threshold, keep = s.cfg.Compaction.Threshold, s.cfg.Compaction.Keep
 	if threshold <= 0 || threshold >= 1 {
 		threshold = compactAt
 	}
 	if keep < 1 {
 		keep = keepRecent
 	}
-	p.estimate = s.client.EstimateTokens(model.Request{System: system, Messages: conv})
-	p.limit = int64(threshold * float64(window))
-	if !force && p.estimate < p.limit {
-		return p, false
-	}
-	p.summaryBytes = min(maxSummary, int(summaryShare*float64(window)*4))
-	// What any compacted context holds: the system prompt and the summary message at its bound.
-	bound := summaryMessage(s.meta.Task, strings.Repeat("x", p.summaryBytes), "")
-	fixed := s.client.EstimateTokens(model.Request{System: system, Messages: []model.Message{{Role: model.RoleUser, Content: bound}}})
-	p.cut = cutPoint(conv, keep, int64(compactTo*float64(p.limit))-fixed)
-	return p, true
+	return window, threshold, keep
 }
 
 // maybeCompact compacts when the next request would pass the threshold, or always with force
@@ -79,15 +60,19 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	system := systemPrompt(s.meta) + s.harness.block // what complete sends
 	s.mu.Unlock()
 	conv := s.conversation()
-	plan, ok := s.planCompaction(system, conv, force)
-	if !ok {
+	window, threshold, keep := s.compactionLimits()
+	limit := threshold * float64(window)
+	if !force && float64(s.client.EstimateTokens(model.Request{System: system, Messages: conv})) < limit {
 		return nil
 	}
-	window := s.client.Config().ContextWindow
-	if window <= 0 {
-		window = model.DefaultContextWindow
-	}
-	cut := plan.cut
+	// What the compacted context holds whatever is kept: the system prompt and the summary
+	// message, its summary at its bound. The rest of compactTo of the limit is for the
+	// latest messages.
+	summaryBytes := min(maxSummary, int(summaryShare*float64(window)*4))
+	vars := s.liveVariables(ctx)
+	bound := summaryMessage(s.meta.Task, strings.Repeat("x", summaryBytes), vars)
+	fixed := s.client.EstimateTokens(model.Request{System: system, Messages: []model.Message{{Role: model.RoleUser, Content: bound}}})
+	cut := cutPoint(conv, keep, int64(compactTo*limit)-fixed)
 	if cut <= 0 {
 		if force {
 			return errors.New("the context overflowed and there is nothing older to compact; the latest messages alone are too large")
@@ -95,7 +80,7 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 		return nil
 	}
 	history := renderHistory(conv[:cut], int(maxHistoryText*float64(window)*4))
-	words := max(plan.summaryBytes/7, 30) // about 7 bytes a word, with its space
+	words := max(summaryBytes/7, 30) // about 7 bytes a word, with its space
 	reply, err := s.client.Complete(ctx, model.Request{
 		System:   "You write precise working summaries of a coding agent's session.",
 		Messages: []model.Message{{Role: "user", Content: fmt.Sprintf(summarisePrompt, words) + "\n\n" + history}},
@@ -103,8 +88,7 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	if err != nil {
 		return fmt.Errorf("compaction: %w", err)
 	}
-	summary := truncateUTF8(strings.TrimSpace(reply.Text), plan.summaryBytes)
-	vars := s.liveVariables(ctx)
+	summary := truncateUTF8(strings.TrimSpace(reply.Text), summaryBytes)
 	kept := len(conv) - cut
 	text := summaryMessage(s.meta.Task, summary, vars)
 	s.mu.Lock()

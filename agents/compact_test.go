@@ -247,3 +247,41 @@ func TestCutPoint(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactionLeavesItsShare: what a compaction leaves — system prompt, summary, the kernel's
+// live variables, the kept messages — is at most 0.4 of the window, counted at the model,
+// even when the live variables take much of it.
+func TestCompactionLeavesItsShare(t *testing.T) {
+	const window = 4000
+	script := `{"rules":[
+ {"when":{"system":"^You write precise working summaries"},"text":"` + strings.Repeat("Goal: keep working on the task. Progress: steps done. ", 50) + `"},
+ {"when":{"task":"^vars","last":"step 30 "},"text":"done"},
+ {"when":{"task":"^vars"},"code":"if 'variable_with_a_long_name_000' not in globals():\n    for i in range(150):\n        globals()[f'variable_with_a_long_name_{i:03d}'] = i\nn = globals().get('n', 0) + 1\nprint('step', n, 'ok ' * 100)"}
+],"default":{"text":"ok"}}`
+	e := newEnv(t, script)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(fmt.Sprintf(`{"maxTurnSteps":40,"models":{"scripted":{"contextWindow":%d}}}`, window)), 0o644)
+	var mu sync.Mutex
+	var reqs []scripted.Request
+	e.script.Observe(func(r scripted.Request) { mu.Lock(); reqs = append(reqs, r); mu.Unlock() })
+	s := e.create("vars: work with many live variables")
+	e.settled(s)
+	comps := e.events(s, event.TypeCompaction)
+	if len(comps) == 0 || len(fmt.Sprint(comps[0]["liveVariables"])) < 1500 {
+		t.Fatalf("compactions %v; want some, with the live variables listed", comps)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	after := 0
+	for i, r := range reqs {
+		if i == 0 || !strings.HasPrefix(reqs[i-1].System, "You write precise working summaries") {
+			continue
+		}
+		after++
+		if limit := int(compactTo * compactAt * window); r.PromptTokens > limit {
+			t.Errorf("request %d after a compaction: %d input tokens, want at most %d", i, r.PromptTokens, limit)
+		}
+	}
+	if after != len(comps) {
+		t.Errorf("%d requests after a compaction, want %d", after, len(comps))
+	}
+}

@@ -136,6 +136,9 @@ func Load(dir string) (*Suite, error) {
 	if len(s.Splits) == 0 {
 		return nil, fmt.Errorf("suite %s: no splits; want \"splits\": {\"feedback\": [task ids], \"heldout\": [task ids]}", manifest)
 	}
+	if s.Limits.Turns < 0 || s.Limits.Tokens < 0 {
+		return nil, fmt.Errorf("suite %s: limits must be positive", manifest)
+	}
 	for name := range s.Splits {
 		if name != Feedback && name != HeldOut {
 			return nil, fmt.Errorf("suite %s: unknown split %q; the splits are %q and %q", manifest, name, Feedback, HeldOut)
@@ -146,8 +149,10 @@ func Load(dir string) (*Suite, error) {
 		if !inside(abs, p) {
 			return nil, fmt.Errorf("suite %s: script %q is outside the suite directory", manifest, s.Script)
 		}
-		if _, err := os.Stat(p); err != nil {
+		if fi, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("suite %s: script %q: %v", manifest, s.Script, err)
+		} else if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("suite %s: script %q is not a file", manifest, s.Script)
 		}
 	}
 	s.Tasks = map[string]*Task{}
@@ -197,8 +202,11 @@ func loadTask(suite, id string) (*Task, error) {
 	if t.Limits.Turns < 0 || t.Limits.Tokens < 0 {
 		return nil, fmt.Errorf("task %s: %s: limits must be positive", id, file)
 	}
-	_, errRepo := os.Stat(filepath.Join(dir, "repo"))
+	repoInfo, errRepo := os.Stat(filepath.Join(dir, "repo"))
 	_, errBundle := os.Stat(filepath.Join(dir, "repo.bundle"))
+	if errRepo == nil && !repoInfo.IsDir() {
+		return nil, fmt.Errorf("task %s: %s is not a directory: repo/ holds the fixture's files (or use repo.bundle)", id, filepath.Join(dir, "repo"))
+	}
 	switch {
 	case errRepo == nil && errBundle == nil:
 		return nil, fmt.Errorf("task %s: both repo/ and repo.bundle in %s; keep one fixture", id, dir)
@@ -210,8 +218,8 @@ func loadTask(suite, id string) (*Task, error) {
 	checkDir := filepath.Join(dir, "check")
 	if fi, err := os.Stat(checkDir); err == nil && fi.IsDir() {
 		err := filepath.WalkDir(checkDir, func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
+			if err != nil || !d.Type().IsRegular() {
+				return err // directories, and links a check may not bring
 			}
 			rel, _ := filepath.Rel(checkDir, p)
 			t.CheckFiles = append(t.CheckFiles, filepath.ToSlash(rel))

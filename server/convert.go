@@ -27,7 +27,7 @@ func goalBrief(g *agents.Goal) *GoalBrief {
 
 func toUsage(u agents.Usage) Usage {
 	return Usage{
-		ModelCalls: u.ModelCalls, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		ModelCalls: u.ModelCalls, InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens,
 		CostUSD: u.CostUSD, KernelExecs: u.KernelExecs, Messages: u.Messages,
 		HumanInterventions: u.HumanInterventions, Retries: u.Retries, HarnessEdits: u.HarnessEdits,
 		RefineCalls: u.RefineCalls, RefineInputTokens: u.RefineInputTokens, RefineOutputTokens: u.RefineOutputTokens,

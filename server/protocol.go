@@ -84,6 +84,7 @@ const (
 type Usage struct {
 	ModelCalls         int64   `json:"modelCalls"`
 	InputTokens        int64   `json:"inputTokens"`
+	CachedInputTokens  int64   `json:"cachedInputTokens"` // the part of InputTokens the endpoint served from its prompt cache
 	OutputTokens       int64   `json:"outputTokens"`
 	CostUSD            float64 `json:"costUSD"`
 	KernelExecs        int64   `json:"kernelExecs"`

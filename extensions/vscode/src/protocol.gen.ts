@@ -722,6 +722,7 @@ export interface Session {
 export interface Usage {
   modelCalls: number;
   inputTokens: number;
+  cachedInputTokens: number;
   outputTokens: number;
   costUSD: number;
   kernelExecs: number;

@@ -648,6 +648,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@class arbor.Usage
 ---@field modelCalls number
 ---@field inputTokens number
+---@field cachedInputTokens number
 ---@field outputTokens number
 ---@field costUSD number
 ---@field kernelExecs number
@@ -1117,7 +1118,7 @@ M.fields = {
   AttachParams = { 'id', 'sinceSeq' },
   AttachResult = { 'session' },
   Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile' },
-  Usage = { 'modelCalls', 'inputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
+  Usage = { 'modelCalls', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   GoalBrief = { 'objective', 'status', 'waiting', 'until' },
   SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal', 'autonomous', 'profile' },
   Selection = { 'uri', 'startLine', 'endLine', 'text' },

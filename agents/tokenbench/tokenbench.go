@@ -39,6 +39,9 @@ import (
 type Options struct {
 	Turns   int   // cells of the trajectory, one model call each, then a final answer (default 200)
 	Windows []int // context windows, in tokens, each a run of its own (default 8000 and 2000)
+	// SkipSuite leaves out the example suite's figures (its twelve tasks run through `arbor
+	// eval`'s runner).
+	SkipSuite bool
 	// KernelPython is the kernels' interpreter ("" finds one).
 	KernelPython string
 	Logger       *slog.Logger
@@ -129,6 +132,13 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		res, err := Measure(ctx, w, o)
 		if err != nil {
 			return nil, fmt.Errorf("window %d: %w", w, err)
+		}
+		res.figures(rep)
+	}
+	if !o.SkipSuite {
+		res, err := MeasureSuite(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("example suite: %w", err)
 		}
 		res.figures(rep)
 	}

@@ -80,3 +80,38 @@ func TestMeasure(t *testing.T) {
 	}
 	t.Logf("compactions %d, stable %.3f, per20 %.2f, turn %d: %d vs naive %d", r.Compactions, StableFraction(r.Requests), r.CompactionsPer20(), turns, r.Requests[turns-1].Input, r.Naive[turns-1].Input)
 }
+
+// TestMeasureSuite runs the example suite through the eval runner: every model call of every
+// task is measured, the first of each session is set apart, and with no compaction in so short
+// a task the naive replay sends the same requests.
+func TestMeasureSuite(t *testing.T) {
+	if _, err := kernel.FindPython(); err != nil {
+		t.Skip(err)
+	}
+	r, err := MeasureSuite(t.Context(), Options{KernelPython: "/usr/bin/python3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firsts := 0
+	for i, q := range r.Requests {
+		if q.AfterCompaction {
+			firsts++
+			if q.Cached != 0 {
+				t.Errorf("request %d, a session's first, has %d cached tokens", i, q.Cached)
+			}
+		} else if q.Cached == 0 || q.Cached >= q.Input {
+			t.Errorf("request %d: %d of %d input tokens cached", i, q.Cached, q.Input)
+		}
+	}
+	if r.Tasks != 12 || firsts != 12 || len(r.Requests) < 24 || len(r.Naive) != len(r.Requests) {
+		t.Fatalf("%d tasks, %d sessions, %d requests, %d naive", r.Tasks, firsts, len(r.Requests), len(r.Naive))
+	}
+	for i := range r.Requests {
+		if r.Requests[i].Input != r.Naive[i].Input {
+			t.Errorf("request %d: %d input tokens, the naive replay %d", i, r.Requests[i].Input, r.Naive[i].Input)
+		}
+	}
+	if f := StableFraction(r.Requests); f <= 0 || f >= 1 {
+		t.Errorf("stable fraction %v", f)
+	}
+}

@@ -35,7 +35,17 @@ func (s *Session) runEvalGate(ctx context.Context, g *workspace.EvalGate, p harn
 	for k, v := range base {
 		cand[k] = v
 	}
-	cand[string(p.Scope)] = p.Commit
+	// The proposal as it would apply now: its edits on the scope's current head (p.Commit is on
+	// the head it was made on, which may have moved since).
+	st, err := s.harnessStore(ctx, p.Scope)
+	if err != nil {
+		return evalGateVerdict{effect: "eval gate: " + err.Error()}
+	}
+	preview, err := st.Preview(ctx, p)
+	if err != nil {
+		return evalGateVerdict{effect: "eval gate: the proposal on the harness as it is now: " + err.Error()}
+	}
+	cand[string(p.Scope)] = preview
 	split := g.Split
 	if split == "" {
 		split = eval.HeldOut
@@ -55,6 +65,7 @@ func (s *Session) runEvalGate(ctx context.Context, g *workspace.EvalGate, p harn
 			return nil, err
 		}
 		if err := s.svc.WaitEval(ctx, run.ID); err != nil {
+			s.svc.StopEval(s.ws.Root, run.ID) // nobody waits for it any more
 			return nil, err
 		}
 		return s.svc.EvalSummary(s.ws.Root, run.ID)

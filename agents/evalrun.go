@@ -15,11 +15,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/arborhq/arbor/agents/eval"
 	"github.com/arborhq/arbor/agents/harness"
 	"github.com/arborhq/arbor/agents/model/scripted"
+	"github.com/arborhq/arbor/sandbox"
 	"github.com/arborhq/arbor/workspace"
 )
 
@@ -57,15 +59,16 @@ const evalModelScripted = "scripted"
 
 // evalRunner is a run in progress.
 type evalRunner struct {
-	run    *eval.Run
-	store  *eval.Store
-	suite  *eval.Suite
-	ws     *Workspace
-	cancel context.CancelFunc
-	done   chan struct{}
-	ov     workspace.Overrides // the fixtures' overrides: the scripted model's address
-	mu     sync.Mutex
-	active map[string]string // task run key → session id
+	run     *eval.Run
+	store   *eval.Store
+	suite   *eval.Suite
+	ws      *Workspace
+	cancel  context.CancelFunc
+	done    chan struct{}
+	ov      workspace.Overrides // the fixtures' overrides: the scripted model's address
+	mu      sync.Mutex
+	active  map[string]string // task run key → session id
+	checked map[string]string // task id → why its check is unsound ("" = it ran on the fixture)
 }
 
 // evalState is the service's eval bookkeeping (under Service.mu).
@@ -165,8 +168,13 @@ func (s *Service) StartEval(ctx context.Context, req EvalRequest) (*eval.Run, er
 	if err != nil {
 		return nil, err
 	}
+	sb := "bwrap"
+	if !s.sandbox.Available {
+		sb = "none: " + s.sandbox.Reason + " — the agent could read the suite's hidden checks and your repository"
+	}
 	run := &eval.Run{
-		ID: time.Now().UTC().Format("20060102-150405") + "-" + newID()[:6], Repo: ws.Root,
+		Sandbox: sb,
+		ID:      time.Now().UTC().Format("20060102-150405") + "-" + newID()[:6], Repo: ws.Root,
 		Suite: suite.Name, SuiteDir: suite.Dir, SuiteHash: hash, Split: req.Split, Tags: req.Tags,
 		Tasks: tasks, Repeat: req.Repeat, Parallel: req.Parallel, Model: modelName,
 		HarnessRef: req.Harness, Harness: pins, Label: req.Label, Status: eval.RunRunning,
@@ -222,8 +230,9 @@ func (s *Service) loadSuite(ws *Workspace, dir, arg string) (*eval.Suite, error)
 
 var revPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/^~-]*$`)
 
-// evalPins resolves what a run measures to a commit per shared scope. The session scope is
-// each task's own and starts empty.
+// evalPins resolves what a run measures to a commit per shared scope. The session scope is not
+// pinned: it is each task's own, empty at the start, and the agent's notes to itself apply as
+// in any session.
 func (s *Service) evalPins(ctx context.Context, ws *Workspace, ref string) (map[string]string, error) {
 	pins := map[string]string{}
 	for _, sc := range []harness.Scope{harness.ScopeWorkspace, harness.ScopeGlobal} {
@@ -237,7 +246,6 @@ func (s *Service) evalPins(ctx context.Context, ws *Workspace, ref string) (map[
 		}
 		pins[string(sc)] = head
 	}
-	pins[string(harness.ScopeSession)] = ""
 	if ref == "" {
 		return pins, nil
 	}
@@ -250,11 +258,16 @@ func (s *Service) evalPins(ctx context.Context, ws *Workspace, ref string) (map[
 		scope, rev = sc, b
 	}
 	if harness.CheckProposalID(rev) == nil {
-		if _, p, err := s.findProposal(ctx, ws.Root, rev); err == nil {
+		if st, p, err := s.findProposal(ctx, ws.Root, rev); err == nil {
 			if p.Scope == harness.ScopeSession {
 				return nil, RequestError(fmt.Sprintf("eval: proposal %s is for a session's own scope; eval measures the workspace and global harness", rev))
 			}
-			pins[string(p.Scope)] = p.Commit
+			// Its edits on the scope as it is now, as applying it would make it.
+			c, err := st.Preview(ctx, p)
+			if err != nil {
+				return nil, RequestError(fmt.Sprintf("eval: proposal %s: %v", rev, err))
+			}
+			pins[string(p.Scope)] = c
 			return pins, nil
 		}
 	}
@@ -289,7 +302,7 @@ func (s *Service) unindexEval(id string) {
 func (s *Service) launchEval(run *eval.Run, store *eval.Store, suite *eval.Suite, ws *Workspace) error {
 	ctx, cancel := context.WithCancel(s.ctx)
 	er := &evalRunner{run: run, store: store, suite: suite, ws: ws, cancel: cancel,
-		done: make(chan struct{}), active: map[string]string{}}
+		done: make(chan struct{}), active: map[string]string{}, checked: map[string]string{}}
 	s.mu.Lock()
 	if s.evals.runs == nil {
 		s.evals.runs = map[string]*evalRunner{}
@@ -325,7 +338,10 @@ func (s *Service) resumeEvals(ctx context.Context) {
 		}
 		ws, err := s.workspaceFor(run.Repo)
 		if err != nil {
-			s.log.Warn("eval: resume", "run", run.ID, "err", err)
+			s.log.Warn("eval: resume: the repository is gone; the run ends", "run", run.ID, "err", err)
+			run.Status, run.Ended = eval.RunStopped, time.Now().UTC()
+			store.Save(run)
+			s.unindexEval(run.ID)
 			continue
 		}
 		suite, err := eval.Load(run.SuiteDir)
@@ -522,7 +538,9 @@ func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k 
 		return errored("the fixture did not set up: %v", err)
 	}
 	s.mu.Lock()
-	s.evals.fixtures[fixture] = evalFixture{ov: er.ov, hide: []string{run.Repo, er.suite.Dir, er.store.Dir()}}
+	// Hidden besides: the measured repository, the suite, the results, and every other
+	// fixture (other tasks', earlier repeats' solutions and logs) with the extracted suites.
+	s.evals.fixtures[fixture] = evalFixture{ov: er.ov, hide: []string{run.Repo, er.suite.Dir, er.store.Dir(), filepath.Join(s.opts.StateDir, "eval")}}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -595,25 +613,66 @@ func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k 
 			r.Changed = append(r.Changed, p)
 		}
 	}
-	r.Flags = eval.Flags(r.Changed, t.CheckFiles)
 	if failure != "" {
 		return errored("%s", failure)
 	}
-	c := s.evalCheck(bg, sess, t, head)
+	r.Flags = eval.Flags(r.Changed, t.CheckFiles)
+	if why := s.validateCheck(ctx, er, sess, t); why != "" && ctx.Err() == nil {
+		return errored("%s", why)
+	}
+	c := s.evalCheck(ctx, sess, t, head)
+	if ctx.Err() != nil {
+		er.mu.Lock()
+		stopped := er.run.Status == eval.RunStopped
+		er.mu.Unlock()
+		if !stopped {
+			return r, false // the daemon is stopping: this task runs again at the next start
+		}
+		return errored("the eval run was stopped while the hidden check ran")
+	}
 	r.Check = c
 	r.Ended = time.Now().UTC()
 	r.WallMs = r.Ended.Sub(r.Started).Milliseconds()
+	// The check ran on the untouched fixture, so a check that now cannot finish or exits as
+	// "not found" does so because of the agent's work: a failure, not an error of the suite.
 	switch {
+	case c.ExitCode == 127 || c.TimedOut:
+		r.Status = eval.Failed
+		r.Flags = append(r.Flags, eval.FlagCheckBroke)
 	case c.Error != "":
-		r.Status, r.Error = eval.Errored, "the hidden check could not run: "+c.Error+" (an error of the suite, not a failure of the agent)"
-	case c.TimedOut:
-		r.Status, r.Error = eval.Errored, fmt.Sprintf("the hidden check timed out after %s (an error of the suite, not a failure of the agent)", time.Duration(t.CheckTimeout))
+		r.Status, r.Error = eval.Errored, "the hidden check could not run: "+c.Error
 	case c.Passed:
 		r.Status = eval.Passed
 	default:
 		r.Status = eval.Failed
 	}
 	return r, true
+}
+
+// validateCheck runs the task's check once per run on the untouched fixture: a check that is
+// not found there, or does not finish, is an error of the suite (and every run of the task is
+// errored); one that runs — passing or, as it should, failing — is sound.
+func (s *Service) validateCheck(ctx context.Context, er *evalRunner, sess *Session, t *eval.Task) string {
+	er.mu.Lock()
+	why, done := er.checked[t.ID]
+	er.mu.Unlock()
+	if done {
+		return why
+	}
+	c := s.evalCheck(ctx, sess, t, sess.meta.BaseCommit)
+	if ctx.Err() != nil {
+		return ""
+	}
+	switch {
+	case c.TimedOut:
+		why = fmt.Sprintf("the hidden check timed out after %s on the untouched fixture (an error of the suite, not a failure of the agent)", time.Duration(t.CheckTimeout))
+	case c.Error != "":
+		why = "the hidden check could not run on the untouched fixture: " + c.Error + " (an error of the suite, not a failure of the agent)"
+	}
+	er.mu.Lock()
+	er.checked[t.ID] = why
+	er.mu.Unlock()
+	return why
 }
 
 // awaitEvalTask waits until the task's session is done: its goal ended, or it stopped working
@@ -704,6 +763,10 @@ func (s *Service) makeFixture(ctx context.Context, er *evalRunner, t *eval.Task,
 		defer cancel()
 		cmd := exec.CommandContext(sctx, "sh", "-c", t.Setup)
 		cmd.Dir = dir
+		// The environment kernels get (no API keys), and a child left holding the output does
+		// not hold the task: the wait ends 5 s after the shell does.
+		cmd.Env = sandbox.Env(nil, nil)
+		cmd.WaitDelay = 5 * time.Second
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("setup %q: %v: %s", t.Setup, err, tail(strings.TrimSpace(string(out)), 2000))
@@ -743,12 +806,12 @@ func (s *Service) evalCheck(ctx context.Context, sess *Session, t *eval.Task, he
 		return c
 	}
 	defer func() {
-		sess.gitMain(ctx, "worktree", "remove", "--force", dir)
+		sess.gitMain(context.WithoutCancel(ctx), "worktree", "remove", "--force", dir)
 		os.RemoveAll(dir)
 	}()
-	if len(t.CheckFiles) > 0 {
-		if err := copyTree(filepath.Join(t.Dir, "check"), dir); err != nil {
-			c.Error = "copy the check's files: " + err.Error()
+	for _, f := range t.CheckFiles {
+		if err := layFile(dir, f, filepath.Join(t.Dir, "check", filepath.FromSlash(f))); err != nil {
+			c.Error = "lay the check's file " + f + ": " + err.Error()
 			return c
 		}
 	}
@@ -757,6 +820,50 @@ func (s *Service) evalCheck(ctx context.Context, sess *Session, t *eval.Task, he
 	res := sess.runCommand(cctx, dir, t.Check, []string{"ARBOR_EVAL_TASK=" + t.ID})
 	c.Passed, c.ExitCode, c.TimedOut, c.Output, c.Error = res.passed, res.exitCode, res.timedOut, res.output, res.err
 	return c
+}
+
+// layFile writes the file src at rel inside root, replacing whatever the checkout has there
+// or on the way there — a link the agent committed is removed, never followed, so the check's
+// files land inside root and nowhere else.
+func layFile(root, rel, src string) error {
+	parts := strings.Split(rel, "/")
+	cur := root
+	for i, part := range parts {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("bad path %q", rel)
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		last := i == len(parts)-1
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return err
+		case last || !fi.IsDir(): // a file, a link (even to a directory): not ours to keep
+			if err := os.RemoveAll(cur); err != nil {
+				return err
+			}
+		}
+		if !last {
+			if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+		}
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(cur, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // copyTree copies the regular files and directories under from into to (which may exist).
@@ -827,12 +934,22 @@ func hashFS(fsys fs.FS) (string, error) {
 // workspace registry (the fixture stays on disk, its branch for a look).
 func (s *Service) dropWorkspace(root string) {
 	s.mu.Lock()
+	var of []*Session
+	for _, sess := range s.sessions {
+		if sess.ws.Root == root {
+			of = append(of, sess)
+		}
+	}
+	s.mu.Unlock()
 	var gone []*Session
-	for id, sess := range s.sessions {
-		if sess.ws.Root == root && sess.State() == Stopped {
-			delete(s.sessions, id)
+	for _, sess := range of { // a session's lock is taken without the service's (lock order)
+		if sess.State() == Stopped {
 			gone = append(gone, sess)
 		}
+	}
+	s.mu.Lock()
+	for _, sess := range gone {
+		delete(s.sessions, sess.meta.ID)
 	}
 	delete(s.workspaces, root)
 	s.mu.Unlock()
@@ -849,7 +966,7 @@ func (s *Service) dropWorkspace(root string) {
 			time.Sleep(25 * time.Millisecond)
 		}
 		sess.stopIdleTimer()
-		sess.log.Close()
+		sess.shutdown(context.Background()) // its file watch and log with it
 	}
 	if err := s.unregister(root); err != nil {
 		s.log.Warn("eval: forget a fixture", "root", root, "err", err)

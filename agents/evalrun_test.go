@@ -392,3 +392,28 @@ func TestEvalStop(t *testing.T) {
 		t.Errorf("sessions left: %d", len(list))
 	}
 }
+
+// The check's files land inside the checkout whatever the agent committed there: a link at a
+// check file's path, or a linked directory on the way, is replaced, never followed.
+func TestLayFileFollowsNoLink(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	src := filepath.Join(t.TempDir(), "check_calc.py")
+	os.WriteFile(src, []byte("hidden"), 0o644)
+	os.Symlink(filepath.Join(outside, "leaked.py"), filepath.Join(root, "check_calc.py"))
+	os.Symlink(outside, filepath.Join(root, "tests"))
+	for _, rel := range []string{"check_calc.py", "tests/check_more.py"} {
+		if err := layFile(root, rel, src); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(rel)))
+		if err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s: %v %v", rel, fi, err)
+		}
+	}
+	if des, _ := os.ReadDir(outside); len(des) != 0 {
+		t.Errorf("written outside the checkout: %v", des)
+	}
+	if err := layFile(root, "../x.py", src); err == nil {
+		t.Error("a path out of the checkout was laid")
+	}
+}

@@ -47,6 +47,9 @@ func (s *Session) harnessWrite(ctx context.Context, scope string, ed harness.Edi
 	if err != nil {
 		return nil, err
 	}
+	if sc == harness.ScopeGlobal && s.svc.isFixture(s.ws.Root) {
+		return nil, fmt.Errorf("%w: an eval task cannot change your global harness (it measures it)", harness.ErrInvalid)
+	}
 	if sc != harness.ScopeSession || s.policyFor(sc).Policy != workspace.PolicyApply {
 		p, err := s.propose(ctx, sc, harness.Proposal{Author: "agent", Edits: []harness.Edit{ed}})
 		if err != nil {

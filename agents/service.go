@@ -334,6 +334,14 @@ func (s *Service) Close(ctx context.Context) error {
 	s.beats.close() // no tick is reported after this
 	s.cancel()
 	s.wg.Wait()
+	// Again after the wait: an eval task that finished meanwhile dropped its sessions (and
+	// closed them).
+	s.mu.Lock()
+	all = all[:0]
+	for _, sess := range s.sessions {
+		all = append(all, sess)
+	}
+	s.mu.Unlock()
 	// After the wait: a turn that ended meanwhile may have armed its timer (which could no
 	// longer spawn anything, but would stay armed).
 	for _, sess := range all {

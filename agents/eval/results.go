@@ -30,6 +30,9 @@ const (
 	FlagEmptyDiff    = "empty-diff"          // the session's branch changed nothing
 	FlagTestsOnly    = "tests-only"          // every change is to a test or a check file
 	FlagCheckTouched = "check-files-touched" // the agent wrote a path the hidden check brings
+	// FlagCheckBroke: the check, which runs on the untouched fixture, did not finish or was
+	// "not found" on the agent's work (a hang on import, an exit(127)): a failure.
+	FlagCheckBroke = "check-broke"
 )
 
 // Run statuses.
@@ -57,6 +60,9 @@ type Run struct {
 	HarnessRef string            `json:"harnessRef,omitempty"`
 	Harness    map[string]string `json:"harness"`
 	Label      string            `json:"label,omitempty"` // what the run is for ("gate base of P…")
+	// Sandbox is what confined the tasks' code: "bwrap", or "none: why" (the agent could then
+	// read the hidden checks).
+	Sandbox string `json:"sandbox,omitempty"`
 	Status     string            `json:"status"`
 	Created    time.Time         `json:"created"`
 	Ended      time.Time         `json:"ended,omitzero"`
@@ -263,11 +269,21 @@ func (s *Store) appendLine(run, name string, v any) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f, err := os.OpenFile(filepath.Join(s.RunDir(run), name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	path := filepath.Join(s.RunDir(run), name)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("eval run %s: %w", run, err)
 	}
-	_, err = f.Write(append(b, '\n'))
+	line := append(b, '\n')
+	// A line a crash or a full disk cut short is ended first, so this record is a line of its
+	// own (the torn one is skipped when read).
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	_, err = f.Write(line)
 	if err == nil {
 		err = f.Sync()
 	}

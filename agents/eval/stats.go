@@ -212,8 +212,9 @@ type Comparison struct {
 	Tasks []TaskPair `json:"tasks"`
 	// Success is B's mean per-task success minus A's, over the tasks both ran.
 	Success float64 `json:"successDelta"`
-	// SuccessNoise is the half-width of the 95% interval of that difference, from the
-	// variation the repeats measured; nil when neither run repeated a task (no noise estimate).
+	// SuccessNoise is the half-width of the 95% interval of that difference, from each task's
+	// binomial variance over its repeats (its rate shrunk toward ½ by one success and one
+	// failure); nil when neither run repeated a task (no noise estimate).
 	SuccessNoise *float64 `json:"successNoise,omitempty"`
 	// Tokens is B's mean tokens per task run over A's, minus 1 (+0.10 = 10% more).
 	Tokens      float64  `json:"tokensDelta"`
@@ -268,8 +269,10 @@ func Compare(a, b *Report) *Comparison {
 			n := float64(len(t.successes))
 			if n >= 2 {
 				repeated = true
-				v := stddev(t.successes)
-				varS += v * v / n
+				// A task's success is binomial: its variance from the rate shrunk toward ½
+				// ((k+1)/(n+2)), so a few repeats that all agree do not claim no noise at all.
+				p := (t.Rate*n + 1) / (n + 2)
+				varS += p * (1 - p) / n
 				w := t.TokensSD
 				varT += w * w / n
 			}

@@ -460,3 +460,25 @@ func ProposalsIn(ctx context.Context, gitDir, status string) ([]Proposal, error)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
 }
+
+// Preview is the commit p's edits make on the scope's current head, written without moving any
+// ref: the harness as applying p now would make it (what an eval gate measures). An edit whose
+// entry changed since is refused with a *StaleError, as applying it would be.
+func (s *Store) Preview(ctx context.Context, p Proposal) (string, error) {
+	edits, err := proposalEdits(p.Edits)
+	if err != nil {
+		return "", err
+	}
+	head, err := s.Head(ctx)
+	if err != nil {
+		return "", err
+	}
+	commit, changed, err := s.build(ctx, head, edits, Change{Author: p.Author, Session: p.Session, Proposal: p.ID}, "preview "+p.ID+": "+p.Title())
+	if err != nil {
+		return "", err
+	}
+	if !changed {
+		return head, nil
+	}
+	return commit, nil
+}

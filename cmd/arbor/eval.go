@@ -296,6 +296,9 @@ func resultLine(r eval.TaskResult) string {
 func printReport(w io.Writer, rep *eval.Report) {
 	run := rep.Run
 	fmt.Fprintf(w, "eval run %s — suite %s (%s), model %s, harness %s, %s\n", run.ID, run.Suite, orDash(run.Split), run.Model, harnessLabel(run.Harness), run.Status)
+	if run.Sandbox != "" && run.Sandbox != "bwrap" {
+		fmt.Fprintf(w, "  warning   the tasks ran unsandboxed (%s)\n", strings.TrimPrefix(run.Sandbox, "none: "))
+	}
 	fmt.Fprintf(w, "  success   %s", rep.Rate)
 	if rep.Spread != nil {
 		fmt.Fprintf(w, "; across %d repeats ±%.1f points (sd)", len(rep.PerRepeat), 100**rep.Spread)

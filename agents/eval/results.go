@@ -62,10 +62,10 @@ type Run struct {
 	Label      string            `json:"label,omitempty"` // what the run is for ("gate base of P…")
 	// Sandbox is what confined the tasks' code: "bwrap", or "none: why" (the agent could then
 	// read the hidden checks).
-	Sandbox string `json:"sandbox,omitempty"`
-	Status     string            `json:"status"`
-	Created    time.Time         `json:"created"`
-	Ended      time.Time         `json:"ended,omitzero"`
+	Sandbox string    `json:"sandbox,omitempty"`
+	Status  string    `json:"status"`
+	Created time.Time `json:"created"`
+	Ended   time.Time `json:"ended,omitzero"`
 }
 
 // Key names one task run of a run.

@@ -200,6 +200,7 @@ export interface Run {
   harnessRef?: string;
   harness: Record<string, string>;
   label?: string;
+  sandbox?: string;
   status: string;
   created: string /* RFC 3339 */;
   ended: string /* RFC 3339 */;

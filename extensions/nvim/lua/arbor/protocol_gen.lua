@@ -186,6 +186,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field harnessRef? string
 ---@field harness table<string, string>
 ---@field label? string
+---@field sandbox? string
 ---@field status string
 ---@field created string
 ---@field ended string
@@ -1058,7 +1059,7 @@ M.fields = {
   InterruptedRequest = { 'method', 'received', 'session', 'outcome', 'detail' },
   EvalCompareParams = { 'dir', 'a', 'b' },
   Comparison = { 'a', 'b', 'tasks', 'successDelta', 'successNoise', 'tokensDelta', 'tokensNoise', 'verdict', 'successSignificant', 'tokensSignificant', 'onlyA', 'onlyB', 'warnings' },
-  Run = { 'id', 'repo', 'suite', 'suiteDir', 'suiteHash', 'split', 'tags', 'tasks', 'repeat', 'parallel', 'model', 'harnessRef', 'harness', 'label', 'status', 'created', 'ended' },
+  Run = { 'id', 'repo', 'suite', 'suiteDir', 'suiteHash', 'split', 'tags', 'tasks', 'repeat', 'parallel', 'model', 'harnessRef', 'harness', 'label', 'sandbox', 'status', 'created', 'ended' },
   TaskPair = { 'task', 'a', 'b', 'runsA', 'runsB', 'tokensA', 'tokensB' },
   EvalResultsParams = { 'dir', 'run' },
   EvalResultsResult = { 'runs', 'report', 'running' },

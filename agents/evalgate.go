@@ -85,7 +85,7 @@ func (s *Session) runEvalGate(ctx context.Context, g *workspace.EvalGate, p harn
 	}
 	effect := fmt.Sprintf("eval %s: success %.0f%% → %.0f%% (%+.1f points", slice, 100*a.Rate.P, 100*b.Rate.P, 100*c.Success)
 	if c.SuccessNoise != nil {
-		effect += fmt.Sprintf(", noise ±%.1f", 100**c.SuccessNoise)
+		effect += fmt.Sprintf(", 95%% interval %+.1f ± %.1f", 100*c.SuccessAdjusted, 100**c.SuccessNoise)
 	}
 	effect += fmt.Sprintf("), tokens per task %d → %d (%+.1f%%); runs %s, %s", a.Mean.Tokens(), b.Mean.Tokens(), 100*c.Tokens, a.Run.ID, b.Run.ID)
 	switch {

@@ -212,10 +212,11 @@ type Comparison struct {
 	Tasks []TaskPair `json:"tasks"`
 	// Success is B's mean per-task success minus A's, over the tasks both ran.
 	Success float64 `json:"successDelta"`
-	// SuccessNoise is the half-width of the 95% interval of that difference, from each task's
-	// binomial variance over its repeats (its rate shrunk toward ½ by one success and one
-	// failure); nil when neither run repeated a task (no noise estimate).
-	SuccessNoise *float64 `json:"successNoise,omitempty"`
+	// SuccessNoise is the half-width of the 95% interval of that difference (Agresti–Caffo:
+	// each task's rate shrunk toward ½ by one success and one failure), centred on
+	// SuccessAdjusted; nil when neither run repeated a task (no noise estimate).
+	SuccessNoise    *float64 `json:"successNoise,omitempty"`
+	SuccessAdjusted float64  `json:"successAdjusted,omitempty"`
 	// Tokens is B's mean tokens per task run over A's, minus 1 (+0.10 = 10% more).
 	Tokens      float64  `json:"tokensDelta"`
 	TokensNoise *float64 `json:"tokensNoise,omitempty"`
@@ -253,7 +254,7 @@ func Compare(a, b *Report) *Comparison {
 			bt[t.Task] = t
 		}
 	}
-	var varS, varT, sumA, sumB float64
+	var varS, varT, sumA, sumB, adj float64
 	repeated := false
 	for id, ta := range at {
 		tb, ok := bt[id]
@@ -265,18 +266,22 @@ func Compare(a, b *Report) *Comparison {
 		c.Success += tb.Rate - ta.Rate
 		sumA += ta.Tokens
 		sumB += tb.Tokens
-		for _, t := range []TaskSummary{ta, tb} {
+		// Each task's success is binomial; the interval of the difference is Agresti and
+		// Caffo's: one success and one failure added to each side, so a few repeats that all
+		// agree do not claim there is no noise at all.
+		var shrunk [2]float64
+		for i, t := range []TaskSummary{ta, tb} {
 			n := float64(len(t.successes))
+			p := (t.Rate*n + 1) / (n + 2)
+			shrunk[i] = p
+			varS += p * (1 - p) / (n + 2)
 			if n >= 2 {
 				repeated = true
-				// A task's success is binomial: its variance from the rate shrunk toward ½
-				// ((k+1)/(n+2)), so a few repeats that all agree do not claim no noise at all.
-				p := (t.Rate*n + 1) / (n + 2)
-				varS += p * (1 - p) / n
 				w := t.TokensSD
 				varT += w * w / n
 			}
 		}
+		adj += shrunk[1] - shrunk[0]
 	}
 	for id := range bt {
 		if _, ok := at[id]; !ok {
@@ -292,13 +297,15 @@ func Compare(a, b *Report) *Comparison {
 		return c
 	}
 	c.Success /= n
+	adj /= n
 	if sumA > 0 {
 		c.Tokens = sumB/sumA - 1
 	}
 	if repeated {
 		sn := z95 * math.Sqrt(varS) / n
 		c.SuccessNoise = &sn
-		c.SuccessSignificant = math.Abs(c.Success) > sn+1e-9
+		c.SuccessAdjusted = adj
+		c.SuccessSignificant = math.Abs(adj) > sn+1e-9
 		if sumA > 0 {
 			tn := z95 * math.Sqrt(varT) / (sumA)
 			c.TokensNoise = &tn
@@ -327,11 +334,11 @@ func (c *Comparison) verdict() string {
 	case c.SuccessNoise == nil:
 		parts = append(parts, fmt.Sprintf("success %+.1f points; no task was repeated, so the noise is unknown (run with --repeat 2 or more to tell a difference from noise)", pts))
 	case c.SuccessSignificant && c.Success > 0:
-		parts = append(parts, fmt.Sprintf("B succeeds more: %+.1f points, beyond the noise of ±%.1f", pts, 100**c.SuccessNoise))
+		parts = append(parts, fmt.Sprintf("B succeeds more: %+.1f points (95%% interval %+.1f ± %.1f, clear of zero)", pts, 100*c.SuccessAdjusted, 100**c.SuccessNoise))
 	case c.SuccessSignificant:
-		parts = append(parts, fmt.Sprintf("B succeeds less: %+.1f points, beyond the noise of ±%.1f", pts, 100**c.SuccessNoise))
+		parts = append(parts, fmt.Sprintf("B succeeds less: %+.1f points (95%% interval %+.1f ± %.1f, clear of zero)", pts, 100*c.SuccessAdjusted, 100**c.SuccessNoise))
 	default:
-		parts = append(parts, fmt.Sprintf("success %+.1f points, within the noise of ±%.1f: no measurable difference", pts, 100**c.SuccessNoise))
+		parts = append(parts, fmt.Sprintf("success %+.1f points, within the noise (95%% interval %+.1f ± %.1f takes in zero): no measurable difference; more repeats or tasks narrow it", pts, 100*c.SuccessAdjusted, 100**c.SuccessNoise))
 	}
 	switch {
 	case c.TokensNoise == nil:

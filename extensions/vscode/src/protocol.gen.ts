@@ -175,6 +175,7 @@ export interface Comparison {
   tasks: TaskPair[];
   successDelta: number;
   successNoise?: number;
+  successAdjusted?: number;
   tokensDelta: number;
   tokensNoise?: number;
   verdict: string;

@@ -162,6 +162,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field tasks arbor.TaskPair[]
 ---@field successDelta number
 ---@field successNoise? number
+---@field successAdjusted? number
 ---@field tokensDelta number
 ---@field tokensNoise? number
 ---@field verdict string
@@ -1058,7 +1059,7 @@ M.fields = {
   SandboxStatus = { 'mode', 'available', 'reason' },
   InterruptedRequest = { 'method', 'received', 'session', 'outcome', 'detail' },
   EvalCompareParams = { 'dir', 'a', 'b' },
-  Comparison = { 'a', 'b', 'tasks', 'successDelta', 'successNoise', 'tokensDelta', 'tokensNoise', 'verdict', 'successSignificant', 'tokensSignificant', 'onlyA', 'onlyB', 'warnings' },
+  Comparison = { 'a', 'b', 'tasks', 'successDelta', 'successNoise', 'successAdjusted', 'tokensDelta', 'tokensNoise', 'verdict', 'successSignificant', 'tokensSignificant', 'onlyA', 'onlyB', 'warnings' },
   Run = { 'id', 'repo', 'suite', 'suiteDir', 'suiteHash', 'split', 'tags', 'tasks', 'repeat', 'parallel', 'model', 'harnessRef', 'harness', 'label', 'sandbox', 'status', 'created', 'ended' },
   TaskPair = { 'task', 'a', 'b', 'runsA', 'runsB', 'tokensA', 'tokensB' },
   EvalResultsParams = { 'dir', 'run' },

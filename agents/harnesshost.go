@@ -137,7 +137,7 @@ func (s *Session) harnessEntries(ctx context.Context, k harness.Kind, scope stri
 		if err != nil {
 			return nil, err
 		}
-		es, err := st.List(ctx, k)
+		es, err := s.listPinned(ctx, st, sc, k)
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +165,7 @@ func hostHarnessGet(ctx context.Context, s *Session, raw json.RawMessage) (any, 
 		if err != nil {
 			return nil, err
 		}
-		e, err := st.Get(ctx, p.Kind, p.ID)
+		e, err := s.getPinned(ctx, st, sc, p.Kind, p.ID)
 		if errors.Is(err, harness.ErrNotFound) {
 			continue
 		}
@@ -264,4 +264,32 @@ func pluralOf(k harness.Kind) string {
 		return "memories"
 	}
 	return string(k) + "s"
+}
+
+// listPinned lists kind k of scope sc as the session sees it: at the commit its harness is
+// pinned to (an eval task's), or at the head.
+func (s *Session) listPinned(ctx context.Context, st *harness.Store, sc harness.Scope, k harness.Kind) ([]harness.Entry, error) {
+	pin, ok := s.meta.Harness[string(sc)]
+	if !ok {
+		return st.List(ctx, k)
+	}
+	all, err := st.ListAllAt(ctx, pin)
+	if err != nil {
+		return nil, err
+	}
+	out := []harness.Entry{}
+	for _, e := range all {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// getPinned is Get as the session sees the scope (see listPinned).
+func (s *Session) getPinned(ctx context.Context, st *harness.Store, sc harness.Scope, k harness.Kind, id string) (harness.Entry, error) {
+	if pin, ok := s.meta.Harness[string(sc)]; ok {
+		return st.GetAt(ctx, pin, k, id)
+	}
+	return st.Get(ctx, k, id)
 }

@@ -65,7 +65,7 @@ func (s *Session) applySpec(ctx context.Context, req *CreateRequest, id string) 
 		if err != nil {
 			return err
 		}
-		e, err := st.Get(ctx, harness.Subagent, id)
+		e, err := s.getPinned(ctx, st, sc, harness.Subagent, id)
 		if errors.Is(err, harness.ErrNotFound) {
 			continue
 		}

@@ -25,6 +25,8 @@ function readTs(src = read(tsFile)) {
   for (const m of src.matchAll(/^export const (\w+) = ('[^']*'|-?\d+);$/gm)) consts.set(m[1], literal(m[2]));
   const luaType = t => {
     t = t.replace(/\/\*.*?\*\//g, '').trim();
+    const rec = t.match(/^Record<string, (.+)>$/);
+    if (rec) return 'table<string,' + luaType(rec[1]) + '>';
     const arr = t.endsWith('[]');
     const base = arr ? t.slice(0, -2) : t;
     const named = ['string', 'number', 'boolean'].includes(base) ? base : base === 'unknown' ? 'any' : 'arbor.' + base;

@@ -88,7 +88,7 @@ func luaType(t reflect.Type) string {
 	case reflect.Slice, reflect.Array:
 		return luaType(t.Elem()) + "[]"
 	case reflect.Map:
-		return "table<string, " + luaType(t.Elem()) + ">"
+		return "table<string," + luaType(t.Elem()) + ">" // one word: an annotation's type ends at a space
 	case reflect.Struct:
 		return "arbor." + t.Name()
 	}

@@ -15,7 +15,7 @@ function loadGolden() {
   return out;
 }
 
-const zero = () => ({ modelCalls: 0, inputTokens: 0, outputTokens: 0, costUSD: 0, kernelExecs: 0, messages: 0, humanInterventions: 0, retries: 0,
+const zero = () => ({ modelCalls: 0, inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, costUSD: 0, kernelExecs: 0, messages: 0, humanInterventions: 0, retries: 0,
   harnessEdits: 0, refineCalls: 0, refineInputTokens: 0, refineOutputTokens: 0, refineCostUSD: 0 });
 
 /** The arbor/sessions record of a session whose log is events: what it is, its state, its usage. */
@@ -28,6 +28,7 @@ function sessionFromLog(events) {
     if (e.type === 'assistant_message') {
       usage.modelCalls++;
       usage.inputTokens += e.data.usage.inputTokens;
+      usage.cachedInputTokens += e.data.usage.cachedInputTokens || 0;
       usage.outputTokens += e.data.usage.outputTokens;
     }
     if (e.type === 'tool_finished') usage.kernelExecs++;

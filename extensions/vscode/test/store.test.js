@@ -11,7 +11,7 @@ const { loadGolden, sessionFromLog } = require('./golden');
 const golden = loadGolden();
 const session = name => sessionFromLog(golden[name]);
 const idOf = name => golden[name][0].session;
-const usage = (i, o) => ({ modelCalls: 1, inputTokens: i, outputTokens: o, costUSD: 0, kernelExecs: 0, messages: 0, humanInterventions: 0, retries: 0,
+const usage = (i, o) => ({ modelCalls: 1, inputTokens: i, cachedInputTokens: 0, outputTokens: o, costUSD: 0, kernelExecs: 0, messages: 0, humanInterventions: 0, retries: 0,
   harnessEdits: 0, refineCalls: 0, refineInputTokens: 0, refineOutputTokens: 0, refineCostUSD: 0 });
 
 test('the sessions built from the golden logs have the generated Session shape', () => {

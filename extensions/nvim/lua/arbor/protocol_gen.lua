@@ -185,7 +185,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field parallel number
 ---@field model string
 ---@field harnessRef? string
----@field harness table<string, string>
+---@field harness table<string,string>
 ---@field label? string
 ---@field sandbox? string
 ---@field status string
@@ -256,7 +256,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field cached number
 ---@field costUSD number
 ---@field wallMs number
----@field flags? table<string, number>
+---@field flags? table<string,number>
 
 ---@class arbor.TaskResult
 ---@field task string
@@ -278,7 +278,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field turns number
 ---@field cells number
 ---@field children number
----@field harness? table<string, string>
+---@field harness? table<string,string>
 ---@field model? string
 ---@field flags? string[]
 ---@field changed? string[]
@@ -812,7 +812,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field profile? string
 ---@field profileSettings? any
 ---@field requestKey? string
----@field harness? table<string, string>
+---@field harness? table<string,string>
 
 ---@class arbor.StateChanged
 ---@field state arbor.SessionState

@@ -50,7 +50,9 @@ func (s *Service) Recover(ctx context.Context) error {
 				unreadable[e.Name()] = true
 				continue
 			}
-			if sess != nil {
+			// An eval task's session (its harness pinned) is its run's to decide: the run stops
+			// it and runs the task again, so it does not call the model meanwhile.
+			if sess != nil && sess.meta.Harness == nil {
 				resume = append(resume, sess)
 			}
 		}
@@ -66,7 +68,7 @@ func (s *Service) Recover(ctx context.Context) error {
 		// Active goals go on with what they have spent; one with nothing queued starts its
 		// next turn now (or parks on its children, or ends at a budget used up meanwhile).
 		for _, sess := range s.all() {
-			if sess.ws == ws {
+			if sess.ws == ws && sess.meta.Harness == nil {
 				sess.resumeGoal()
 			}
 		}

@@ -597,3 +597,27 @@ func TestGoalGuardsAgainstTheModel(t *testing.T) {
 		t.Errorf("goal of a stopped session = %+v", g)
 	}
 }
+
+// A goal set while the last turn is letting the session go (its kick finds the session still
+// reserved) takes its turn when the turn goroutine lets go.
+func TestGoalSetWhileTheTurnLetsGo(t *testing.T) {
+	e := newEnv(t, `{"rules":[],"default":{"text":"nothing"}}`)
+	userConfig(t, `{"goals":{"backoff":"30s"}}`)
+	s := e.create("wait around")
+	e.settled(s)
+	s.mu.Lock()
+	s.holder = turnHolder // what runTurns holds until it has settled
+	s.mu.Unlock()
+	if _, err := e.svc.SetGoal(context.Background(), s.meta.ID, GoalSpec{Objective: "one turn", TurnBudget: 1}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if g, _ := s.goalNow(); g.Turns != 0 {
+		t.Fatalf("a turn ran while the session was reserved: %+v", g)
+	}
+	s.mu.Lock()
+	s.holder = free
+	s.mu.Unlock()
+	s.goalRecheck() // as runTurns does once it lets go
+	e.waitGoal(s, GoalBudgetLimited)
+}

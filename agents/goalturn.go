@@ -282,10 +282,13 @@ func (s *Session) goalKick() {
 }
 
 // goalRecheck is the turn goroutine letting the session go: a goal parked on children whose
-// last one settled while this session was still busy (its kick found it reserved) goes on.
+// last one settled while this session was still busy (its kick found it reserved) goes on, and
+// so does a goal set or resumed while the last turn was finishing (its kick found the session
+// reserved too): an active goal with nothing scheduled and nothing awaited takes its turn.
 func (s *Session) goalRecheck() {
 	s.mu.Lock()
-	parked := s.goal != nil && s.goal.Status == GoalActive && s.goal.Waiting == "children"
+	g := s.goal
+	parked := g != nil && g.Status == GoalActive && (g.Waiting == "children" || (g.Waiting == "" && g.timer == nil))
 	s.mu.Unlock()
 	if parked {
 		s.goalKick()

@@ -115,8 +115,11 @@ type goalState struct {
 	gen      int         // bumped by every change: a stale continuation timer does nothing
 	timerGen int         // bumped by every back-off armed: a timer that lost its race does nothing
 	timer    *time.Timer // the next continuation after a back-off
-	decided  bool        // replay: the after-turn decision of the latest turn was read
-	wall     *time.Timer // the wall budget
+	// kickLater: the user set or resumed the goal while the session was reserved; the turn
+	// goroutine kicks it when it lets go.
+	kickLater bool
+	decided   bool        // replay: the after-turn decision of the latest turn was read
+	wall      *time.Timer // the wall budget
 }
 
 // turnMark is what a turn can change that counts as progress.
@@ -154,7 +157,7 @@ func (s *Service) SetGoal(ctx context.Context, id string, spec GoalSpec) (Goal, 
 		return Goal{}, err
 	}
 	sess.announce()
-	sess.goalKick()
+	sess.goalKickOrLater()
 	return g, nil
 }
 
@@ -190,7 +193,7 @@ func (s *Service) ControlGoal(ctx context.Context, id, action string) (Goal, err
 	}
 	sess.announce()
 	if action == "resume" {
-		sess.goalKick()
+		sess.goalKickOrLater()
 	}
 	return g, nil
 }

@@ -256,6 +256,7 @@ func (s *Session) goalKick() {
 	gen := 0
 	if ok {
 		gen = g.gen
+		g.kickLater = false
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -281,14 +282,24 @@ func (s *Session) goalKick() {
 	s.goalContinueNow(s.svc.ctx, gen, "")
 }
 
+// goalKickOrLater kicks a goal the user just set or resumed; when the session is still reserved
+// (its last turn letting go), the turn goroutine kicks it once it has (goalRecheck).
+func (s *Session) goalKickOrLater() {
+	s.mu.Lock()
+	if g := s.goal; g != nil && g.Status == GoalActive && s.holder != free {
+		g.kickLater = true
+	}
+	s.mu.Unlock()
+	s.goalKick()
+}
+
 // goalRecheck is the turn goroutine letting the session go: a goal parked on children whose
 // last one settled while this session was still busy (its kick found it reserved) goes on, and
-// so does a goal set or resumed while the last turn was finishing (its kick found the session
-// reserved too): an active goal with nothing scheduled and nothing awaited takes its turn.
+// so does a goal the user set or resumed meanwhile (see goalKickOrLater).
 func (s *Session) goalRecheck() {
 	s.mu.Lock()
 	g := s.goal
-	parked := g != nil && g.Status == GoalActive && (g.Waiting == "children" || (g.Waiting == "" && g.timer == nil))
+	parked := g != nil && g.Status == GoalActive && (g.Waiting == "children" || g.kickLater)
 	s.mu.Unlock()
 	if parked {
 		s.goalKick()

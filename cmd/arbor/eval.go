@@ -138,18 +138,7 @@ func evalResultsCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval results", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	dir := fs.String("dir", ".", "the repository")
-	pos, err := flags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 1 {
-		return fmt.Errorf("%s", evalUsage)
-	}
-	abs, err := absDir(*dir)
-	if err != nil {
-		return err
-	}
-	c, err := connect(ctx, true, nil)
+	pos, abs, c, err := evalArgs(ctx, fs, dir, args, func(n int) bool { return n <= 1 })
 	if err != nil {
 		return err
 	}
@@ -189,18 +178,7 @@ func evalCompareCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval compare", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	dir := fs.String("dir", ".", "the repository")
-	pos, err := flags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 2 {
-		return fmt.Errorf("%s", evalUsage)
-	}
-	abs, err := absDir(*dir)
-	if err != nil {
-		return err
-	}
-	c, err := connect(ctx, true, nil)
+	pos, abs, c, err := evalArgs(ctx, fs, dir, args, func(n int) bool { return n == 2 })
 	if err != nil {
 		return err
 	}
@@ -219,18 +197,7 @@ func evalCompareCmd(ctx context.Context, args []string) error {
 func evalStopCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval stop", flag.ContinueOnError)
 	dir := fs.String("dir", ".", "the repository")
-	pos, err := flags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return fmt.Errorf("%s", evalUsage)
-	}
-	abs, err := absDir(*dir)
-	if err != nil {
-		return err
-	}
-	c, err := connect(ctx, true, nil)
+	pos, abs, c, err := evalArgs(ctx, fs, dir, args, func(n int) bool { return n == 1 })
 	if err != nil {
 		return err
 	}
@@ -241,6 +208,27 @@ func evalStopCmd(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("eval run %s: %s\n", run.ID, run.Status)
 	return nil
+}
+
+// evalArgs parses a subcommand's flags (fs has a "dir" flag, read through dir), checks the
+// number of arguments, and connects to the daemon.
+func evalArgs(ctx context.Context, fs *flag.FlagSet, dir *string, args []string, ok func(n int) bool) ([]string, string, *server.Client, error) {
+	pos, err := flags(fs, args)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if !ok(len(pos)) {
+		return nil, "", nil, fmt.Errorf("%s", evalUsage)
+	}
+	abs, err := absDir(*dir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	c, err := connect(ctx, true, nil)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return pos, abs, c, nil
 }
 
 func harnessLabel(h map[string]string) string {

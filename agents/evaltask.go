@@ -1,0 +1,405 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/arborhq/arbor/agents/eval"
+	"github.com/arborhq/arbor/agents/harness"
+	"github.com/arborhq/arbor/sandbox"
+)
+
+// One task run of an eval: its fixture, its session, waiting for it to finish, and the hidden
+// check on a clean checkout of its branch (see evalrun.go for the run around it).
+
+// evalTask runs one task once. ok is false when the run was stopped before it finished.
+func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k int) (eval.TaskResult, bool) {
+	run := er.run
+	r := eval.TaskResult{Task: t.ID, Repeat: k, Split: er.suite.SplitOf(t.ID), Tags: t.Tags,
+		Harness: run.Harness, Model: run.Model, Started: time.Now().UTC()}
+	errored := func(format string, a ...any) (eval.TaskResult, bool) {
+		r.Status, r.Error = eval.Errored, fmt.Sprintf(format, a...)
+		r.Ended = time.Now().UTC()
+		r.WallMs = r.Ended.Sub(r.Started).Milliseconds()
+		return r, true
+	}
+	fixture := filepath.Join(s.opts.StateDir, "eval", "fixtures", run.ID, fmt.Sprintf("%s.%d", t.ID, k))
+	os.RemoveAll(fixture)
+	if err := s.makeFixture(ctx, er, t, fixture); err != nil {
+		if ctx.Err() != nil {
+			return r, false
+		}
+		return errored("the fixture did not set up: %v", err)
+	}
+	s.mu.Lock()
+	// Hidden besides: the measured repository, the suite, the results, and every other
+	// fixture (other tasks', earlier repeats' solutions and logs) with the extracted suites.
+	s.evals.fixtures[fixture] = evalFixture{ov: er.ov, hide: []string{run.Repo, er.suite.Dir, er.store.Dir(), filepath.Join(s.opts.StateDir, "eval")}}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.evals.fixtures, fixture)
+		s.mu.Unlock()
+	}()
+	model := run.Model
+	spec := &GoalSpec{Objective: t.Prompt, TurnBudget: t.Limits.Turns, TokenBudget: t.Limits.Tokens,
+		WallBudget: time.Duration(t.Limits.Wall), By: "eval"}
+	sess, err := s.Create(ctx, CreateRequest{Task: t.Prompt, Dir: fixture, Model: model, Goal: spec, Harness: run.Harness})
+	if err != nil {
+		if ctx.Err() != nil {
+			return r, false
+		}
+		return errored("the session did not start: %v", err)
+	}
+	keep := false // a task the daemon's stop cut short stays for the next start to find
+	defer func() {
+		if !keep {
+			s.dropWorkspace(sess.ws.Root)
+		}
+	}()
+	r.Session, r.Branch, r.Fixture = sess.meta.ID, sess.meta.Branch, fixture
+	key := eval.Key(t.ID, k)
+	er.mu.Lock()
+	er.active[key] = sess.meta.ID
+	er.mu.Unlock()
+	defer func() {
+		er.mu.Lock()
+		delete(er.active, key)
+		er.mu.Unlock()
+	}()
+	if err := er.store.MarkStarted(run.ID, eval.Started{Task: t.ID, Repeat: k, Session: sess.meta.ID, Fixture: fixture, At: r.Started}); err != nil {
+		s.Stop(context.WithoutCancel(ctx), sess.meta.ID)
+		return errored("%v", err)
+	}
+	failure, ok := s.awaitEvalTask(ctx, sess, time.Duration(t.Limits.Wall))
+	bg := context.WithoutCancel(ctx)
+	if !ok {
+		er.mu.Lock()
+		stopped := er.run.Status == eval.RunStopped
+		er.mu.Unlock()
+		if !stopped {
+			keep = true
+			return r, false // the daemon is stopping: this task runs again at the next start
+		}
+		failure = "the eval run was stopped while this task ran"
+	}
+	s.Stop(bg, sess.meta.ID)
+	in := s.info(sess)
+	r.Usage = eval.TaskUsage{InputTokens: in.Total.InputTokens, OutputTokens: in.Total.OutputTokens,
+		CostUSD: in.Total.CostUSD, ModelCalls: in.Total.ModelCalls, CachedInputTokens: in.Total.CachedInputTokens}
+	r.Cells = in.Total.KernelExecs
+	r.Children = len(sess.descendants())
+	if g, ok, _ := s.GoalOf(sess.meta.ID); ok {
+		r.Claimed, r.Evidence, r.Turns = g.Claimed, g.Evidence, g.Turns
+		r.GoalStatus, r.GoalReason = g.Status, g.Reason
+	}
+	head, err := sess.gitMain(bg, "rev-parse", "--verify", "--quiet", "refs/heads/"+sess.meta.Branch+"^{commit}")
+	head = strings.TrimSpace(head)
+	if err != nil || head == "" {
+		return errored("the session's branch %s is gone", sess.meta.Branch)
+	}
+	names, err := sess.gitMain(bg, "diff", "--name-only", "-z", "--no-renames", sess.meta.BaseCommit, head)
+	if err != nil {
+		return errored("diff the session's branch: %v: %s", err, names)
+	}
+	for p := range strings.SplitSeq(names, "\x00") {
+		if p != "" {
+			r.Changed = append(r.Changed, p)
+		}
+	}
+	if failure != "" {
+		return errored("%s", failure)
+	}
+	r.Flags = eval.Flags(r.Changed, t.CheckFiles)
+	if why := s.validateCheck(ctx, er, sess, t); why != "" && ctx.Err() == nil {
+		return errored("%s", why)
+	}
+	c := s.evalCheck(ctx, sess, t, head)
+	if ctx.Err() != nil {
+		er.mu.Lock()
+		stopped := er.run.Status == eval.RunStopped
+		er.mu.Unlock()
+		if !stopped {
+			return r, false // the daemon is stopping: this task runs again at the next start
+		}
+		return errored("the eval run was stopped while the hidden check ran")
+	}
+	r.Check = c
+	r.Ended = time.Now().UTC()
+	r.WallMs = r.Ended.Sub(r.Started).Milliseconds()
+	// The check ran on the untouched fixture, so a check that now cannot finish or exits as
+	// "not found" does so because of the agent's work: a failure, not an error of the suite.
+	switch {
+	case c.ExitCode == 127 || c.TimedOut:
+		r.Status = eval.Failed
+		r.Flags = append(r.Flags, eval.FlagCheckBroke)
+	case c.Error != "":
+		r.Status, r.Error = eval.Errored, "the hidden check could not run: "+c.Error
+	case c.Passed:
+		r.Status = eval.Passed
+	default:
+		r.Status = eval.Failed
+	}
+	return r, true
+}
+
+// validateCheck runs the task's check once per run on the untouched fixture: a check that is
+// not found there, or does not finish, is an error of the suite (and every run of the task is
+// errored); one that runs — passing or, as it should, failing — is sound.
+func (s *Service) validateCheck(ctx context.Context, er *evalRunner, sess *Session, t *eval.Task) string {
+	er.mu.Lock()
+	why, done := er.checked[t.ID]
+	er.mu.Unlock()
+	if done {
+		return why
+	}
+	c := s.evalCheck(ctx, sess, t, sess.meta.BaseCommit)
+	if ctx.Err() != nil {
+		return ""
+	}
+	switch {
+	case c.TimedOut:
+		why = fmt.Sprintf("the hidden check timed out after %s on the untouched fixture (an error of the suite, not a failure of the agent)", time.Duration(t.CheckTimeout))
+	case c.Error != "":
+		why = "the hidden check could not run on the untouched fixture: " + c.Error + " (an error of the suite, not a failure of the agent)"
+	}
+	er.mu.Lock()
+	er.checked[t.ID] = why
+	er.mu.Unlock()
+	return why
+}
+
+// awaitEvalTask waits until the task's session is done: its goal ended, or it stopped working
+// without claiming (a turn that changed nothing: its goal backs off), or it failed. failure
+// is set when the session could not work (the model unreachable); ok is false when ctx ended
+// first.
+func (s *Service) awaitEvalTask(ctx context.Context, sess *Session, wall time.Duration) (failure string, ok bool) {
+	deadline := time.Now().Add(wall + 2*time.Minute)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	settledSince := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-tick.C:
+		}
+		st := sess.State()
+		g, has, _ := s.GoalOf(sess.meta.ID)
+		busy := st == Running || st == Admitted || len(sess.busyDescendants()) > 0
+		switch {
+		case st == Stopped:
+			return "", true
+		case st == Failed && !busy:
+			sess.mu.Lock()
+			why := sess.errMsg
+			sess.mu.Unlock()
+			if strings.HasPrefix(why, "model ") {
+				return "the model could not be reached: " + why, true
+			}
+			return "", true
+		case has && g.Ended() && !busy:
+			// Settled: the last turn's checkpoint is written once the session is idle.
+			if settledSince.IsZero() {
+				settledSince = time.Now()
+			}
+			if time.Since(settledSince) > 100*time.Millisecond {
+				return "", true
+			}
+		case has && !g.Ended() && g.Waiting == "backoff" && !busy:
+			return "", true // it stopped working without a claim: its goal backs off
+		case !has && (st == Idle || st == Inactive) && !busy:
+			return "", true
+		default:
+			settledSince = time.Time{}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("the task's session was still working %s after its wall limit", 2*time.Minute), true
+		}
+	}
+}
+
+// makeFixture makes the task's repository: its files (or bundle) as one commit, the setup
+// command run and committed, and the workspace harness version the run measures.
+func (s *Service) makeFixture(ctx context.Context, er *evalRunner, t *eval.Task, dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return err
+	}
+	gitc := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir, "-c", "user.name=arbor eval", "-c", "user.email=eval@arbor.invalid", "-c", "commit.gpgsign=false"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	if t.Bundle {
+		out, err := exec.CommandContext(ctx, "git", "clone", "-q", filepath.Join(t.Dir, "repo.bundle"), dir).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("clone %s: %v: %s", filepath.Join(t.Dir, "repo.bundle"), err, strings.TrimSpace(string(out)))
+		}
+	} else {
+		if err := copyTree(filepath.Join(t.Dir, "repo"), dir); err != nil {
+			return err
+		}
+		if err := gitc("init", "-q", "-b", "main"); err != nil {
+			return err
+		}
+		if err := gitc("add", "-A"); err != nil {
+			return err
+		}
+		if err := gitc("commit", "-q", "--allow-empty", "-m", "fixture of task "+t.ID); err != nil {
+			return err
+		}
+	}
+	if t.Setup != "" {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(sctx, "sh", "-c", t.Setup)
+		cmd.Dir = dir
+		// The environment kernels get (no API keys), and a child left holding the output does
+		// not hold the task: the wait ends 5 s after the shell does.
+		cmd.Env = sandbox.Env(nil, nil)
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("setup %q: %v: %s", t.Setup, err, tail(strings.TrimSpace(string(out)), 2000))
+		}
+		if err := gitc("add", "-A"); err != nil {
+			return err
+		}
+		if err := gitc("commit", "-q", "--allow-empty", "-m", "setup of task "+t.ID); err != nil {
+			return err
+		}
+	}
+	// The workspace harness measured: its commit's objects fetched from the measured
+	// repository and the fixture's workspace scope set to it, so the session's Python reads of
+	// the harness see the same version as its prompt.
+	if c := er.run.Harness[string(harness.ScopeWorkspace)]; c != "" {
+		src := er.ws.Repo.CommonDir()
+		if err := gitc("-c", "uploadpack.allowAnySHA1InWant=true", "fetch", "-q", "--no-tags", "--no-write-fetch-head", src, c); err != nil {
+			return fmt.Errorf("the harness version %s: %w", c[:min(12, len(c))], err)
+		}
+		if err := gitc("update-ref", harness.ScopeWorkspace.Ref(""), c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evalCheck runs the task's hidden check on a clean checkout of head with the check's files
+// laid over it, in the session's sandbox, bounded by the check's timeout.
+func (s *Service) evalCheck(ctx context.Context, sess *Session, t *eval.Task, head string) *eval.Check {
+	c := &eval.Check{Command: t.Check, Commit: head}
+	start := time.Now()
+	defer func() { c.DurationMs = time.Since(start).Milliseconds() }()
+	dir := filepath.Join(sess.dir, "check")
+	os.RemoveAll(dir)
+	if out, err := sess.gitMain(ctx, "worktree", "add", "--detach", "--quiet", dir, head); err != nil {
+		c.Error = fmt.Sprintf("clean checkout of %s: %v: %s", short(head), err, out)
+		return c
+	}
+	defer func() {
+		sess.gitMain(context.WithoutCancel(ctx), "worktree", "remove", "--force", dir)
+		os.RemoveAll(dir)
+	}()
+	for _, f := range t.CheckFiles {
+		if err := layFile(dir, f, filepath.Join(t.Dir, "check", filepath.FromSlash(f))); err != nil {
+			c.Error = "lay the check's file " + f + ": " + err.Error()
+			return c
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(t.CheckTimeout))
+	defer cancel()
+	res := sess.runCommand(cctx, dir, t.Check, []string{"ARBOR_EVAL_TASK=" + t.ID})
+	c.Passed, c.ExitCode, c.TimedOut, c.Output, c.Error = res.passed, res.exitCode, res.timedOut, res.output, res.err
+	return c
+}
+
+// layFile writes the file src at rel inside root, replacing whatever the checkout has there
+// or on the way there — a link the agent committed is removed, never followed, so the check's
+// files land inside root and nowhere else.
+func layFile(root, rel, src string) error {
+	parts := strings.Split(rel, "/")
+	cur := root
+	for i, part := range parts {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("bad path %q", rel)
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		last := i == len(parts)-1
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return err
+		case last || !fi.IsDir(): // a file, a link (even to a directory): not ours to keep
+			if err := os.RemoveAll(cur); err != nil {
+				return err
+			}
+		}
+		if !last {
+			if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+		}
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(cur, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// copyTree copies the regular files and directories under from into to (which may exist).
+func copyTree(from, to string) error {
+	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		dst := filepath.Join(to, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil // links and devices are not part of a fixture
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		src, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fi.Mode().Perm()|0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, src); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+}

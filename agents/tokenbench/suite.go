@@ -58,14 +58,11 @@ func MeasureSuite(ctx context.Context, o Options) (*SuiteResult, error) {
 		}
 		mu.Unlock()
 	})
-	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	url, wait, err := scripted.Serve(sctx, "", s, o.Logger)
+	url, closeModel, err := serve(ctx, s, o.Logger)
 	if err != nil {
 		return nil, err
 	}
-	defer wait()
-	defer stop()
+	defer closeModel()
 	repo := filepath.Join(dir, "repo")
 	if out, err := exec.CommandContext(ctx, "git", "init", "-q", "-b", "main", repo).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("git init: %v: %s", err, out)

@@ -218,14 +218,11 @@ func Measure(ctx context.Context, window int, o Options) (*Result, error) {
 		seen = append(seen, r)
 		mu.Unlock()
 	})
-	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	url, wait, err := scripted.Serve(sctx, "", s, o.Logger)
+	url, closeModel, err := serve(ctx, s, o.Logger)
 	if err != nil {
 		return nil, err
 	}
-	defer wait()
-	defer stop()
+	defer closeModel()
 
 	repo := filepath.Join(dir, "repo")
 	cfg := fmt.Sprintf(`{"maxTurnSteps":%d,"models":{"scripted":{"contextWindow":%d}}}`, o.Turns+5, window)
@@ -356,14 +353,11 @@ func naive(ctx context.Context, system string, hist []model.Message, calls []int
 		seen = append(seen, r)
 		mu.Unlock()
 	})
-	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	url, wait, err := scripted.Serve(sctx, "", s, logger)
+	url, closeModel, err := serve(ctx, s, logger)
 	if err != nil {
 		return nil, err
 	}
-	defer wait()
-	defer stop()
+	defer closeModel()
 	c, err := model.New(model.Config{BaseURL: url, Model: "scripted", ContextWindow: 1 << 30}, logger)
 	if err != nil {
 		return nil, err
@@ -386,4 +380,16 @@ func naive(ctx context.Context, system string, hist []model.Message, calls []int
 		out[i].Chars = seen[i].Chars
 	}
 	return out, nil
+}
+
+// serve serves script s on a loopback port until the returned func is called (it waits for the
+// server to end).
+func serve(ctx context.Context, s *scripted.Script, logger *slog.Logger) (string, func(), error) {
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	url, wait, err := scripted.Serve(sctx, "", s, logger)
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	return url, func() { stop(); wait() }, nil
 }

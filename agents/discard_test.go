@@ -53,6 +53,9 @@ func TestDiscardKeepsUnmergedWork(t *testing.T) {
 	if d, ok := unmerged.Discarded(); !ok || d.Archived != archive {
 		t.Errorf("Discarded() = %v %v", d, ok)
 	}
+	if in := e.svc.Info(unmerged); !in.Discarded || in.Archived != archive {
+		t.Errorf("Info discarded %v archived %q, want the archive %s", in.Discarded, in.Archived, archive)
+	}
 	if _, err := e.svc.Discard(ctx, unmerged.meta.ID, false); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("second discard: %v", err)
 	}
@@ -66,6 +69,9 @@ func TestDiscardKeepsUnmergedWork(t *testing.T) {
 	}
 	if got := git(t, e.repo, "show", f.meta.Branch+":extra.txt"); got != "by hand\n" {
 		t.Errorf("fork of the discarded session lacks extra.txt: %q", got)
+	}
+	if in := e.svc.Info(f); in.Discarded {
+		t.Error("the fork of a discarded session is shown discarded")
 	}
 
 	// A branch whose work is on main goes without an archive.
@@ -90,6 +96,9 @@ func TestDiscardKeepsUnmergedWork(t *testing.T) {
 	}
 	if _, ok := s2.Discarded(); !ok || s2.State() != Stopped {
 		t.Errorf("after restart: discarded %v, state %v", ok, s2.State())
+	}
+	if in := svc2.Info(s2); !in.Discarded || in.Archived != archive {
+		t.Errorf("after restart: Info discarded %v archived %q", in.Discarded, in.Archived)
 	}
 }
 

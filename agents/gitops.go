@@ -189,8 +189,12 @@ func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate
 	if err != nil {
 		return res, fmt.Errorf("session %s: %w", shortID(sess.meta.ID), err)
 	}
-	sess.append(ctx, event.Discarded{Branch: sess.meta.Branch, WorktreeRemoved: res.Removed,
-		BranchDeleted: res.Deleted, Archived: res.Archived, Force: force})
+	d := event.Discarded{Branch: sess.meta.Branch, WorktreeRemoved: res.Removed,
+		BranchDeleted: res.Deleted, Archived: res.Archived, Force: force}
+	sess.append(ctx, d)
+	sess.mu.Lock()
+	sess.archived = &d
+	sess.mu.Unlock()
 	sess.announce()
 	return res, nil
 }

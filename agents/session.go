@@ -28,6 +28,10 @@ type Info struct {
 	Children []string
 	Depth    int
 	Goal     *Goal // nil without one; Spent is not filled in here (see Service.GoalOf)
+	// Discarded is set once the session was discarded; Archived is the ref keeping its work
+	// then (refs/arbor/archive/…), empty when another branch held it or it was forced.
+	Discarded bool
+	Archived  string
 }
 
 // pendingMsg is a message waiting for delivery at the recipient's next model call or turn.
@@ -80,9 +84,10 @@ type Session struct {
 	lastCell   int // the execution count of the latest cell: new kernels continue from it
 	cancelTurn context.CancelFunc
 	conv       []model.Message
-	head       string // latest checkpoint commit (or the base)
-	toldParent bool   // this turn sent a message to the parent
-	lastAnswer string // the final text of the latest turn
+	head       string           // latest checkpoint commit (or the base)
+	archived   *event.Discarded // the session's discarded event, once it has one (shown in Info)
+	toldParent bool             // this turn sent a message to the parent
+	lastAnswer string           // the final text of the latest turn
 	idleTimer  *time.Timer
 	rate       rateLimiter
 	reserved   map[string]bool    // child names being created
@@ -121,6 +126,9 @@ func (s *Session) Meta() Meta { return s.meta }
 func (s *Session) snapshotLocked() Info {
 	in := Info{Meta: s.meta, State: s.state, Error: s.errMsg, LastSeq: s.log.LastSeq(),
 		Usage: s.usage, Children: append([]string(nil), s.children...)}
+	if s.archived != nil {
+		in.Discarded, in.Archived = true, s.archived.Archived
+	}
 	if s.goal != nil {
 		g := s.goal.Goal
 		g.LastCheck = nil

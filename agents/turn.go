@@ -363,7 +363,11 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	}
 	cellTimeout, _ := s.cfg.Durations()
 	var res *kernel.Result
-	s.ws.slots.lendWhile(ctx, s, func() { res, err = k.Execute(ctx, call.Code, execOptions(cellTimeout)) })
+	stream := newCellStream(ctx, s, call.ID)
+	opts := execOptions(cellTimeout)
+	opts.OnOutput = stream.onOutput
+	s.ws.slots.lendWhile(ctx, s, func() { res, err = k.Execute(ctx, call.Code, opts) })
+	stream.close() // what it printed is in the log before its end, also when it was stopped
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()

@@ -14,7 +14,7 @@ func toSession(in agents.Info) Session {
 		Error: in.Error, Model: in.Model, Branch: in.Branch, Worktree: in.Worktree,
 		BaseCommit: in.BaseCommit, ForkOf: in.ForkOf, ForkSeq: in.ForkSeq, Workspace: in.Workspace, Created: in.Created, LastSeq: in.LastSeq,
 		Usage: toUsage(in.Usage), Total: toUsage(in.Total), Children: in.Children, Goal: goalBrief(in.Goal),
-		Profile: in.Profile,
+		Profile: in.Profile, Discarded: in.Discarded, Archived: in.Archived,
 	}
 }
 

@@ -121,6 +121,11 @@ type Session struct {
 	Children   []string    `json:"children,omitempty"`
 	Goal       *GoalBrief  `json:"goal,omitempty"`    // the session's goal, when it has one
 	Profile    string      `json:"profile,omitempty"` // the profile it runs with (see SessionCreateParams)
+	// Discarded is set once the session was discarded (it stays known, stopped); Archived is
+	// the ref that keeps its work then (refs/arbor/archive/…), empty when another branch held
+	// its commits or the discard was forced.
+	Discarded bool   `json:"discarded,omitempty"`
+	Archived  string `json:"archived,omitempty"`
 }
 
 // GoalBrief is a session's goal as the tree shows it.

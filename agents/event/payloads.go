@@ -16,6 +16,7 @@ const (
 	TypeModelRetry        Type = "model_retry"
 	TypeToolStarted       Type = "tool_started"
 	TypeToolFinished      Type = "tool_finished"
+	TypeToolOutput        Type = "tool_output"
 	TypeCheckpoint        Type = "checkpoint"
 	TypeTurnFailed        Type = "turn_failed"
 	TypeInterrupted       Type = "interrupted"
@@ -164,6 +165,19 @@ type ModelRetry struct {
 type ToolStarted struct {
 	CallID string `json:"callId"`
 	Code   string `json:"code"`
+}
+
+// ToolOutput is output a running cell printed, streamed while it runs so an editor shows it
+// before the cell ends (and a stopped cell keeps it). Bounded: at most one per stream per
+// 100 ms, each text at most 4 KiB (text arriving faster is skipped with a note, the newest
+// kept), at most 256 KiB of a cell in the log; the event that reaches that bound has
+// Truncated and no more follow. Redacted like the cell's result. ToolFinished.Output stays
+// what the model saw.
+type ToolOutput struct {
+	CallID    string `json:"callId"`
+	Stream    string `json:"stream"` // stdout or stderr
+	Text      string `json:"text"`
+	Truncated bool   `json:"truncated,omitempty"`
 }
 
 // ToolFinished is a cell's end. Status is ok, error (the cell raised), aborted, unavailable
@@ -468,6 +482,7 @@ func (UserMessage) EventType() Type       { return TypeUserMessage }
 func (AssistantMessage) EventType() Type  { return TypeAssistantMessage }
 func (ModelRetry) EventType() Type        { return TypeModelRetry }
 func (ToolStarted) EventType() Type       { return TypeToolStarted }
+func (ToolOutput) EventType() Type        { return TypeToolOutput }
 func (ToolFinished) EventType() Type      { return TypeToolFinished }
 func (Checkpoint) EventType() Type        { return TypeCheckpoint }
 func (TurnFailed) EventType() Type        { return TypeTurnFailed }

@@ -58,6 +58,16 @@ func eventLine(p event.Payload) string {
 			fmt.Fprintf(&b, "python:\n%s", block(c.Code, "    "))
 		}
 		return b.String()
+	case event.ToolOutput:
+		// Streamed while the cell ran (┊); the result that follows is what the model saw (│).
+		text := strings.TrimRight(d.Text, "\n")
+		if d.Stream == "stderr" {
+			text = block(text, "stderr ")
+		}
+		if d.Truncated {
+			text += "\n[arbor: the log keeps no more of this cell's streamed output]"
+		}
+		return block(text, "    ┊ ")
 	case event.ToolFinished:
 		return fmt.Sprintf("result (%s):\n%s", d.Status, block(strings.TrimRight(d.Output, "\n"), "    │ "))
 	case event.Checkpoint:

@@ -105,6 +105,7 @@ export const EventUserMessage = 'user_message';
 export const EventAssistantMessage = 'assistant_message';
 export const EventModelRetry = 'model_retry';
 export const EventToolStarted = 'tool_started';
+export const EventToolOutput = 'tool_output';
 export const EventToolFinished = 'tool_finished';
 export const EventCheckpoint = 'checkpoint';
 export const EventTurnFailed = 'turn_failed';
@@ -719,6 +720,8 @@ export interface Session {
   children?: string[];
   goal?: GoalBrief;
   profile?: string;
+  discarded?: boolean;
+  archived?: string;
 }
 
 export interface Usage {
@@ -975,6 +978,13 @@ export interface ToolStarted {
   code: string;
 }
 
+export interface ToolOutput {
+  callId: string;
+  stream: string;
+  text: string;
+  truncated?: boolean;
+}
+
 export interface ToolFinished {
   callId: string;
   status: string;
@@ -1198,6 +1208,7 @@ export interface EventPayloads {
   assistant_message: AssistantMessage;
   model_retry: ModelRetry;
   tool_started: ToolStarted;
+  tool_output: ToolOutput;
   tool_finished: ToolFinished;
   checkpoint: Checkpoint;
   turn_failed: TurnFailed;
@@ -1236,6 +1247,7 @@ export const EventTypes: readonly EventType[] = [
   'assistant_message',
   'model_retry',
   'tool_started',
+  'tool_output',
   'tool_finished',
   'checkpoint',
   'turn_failed',

@@ -92,6 +92,10 @@ function body(e: P.TypedEvent): string[] {
     case P.EventToolStarted:
       // The code is in the assistant_message just before; say only that it runs.
       return [`running cell \`${e.data.callId}\`…`];
+    case P.EventToolOutput: {
+      const d = e.data;
+      return [fenced(d.text + (d.truncated ? '\n[the log keeps no more of this cell\'s streamed output]' : ''), d.stream === 'stderr' ? 'stderr' : '')];
+    }
     case P.EventToolFinished: {
       const d = e.data;
       const meta = [d.executionCount ? `[${d.executionCount}]` : '', d.durationMs !== undefined ? `${d.durationMs} ms` : '']
@@ -245,7 +249,7 @@ function body(e: P.TypedEvent): string[] {
 const known: Record<P.EventType, true> = {
   [P.EventSessionCreated]: true, [P.EventStateChanged]: true, [P.EventTurnStarted]: true,
   [P.EventMessageQueued]: true, [P.EventUserMessage]: true, [P.EventAssistantMessage]: true,
-  [P.EventModelRetry]: true, [P.EventToolStarted]: true, [P.EventToolFinished]: true,
+  [P.EventModelRetry]: true, [P.EventToolStarted]: true, [P.EventToolOutput]: true, [P.EventToolFinished]: true,
   [P.EventCheckpoint]: true, [P.EventTurnFailed]: true, [P.EventInterrupted]: true,
   [P.EventRecovered]: true, [P.EventKernel]: true, [P.EventSubagentSpawned]: true,
   [P.EventMessageSent]: true, [P.EventCompaction]: true, [P.EventWorktreeSetup]: true,

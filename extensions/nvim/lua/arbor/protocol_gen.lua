@@ -95,6 +95,7 @@ M.EventUserMessage = 'user_message'
 M.EventAssistantMessage = 'assistant_message'
 M.EventModelRetry = 'model_retry'
 M.EventToolStarted = 'tool_started'
+M.EventToolOutput = 'tool_output'
 M.EventToolFinished = 'tool_finished'
 M.EventCheckpoint = 'checkpoint'
 M.EventTurnFailed = 'turn_failed'
@@ -646,6 +647,8 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field children? string[]
 ---@field goal? arbor.GoalBrief
 ---@field profile? string
+---@field discarded? boolean
+---@field archived? string
 
 ---@class arbor.Usage
 ---@field modelCalls number
@@ -863,6 +866,12 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@class arbor.ToolStarted
 ---@field callId string
 ---@field code string
+
+---@class arbor.ToolOutput
+---@field callId string
+---@field stream string
+---@field text string
+---@field truncated? boolean
 
 ---@class arbor.ToolFinished
 ---@field callId string
@@ -1119,7 +1128,7 @@ M.fields = {
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
   AttachResult = { 'session' },
-  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile' },
+  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile', 'discarded', 'archived' },
   Usage = { 'modelCalls', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   GoalBrief = { 'objective', 'status', 'waiting', 'until' },
   SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal', 'autonomous', 'profile' },
@@ -1157,6 +1166,7 @@ M.fields = {
   TokenUsage = { 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'estimated' },
   ModelRetry = { 'retry', 'error' },
   ToolStarted = { 'callId', 'code' },
+  ToolOutput = { 'callId', 'stream', 'text', 'truncated' },
   ToolFinished = { 'callId', 'status', 'output', 'bytes', 'durationMs', 'executionCount', 'artifact', 'rich', 'error' },
   Checkpoint = { 'turn', 'commit', 'merged', 'spend' },
   TurnFailed = { 'turn', 'error', 'checkpoint' },
@@ -1194,6 +1204,7 @@ M.event_payloads = {
   assistant_message = 'AssistantMessage',
   model_retry = 'ModelRetry',
   tool_started = 'ToolStarted',
+  tool_output = 'ToolOutput',
   tool_finished = 'ToolFinished',
   checkpoint = 'Checkpoint',
   turn_failed = 'TurnFailed',
@@ -1284,6 +1295,7 @@ M.event_types = {
   'assistant_message',
   'model_retry',
   'tool_started',
+  'tool_output',
   'tool_finished',
   'checkpoint',
   'turn_failed',

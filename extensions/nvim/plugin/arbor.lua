@@ -5,6 +5,15 @@ if vim.g.loaded_arbor then
 end
 vim.g.loaded_arbor = true
 
+-- :help arbor needs doc/tags. The repository carries it (test/unit_review.lua checks that it
+-- is current); a copy without it gets one here when its doc/ is writable.
+do
+  local doc = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h') .. '/doc'
+  if vim.fn.filereadable(doc .. '/tags') == 0 and vim.fn.filewritable(doc) == 2 then
+    pcall(vim.cmd, 'silent! helptags ' .. vim.fn.fnameescape(doc))
+  end
+end
+
 local function arbor()
   return require('arbor')
 end
@@ -59,8 +68,12 @@ cmd('ArborDiscard', function(o)
   arbor().discard(o.args, o.bang)
 end, { nargs = '?', bang = true, complete = complete_id, desc = 'Arbor: discard a session (! drops unmerged work)' })
 
+cmd('ArborMerge', function(o)
+  arbor().merge(o.args)
+end, { nargs = '?', complete = complete_id, desc = "Arbor: merge a child session into its parent's branch" })
+
 cmd('ArborStatus', function()
-  arbor().status()
+  arbor().daemon_status()
 end, { desc = 'Arbor: daemon status' })
 
 cmd('ArborTrust', function(o)

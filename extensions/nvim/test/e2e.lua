@@ -19,7 +19,7 @@ local function buffer_text(bufnr)
 end
 
 -- Whether tree line l is the row of session id: its id column, not a mention such as a fork's
--- "(fork of <id> at event N)".
+-- "(fork of <id> @N)".
 local function row_of(l, id)
   return l:find('] ' .. id:sub(1, 8), 1, true) ~= nil
 end
@@ -197,7 +197,7 @@ local function run()
   if not fork or #arbor.store.all() <= before then
     error(':ArborFork made no new session', 0)
   end
-  local origin = 'fork of ' .. created.id:sub(1, 8) .. ' at event '
+  local origin = 'fork of ' .. created.id:sub(1, 8) .. ' @'
   wait_for(nil, 5000, function()
     for _, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
       if row_of(l, fork.id) and l:find(origin, 1, true) then
@@ -214,10 +214,10 @@ local function run()
   local confirm2 = vim.fn.confirm
   vim.fn.confirm = function() return 1 end
   vim.cmd('ArborDiscard! ' .. fork.id)
-  vim.fn.confirm = confirm2
   wait_for(nil, 15000, function()
     return fork.worktree and vim.fn.isdirectory(fork.worktree) == 0
   end)
+  vim.fn.confirm = confirm2 -- asked once the remaining diff is read
   if vim.fn.isdirectory(fork.worktree) == 1 then
     error(':ArborDiscard! left the worktree ' .. fork.worktree, 0)
   end

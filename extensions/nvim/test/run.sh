@@ -56,7 +56,7 @@ cd "$REPO"
 start=$SECONDS
 set +e
 ARBOR_TEST_OUT=$TMP/result.txt timeout 180 nvim --headless --clean \
-  --cmd "set rtp^=$PLUGIN" -c "luafile $HERE/unit.lua" -c "luafile $HERE/e2e.lua" 2>&1 | awk '{ print "  nvim| " $0; fflush() }'
+  --cmd "set rtp^=$PLUGIN" -c "luafile $HERE/unit.lua" -c "luafile $HERE/unit_review.lua" -c "luafile $HERE/e2e.lua" 2>&1 | awk '{ print "  nvim| " $0; fflush() }'
 rc=${PIPESTATUS[0]}
 set -e
 if [ $rc -eq 0 ] && grep -q '^PASS' "$TMP/result.txt" 2>/dev/null; then

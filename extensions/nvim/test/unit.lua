@@ -231,11 +231,11 @@ check(#lines == 5 and ids[1] == golden.root[1].session and ids[2] == golden.chil
 check(lines[2]:find('└─', 1, true) and lines[2]:find('helper', 1, true) and lines[2]:find('arbor/write-the-helper-8bfcf583', 1, true),
   'the child sits under the root:\n' .. tree)
 check(lines[1]:find('1.6k tok', 1, true), 'the root row shows its tokens:\n' .. tree)
-has(tree, 'second try  [scripted · 0 tok · arbor/second-try-cce86fd4] cce86fd4  (fork of 8e6a9ede at event 20)', 'the fork row')
+has(tree, 'second try  [scripted · 0 tok · arbor/second-try-cce86fd4] cce86fd4  (fork of 8e6a9ede @20)', 'the fork row')
 has(lines[5], '✗ failed   broken model', 'the failed row')
 has(lines[5], '! ' .. reason, 'the failed row\'s reason')
 local header = table.concat(log.header(store.get(golden.fork[1].session), golden.fork[1].session), '\n')
-has(header, '# second try\n\nidle · branch arbor/second-try-cce86fd4 · fork of 8e6a9ede at event 20', 'the fork\'s transcript header')
+has(header, '# second try\n\nidle · branch arbor/second-try-cce86fd4 · fork of 8e6a9ede @20', 'the fork\'s transcript header')
 store.replace({})
 
 -- The trust prompt: a CodeUntrusted refusal is asked about, the hash shown is granted, and the

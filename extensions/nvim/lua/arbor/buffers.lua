@@ -39,13 +39,45 @@ function M.set_lines(bufnr, lines, append)
   vim.bo[bufnr].modified = false
 end
 
---- Shows bufnr: in a window that already shows it, else in a new split (cmd, e.g. 'botright split').
+-- The window the next show() puts its buffer in (see next_window), for a little while.
+local hint = nil
+
+--- Makes the next show() (within a few seconds: views open after their first reply) use win
+--- instead of a new split when win is valid, and call on_shown(window) with the window it used.
+--- The session tree reuses the window its last `d` or <CR> opened this way.
+function M.next_window(win, on_shown)
+  hint = { win = win, on_shown = on_shown, at = vim.loop.now() }
+end
+
+local function take_hint()
+  local h = hint
+  hint = nil
+  if h and vim.loop.now() - h.at < 5000 then
+    return h
+  end
+  return nil
+end
+
+--- Shows bufnr: in a window that already shows it, else in the window next_window named, else in
+--- a new split (cmd, e.g. 'botright split').
 function M.show(bufnr, cmd)
+  local h = take_hint()
+  local function shown(win)
+    if h and h.on_shown then
+      h.on_shown(win)
+    end
+    return win
+  end
   for _, win in ipairs(vim.api.nvim_list_wins()) do
     if vim.api.nvim_win_get_buf(win) == bufnr then
       vim.api.nvim_set_current_win(win)
-      return win
+      return shown(win)
     end
+  end
+  if h and h.win and vim.api.nvim_win_is_valid(h.win) and vim.api.nvim_win_get_tabpage(h.win) == vim.api.nvim_get_current_tabpage() then
+    vim.api.nvim_win_set_buf(h.win, bufnr)
+    vim.api.nvim_set_current_win(h.win)
+    return shown(h.win)
   end
   local cur = vim.api.nvim_get_current_buf()
   local empty = vim.api.nvim_buf_get_name(cur) == '' and not vim.bo[cur].modified
@@ -54,7 +86,7 @@ function M.show(bufnr, cmd)
     vim.cmd(cmd or 'botright split')
   end
   vim.api.nvim_win_set_buf(0, bufnr)
-  return vim.api.nvim_get_current_win()
+  return shown(vim.api.nvim_get_current_win())
 end
 
 --- Buffer-local normal-mode keymaps: { lhs = { fn, desc } }.

@@ -10,6 +10,7 @@ M.config = {
   cmd_env = nil,
   model = nil,
   attach_buffers = true, -- attach file buffers, for the agent code actions
+  progress = true, -- echo the daemon's $/progress reports (false: only keep them for status)
 }
 
 local client_id = nil
@@ -94,7 +95,12 @@ for _, method in ipairs({ '$/progress', 'window/workDoneProgress/create' }) do
     if not vim.lsp.get_client_by_id(ctx.client_id) then
       return vim.NIL
     end
-    return vim.lsp.handlers[method](err, result, ctx, config)
+    local ret = vim.lsp.handlers[method](err, result, ctx, config)
+    if method == '$/progress' and not err then
+      -- 0.7.2 stores the report and shows nothing: arbor.status shows it and keeps it.
+      pcall(require('arbor.status').on_progress, result, M.config.progress)
+    end
+    return ret
   end
 end
 
@@ -143,6 +149,7 @@ function M.start()
         return -- stopped by M.stop(), or an earlier client: nothing to reconnect
       end
       client_id, lsp_client, ready = nil, nil, false
+      pcall(function() require('arbor.status').reset() end)
       for _, fn in ipairs(queue) do
         pcall(fn, true)
       end

@@ -66,12 +66,32 @@ local function selection(line1, line2)
   return { uri = vim.uri_from_bufnr(bufnr), startLine = line1 - 1, endLine = line2 - 1, text = table.concat(lines, '\n') }
 end
 
+--- Why session s cannot take a subagent ("stopped", "failed", "discarded"), or nil when it can.
+function M.parent_refusal(s)
+  if type(s) ~= 'table' or store.can_parent(s) then
+    return nil
+  end
+  return store.discarded(s) and 'discarded' or tostring(s.state)
+end
+
+-- The task of the last create that failed, offered again by the next prompt for a task.
+M.kept_task = nil
+
 --- Starts a session on task in the repository of the cwd. opts: parent, name, model, dir,
---- selection, range = {line1, line2}, on_created(session). Without a task it asks for one.
+--- selection, range = {line1, line2}, on_created(session), on_error(err). Without a task it
+--- asks for one (offering the task of a create that failed). A parent that is stopped, failed
+--- or discarded is refused before anything is asked.
 function M.run(task, opts)
   opts = opts or {}
+  if opts.parent then
+    local why = M.parent_refusal(store.find(opts.parent))
+    if why then
+      warn(string.format('%s is %s: a subagent needs a live parent (:ArborSessions shows which are)', opts.parent:sub(1, 8), why))
+      return
+    end
+  end
   if task == nil or task == '' then
-    vim.ui.input({ prompt = opts.parent and 'Subagent task: ' or 'Arbor task: ' }, function(input)
+    vim.ui.input({ prompt = opts.parent and 'Subagent task: ' or 'Arbor task: ', default = M.kept_task }, function(input)
       if input and input ~= '' then
         M.run(input, opts)
       end
@@ -88,8 +108,16 @@ function M.run(task, opts)
   }
   require('arbor.trust').request(client.request, P.MethodSessionCreate, params, function(err, s)
     if err then
-      client.notify('could not start the task: ' .. client.error_message(err), vim.log.levels.ERROR)
+      M.kept_task = task
+      client.notify('could not start the task: ' .. client.error_message(err)
+        .. ' (the task is kept: :ArborRun without one offers it again)', vim.log.levels.ERROR)
+      if opts.on_error then
+        opts.on_error(err)
+      end
       return
+    end
+    if M.kept_task == task then
+      M.kept_task = nil
     end
     store.upsert(s)
     client.notify(string.format('started %s on %s', s.id:sub(1, 8), s.branch or '?'))
@@ -220,26 +248,77 @@ function M.fork(id, at_seq)
   end)
 end
 
-function M.discard(id, force)
+--- Merges child session id (default: the current one) into its parent's branch.
+function M.merge(id)
+  resolve(id, 'Merge into its parent:', function(x)
+    require('arbor.merge').merge(x)
+  end, function(s)
+    return type(s.parent) == 'string' and s.parent ~= '' and not store.discarded(s)
+  end)
+end
+
+--- What discarding a session will do, for the question asked first: res is its remaining
+--- diff (nil when it could not be read). Without force, work no other branch holds is kept
+--- under refs/arbor/archive/…; with force it is dropped.
+function M.discard_prompt(short, res, force)
+  local files = {}
+  for _, f in ipairs((type(res) == 'table' and res.files) or {}) do
+    table.insert(files, f.path)
+  end
+  local what = ''
+  if #files > 0 then
+    local list = table.concat(vim.list_slice(files, 1, 3), ', ') .. (#files > 3 and ', …' or '')
+    what = string.format(' It has unaccepted changes in %d file%s (%s).', #files, #files == 1 and '' or 's', list)
+  end
+  if force then
+    return string.format('Discard session %s and its worktree?%s With ! its commits are DROPPED, not archived.', short, what)
+  end
+  return string.format('Discard session %s and its worktree?%s Commits no other branch holds are kept under refs/arbor/archive/.', short, what)
+end
+
+--- The message after a discard. archived is checked first: the branch is deleted then too,
+--- but its work is kept under that ref.
+function M.discard_message(short, res, force)
+  res = type(res) == 'table' and res or {}
+  local where
+  if type(res.archived) == 'string' and res.archived ~= '' then
+    where = 'its work is kept at ' .. res.archived .. ' (git log ' .. res.archived .. ')'
+  elseif res.branchDeleted then
+    where = force and 'branch deleted with its work (forced)' or 'branch deleted (another branch holds its commits)'
+  else
+    where = 'branch kept'
+  end
+  return 'discarded ' .. short .. '; ' .. where
+end
+
+--- Discards session id: asks first, saying what happens to its unaccepted work (see
+--- discard_prompt). Without force that work is archived, with force dropped.
+--- opts.on_done(err, res) is called with the daemon's answer.
+function M.discard(id, force, opts)
+  opts = opts or {}
   resolve(id, 'Discard:', function(x)
-    local prompt = 'Discard session ' .. x:sub(1, 8) .. ' and its worktree' .. (force and ', dropping unmerged work?' or '?')
-    if vim.fn.confirm(prompt, '&Yes\n&No', 2) ~= 1 then
-      return
-    end
-    client.request(P.MethodSessionDiscard, { id = x, force = force or nil }, function(err, res)
-      if err then
-        warn('discard: ' .. client.error_message(err) .. (force and '' or ' (:ArborDiscard! forces)'))
+    local short = x:sub(1, 8)
+    client.request(P.MethodSessionDiff, { id = x }, function(_, diff)
+      if vim.fn.confirm(M.discard_prompt(short, diff, force), force and '&Drop it\n&Cancel' or '&Discard, keep the work archived\n&Cancel', 2) ~= 1 then
         return
       end
-      res = type(res) == 'table' and res or {}
-      if type(res.session) == 'table' then
-        store.upsert(res.session)
-      end
-      local where = res.branchDeleted and 'branch deleted'
-        or (type(res.archived) == 'string' and res.archived ~= '' and ('work kept at ' .. res.archived))
-        or 'branch kept'
-      client.notify('discarded ' .. x:sub(1, 8) .. '; ' .. where)
+      client.request(P.MethodSessionDiscard, { id = x, force = force or nil }, function(err, res)
+        if err then
+          warn('discard: ' .. client.error_message(err))
+        else
+          res = type(res) == 'table' and res or {}
+          if type(res.session) == 'table' then
+            store.upsert(res.session)
+          end
+          client.notify(M.discard_message(short, res, force))
+        end
+        if opts.on_done then
+          opts.on_done(err, res)
+        end
+      end)
     end)
+  end, function(s)
+    return not store.discarded(s)
   end)
 end
 
@@ -327,7 +406,8 @@ function M.trust(dir)
   end)
 end
 
-function M.status()
+--- :ArborStatus: the daemon's pid, version, socket, sessions, clients and sandbox, as a message.
+function M.daemon_status()
   client.request(P.MethodDaemonStatus, {}, function(err, st)
     if err then
       warn('status: ' .. client.error_message(err))
@@ -340,17 +420,36 @@ function M.status()
   end)
 end
 
+--- The selection a code action carries, with its text read from the buffer when the file is
+--- loaded: the daemon reads the file on disk, which lacks what was typed and not saved. Lines
+--- startLine..endLine (0-based, inclusive), each ending in a newline, as the daemon sends them.
+function M.selection_from_buffer(sel)
+  if type(sel) ~= 'table' or type(sel.uri) ~= 'string' then
+    return sel
+  end
+  local ok, bufnr = pcall(vim.uri_to_bufnr, sel.uri)
+  if not ok or not vim.api.nvim_buf_is_loaded(bufnr) then
+    return sel
+  end
+  local n = vim.api.nvim_buf_line_count(bufnr)
+  local first = math.max(0, math.min(sel.startLine or 0, n - 1))
+  local last = math.max(first, math.min(sel.endLine or first, n - 1))
+  local lines = vim.api.nvim_buf_get_lines(bufnr, first, last + 1, false)
+  return vim.tbl_extend('force', sel, { text = table.concat(lines, '\n') .. '\n' })
+end
+
 -- Code actions from the daemon ("Refactor with agent…", "Spawn subagent on selection") carry the
--- arbor/session.create params; run them here so an empty task can be asked for first.
+-- arbor/session.create params; run them here so an empty task can be asked for first, with the
+-- selection's text as the buffer holds it. Only live sessions are offered as parents.
 local function code_action(parent_needed)
   return function(command)
     local a = (command.arguments or {})[1] or {}
-    local opts = { dir = a.dir, selection = a.selection, parent = a.parent, name = a.name, model = a.model }
+    local opts = { dir = a.dir, selection = M.selection_from_buffer(a.selection), parent = a.parent, name = a.name, model = a.model }
     if parent_needed and not opts.parent then
       resolve(nil, 'Subagent of:', function(p)
         opts.parent = p
         M.run(a.task, opts)
-      end)
+      end, store.can_parent)
       return
     end
     M.run(a.task, opts)
@@ -580,6 +679,12 @@ function M.heartbeat_delete(hid, on_done)
       on_done(err, hb)
     end
   end)
+end
+
+--- A statusline component: "arbor: 2 running, 1 waiting" (see |arbor-status|), "" before the
+--- plugin has started or when no session is running or waiting.
+function M.status()
+  return require('arbor.status').line()
 end
 
 --- Stops the language client (running sessions continue in the daemon).

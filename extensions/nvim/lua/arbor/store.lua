@@ -115,12 +115,38 @@ function M.title(s, max)
   return t
 end
 
---- Where a session came from when it is a fork ("fork of 8e6a9ede at event 20"), else nil.
+--- Where a session came from when it is a fork ("fork of 8e6a9ede @20": forked at event 20), else nil.
 function M.origin(s)
   if type(s.forkOf) ~= 'string' or s.forkOf == '' then
     return nil
   end
-  return string.format('fork of %s at event %d', s.forkOf:sub(1, 8), type(s.forkSeq) == 'number' and s.forkSeq or 0)
+  return string.format('fork of %s @%d', s.forkOf:sub(1, 8), type(s.forkSeq) == 'number' and s.forkSeq or 0)
+end
+
+--- Whether session s was discarded (its worktree removed; its work, if any, archived).
+function M.discarded(s)
+  return type(s) == 'table' and s.discarded == true
+end
+
+--- Whether session s can take a subagent: live (not stopped or failed) and not discarded.
+function M.can_parent(s)
+  return type(s) == 'table' and P.live_states[s.state] == true and not M.discarded(s)
+end
+
+--- Counts for a statusline: running (a turn under way or admitted to one) and waiting (idle or
+--- inactive: alive, waiting for a message). Stopped, failed and discarded sessions count in neither.
+function M.counts()
+  local running, waiting = 0, 0
+  for _, s in pairs(sessions) do
+    if not M.discarded(s) then
+      if s.state == P.StateRunning or s.state == P.StateAdmitted then
+        running = running + 1
+      elseif s.state == P.StateIdle or s.state == P.StateInactive then
+        waiting = waiting + 1
+      end
+    end
+  end
+  return running, waiting
 end
 
 local icons = {
@@ -155,10 +181,15 @@ function M.render()
   local lines, ids = {}, {}
   local function row(s, prefix, branch_prefix)
     local state = str(s.state)
+    local icon = icons[state] or '?'
+    if M.discarded(s) then
+      -- A discarded session is stopped too; what matters is that its worktree is gone.
+      state, icon = 'discarded', '⊘'
+    end
     local line = string.format(
       '%s%s %-8s %s  [%s · %s tok · %s] %s',
       prefix,
-      icons[state] or '?',
+      icon,
       state,
       M.title(s),
       str(s.model) ~= '' and str(s.model) or '-',
@@ -169,6 +200,9 @@ function M.render()
     local origin = M.origin(s)
     if origin then
       line = line .. '  (' .. origin .. ')'
+    end
+    if M.discarded(s) and str(s.archived) ~= '' then
+      line = line .. '  (work kept at ' .. str(s.archived) .. ')'
     end
     local goal = require('arbor.goal').label(s.goal)
     if goal then

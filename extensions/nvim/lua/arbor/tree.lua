@@ -8,6 +8,7 @@ local M = {}
 M.name = 'arbor://sessions'
 local bufnr = nil
 local line_ids = {}
+local view_win = nil -- the window the last <CR> or d showed its view in
 local header = 2 -- lines above the first session
 
 local function valid()
@@ -20,7 +21,7 @@ function M.render()
   end
   local lines, ids = store.render()
   local out = {
-    string.format('Arbor sessions (%d)   <CR> log  d diff  s stop  m message  n new  c child  f fork  g goal  G show goal  P progress  h heartbeat  H heartbeats  r refresh  q close', #ids),
+    string.format('Arbor sessions (%d)   <CR> log  d diff  M merge  s stop  m message  n new  c child  f fork  g goal  G show goal  P progress  h heartbeat  H heartbeats  r refresh  q close', #ids),
     '',
   }
   if #ids == 0 then
@@ -51,9 +52,24 @@ function M.open(actions)
       end
     end
   end
+  -- <CR> and d show their view in the window the previous one opened (when it is still there),
+  -- not in one more split each time.
+  local function in_view(fn)
+    return function(id)
+      local tree_win = vim.api.nvim_get_current_win()
+      local win = (view_win and view_win ~= tree_win and vim.api.nvim_win_is_valid(view_win)) and view_win or nil
+      buffers.next_window(win, function(w)
+        if w ~= tree_win then
+          view_win = w
+        end
+      end)
+      fn(id)
+    end
+  end
   buffers.keymaps(bufnr, {
-    ['<CR>'] = { on(actions.log), 'Arbor: transcript' },
-    d = { on(actions.diff), 'Arbor: diff' },
+    ['<CR>'] = { on(in_view(actions.log)), 'Arbor: transcript' },
+    d = { on(in_view(actions.diff)), 'Arbor: diff' },
+    M = { on(actions.merge), 'Arbor: merge into its parent' },
     s = { on(actions.stop), 'Arbor: stop' },
     m = { on(function(id) actions.send(id) end), 'Arbor: send message' },
     f = { on(actions.fork), 'Arbor: fork' },

@@ -1,0 +1,237 @@
+-- Unit checks of the review, merge, status and UX parts of the plugin (no daemon), run after
+-- unit.lua in the same headless Neovim. Fails with :cquit 1 and a reason in $ARBOR_TEST_OUT.
+local out = os.getenv('ARBOR_TEST_OUT') or '/dev/stderr'
+
+local function fail(msg)
+  local f = io.open(out, 'w')
+  f:write('unit_review: ' .. msg .. '\n')
+  f:close()
+  vim.cmd('cquit 1')
+end
+
+local function check(cond, msg)
+  if not cond then
+    fail(msg)
+  end
+end
+
+local arbor = require('arbor')
+local store = require('arbor.store')
+local client = require('arbor.client')
+local saved_sessions = store.all()
+
+-- The tree marks forks "fork of <short> @<seq>" and discarded sessions "⊘ discarded" with the
+-- archive; only live, undiscarded sessions can take a subagent; the statusline counts running
+-- and waiting ones only.
+store.replace({
+  { id = 'aaaa1111xxxx', task = 'root', state = 'idle', model = 'm', branch = 'arbor/root', created = '1' },
+  { id = 'bbbb2222yyyy', task = 'forked', state = 'running', model = 'm', branch = 'arbor/f', created = '2',
+    forkOf = 'aaaa1111xxxx', forkSeq = 7 },
+  { id = 'cccc3333zzzz', task = 'gone', state = 'stopped', model = 'm', branch = 'arbor/g', created = '3',
+    discarded = true, archived = 'refs/arbor/archive/arbor/g' },
+  { id = 'dddd4444wwww', task = 'halted', state = 'stopped', model = 'm', branch = 'arbor/h', created = '4' },
+  { id = 'eeee5555vvvv', task = 'queued', state = 'admitted', model = 'm', branch = 'arbor/q', created = '5' },
+  { id = 'ffff6666uuuu', task = 'broke', state = 'failed', model = 'm', branch = 'arbor/b', created = '6' },
+  { id = 'gggg7777tttt', task = 'dozing', state = 'inactive', model = 'm', branch = 'arbor/d', created = '7' },
+})
+local lines = store.render()
+local tree = table.concat(lines, '\n')
+check(lines[2]:find('(fork of aaaa1111 @7)', 1, true), 'fork marker: ' .. lines[2])
+check(lines[3]:find('^⊘ discarded gone') and lines[3]:find('(work kept at refs/arbor/archive/arbor/g)', 1, true)
+  and not lines[3]:find('stopped', 1, true), 'discarded marker: ' .. lines[3])
+check(lines[4]:find('^■ stopped  halted'), 'a stopped session stays stopped: ' .. lines[4])
+local parents = {}
+for _, s in ipairs(store.all()) do
+  if store.can_parent(s) then
+    table.insert(parents, s.task)
+  end
+end
+check(table.concat(parents, ',') == 'root,forked,queued,dozing', 'can_parent: ' .. table.concat(parents, ',') .. '\n' .. tree)
+check(arbor.parent_refusal(store.get('cccc3333zzzz')) == 'discarded' and arbor.parent_refusal(store.get('dddd4444wwww')) == 'stopped'
+  and arbor.parent_refusal(store.get('ffff6666uuuu')) == 'failed' and arbor.parent_refusal(store.get('aaaa1111xxxx')) == nil,
+  'parent_refusal')
+local running, waiting = store.counts()
+check(running == 2 and waiting == 2, 'counts: ' .. running .. ' running, ' .. waiting .. ' waiting')
+check(arbor.status() == 'arbor: 2 running, 2 waiting', 'status(): ' .. arbor.status())
+store.replace({ { id = 'x1', task = 't', state = 'stopped', created = '1' } })
+check(arbor.status() == '', 'status() with nothing live: ' .. vim.inspect(arbor.status()))
+
+-- $/progress: begin and end of a turn, as the daemon sends them, shown and kept.
+local st = require('arbor.status')
+local shown = st.on_progress({ token = 'arbor/s1/3', value = { kind = 'begin', title = 'Arbor: add one', message = 'running on arbor/add' } }, false)
+check(shown == 'add one — running on arbor/add', 'progress begin: ' .. tostring(shown))
+check(#st.active() == 1 and st.active()[1].token == 'arbor/s1/3' and st.active()[1].message == 'running on arbor/add', 'active: ' .. vim.inspect(st.active()))
+check(st.on_progress({ token = 'arbor/s1/3', value = { kind = 'report', percentage = 40 } }, false) == 'add one — running on arbor/add (40%)',
+  'progress report: ' .. tostring(st.last))
+check(st.on_progress({ token = 'arbor/s1/3', value = { kind = 'end', message = 'idle' } }, false) == 'add one: idle'
+  and #st.active() == 0 and st.last == 'add one: idle', 'progress end: ' .. tostring(st.last))
+check(st.on_progress({ token = 'x', value = { kind = 'report' } }, false) == nil and st.on_progress({ token = 'y' }, false) == nil,
+  'a report for no begun progress, or no value, shows nothing')
+
+-- Discard: the question names the unaccepted files and what happens to them; the message
+-- checks archived before branchDeleted (which is true then too).
+local diff = { files = { { path = 'a.py' }, { path = 'b.py' }, { path = 'c.py' }, { path = 'd.py' } } }
+local q = arbor.discard_prompt('aaaa1111', diff, false)
+check(q:find('unaccepted changes in 4 files (a.py, b.py, c.py, …)', 1, true) and q:find('kept under refs/arbor/archive/', 1, true), 'prompt: ' .. q)
+q = arbor.discard_prompt('aaaa1111', { files = {} }, true)
+check(not q:find('unaccepted', 1, true) and q:find('DROPPED', 1, true), 'forced prompt: ' .. q)
+local m = arbor.discard_message('aaaa1111', { branchDeleted = true, archived = 'refs/arbor/archive/arbor/x', worktreeRemoved = true }, false)
+check(m == 'discarded aaaa1111; its work is kept at refs/arbor/archive/arbor/x (git log refs/arbor/archive/arbor/x)', 'archived: ' .. m)
+m = arbor.discard_message('aaaa1111', { branchDeleted = true }, false)
+check(m == 'discarded aaaa1111; branch deleted (another branch holds its commits)', 'deleted: ' .. m)
+m = arbor.discard_message('aaaa1111', { branchDeleted = true }, true)
+check(m:find('forced', 1, true), 'forced delete: ' .. m)
+
+-- :ArborDiscard without ! asks (naming the files) and sends force=false; with ! force=true.
+local sent = {}
+local request = client.request
+client.request = function(method, params, cb)
+  table.insert(sent, { method = method, params = params })
+  if method == 'arbor/session.diff' then
+    cb(nil, { files = { { path = 'sum.txt' } } })
+  elseif method == 'arbor/session.discard' then
+    cb(nil, { branchDeleted = true, archived = 'refs/arbor/archive/arbor/r', session = { id = 'x1', task = 't', state = 'stopped', created = '1', lastSeq = 1 } })
+  else
+    cb({ message = 'unexpected ' .. method })
+  end
+end
+local confirm, asked = vim.fn.confirm, {}
+vim.fn.confirm = function(msg, choices)
+  table.insert(asked, { msg = msg, choices = choices })
+  return 1
+end
+local notes = {}
+local notify = vim.notify
+vim.notify = function(msg) table.insert(notes, msg) end
+vim.cmd('ArborDiscard x1')
+check(#asked == 1 and asked[1].msg:find('unaccepted changes in 1 file (sum.txt)', 1, true) and asked[1].choices:find('keep the work archived', 1, true),
+  ':ArborDiscard asked ' .. vim.inspect(asked))
+check(sent[2] and sent[2].method == 'arbor/session.discard' and sent[2].params.force == nil, ':ArborDiscard sent ' .. vim.inspect(sent))
+check(notes[#notes]:find('its work is kept at refs/arbor/archive/arbor/r', 1, true), ':ArborDiscard said ' .. vim.inspect(notes))
+sent, asked = {}, {}
+vim.cmd('ArborDiscard! x1')
+check(#asked == 1 and asked[1].msg:find('DROPPED', 1, true) and sent[2].params.force == true, ':ArborDiscard! ' .. vim.inspect({ asked, sent }))
+-- Declining sends nothing.
+sent = {}
+vim.fn.confirm = function() return 2 end
+vim.cmd('ArborDiscard x1')
+check(#sent == 1 and sent[1].method == 'arbor/session.diff', 'a declined discard sent ' .. vim.inspect(sent))
+
+-- A stopped parent is refused before the task is asked for; a failed create keeps the typed
+-- task for the next prompt.
+store.replace({ { id = 'dddd4444wwww', task = 'halted', state = 'stopped', created = '4' },
+  { id = 'aaaa1111xxxx', task = 'root', state = 'idle', created = '1' } })
+local inputs = {}
+local ui_input = vim.ui.input
+vim.ui.input = function(o, cb)
+  table.insert(inputs, o)
+  cb(o.answer_with)
+end
+notes, sent = {}, {}
+arbor.run(nil, { parent = 'dddd4444' })
+check(#inputs == 0 and #sent == 0 and notes[1]:find('dddd4444 is stopped: a subagent needs a live parent', 1, true),
+  'stopped parent: ' .. vim.inspect({ inputs, sent, notes }))
+client.request = function(method, params, cb)
+  table.insert(sent, { method = method, params = params })
+  cb({ code = -32006, message = 'session aaaa1111 is busy' })
+end
+vim.ui.input = function(o, cb)
+  table.insert(inputs, o)
+  cb('rename Foo to Bar')
+end
+arbor.run(nil, { parent = 'aaaa1111xxxx' })
+check(#sent == 1 and sent[1].params.task == 'rename Foo to Bar' and sent[1].params.parent == 'aaaa1111xxxx', 'create sent ' .. vim.inspect(sent))
+check(arbor.kept_task == 'rename Foo to Bar' and notes[#notes]:find('the task is kept', 1, true), 'kept: ' .. vim.inspect({ arbor.kept_task, notes }))
+inputs = {}
+vim.ui.input = function(o, cb)
+  table.insert(inputs, o)
+end
+arbor.run()
+check(inputs[1] and inputs[1].default == 'rename Foo to Bar', 'the next prompt offers the kept task: ' .. vim.inspect(inputs))
+arbor.kept_task = nil
+
+-- Code actions: the selection's text comes from the buffer (unsaved lines included).
+local tmp = vim.fn.tempname() .. '.py'
+vim.fn.writefile({ 'def add(a, b):', '    return a + b' }, tmp)
+vim.cmd('edit ' .. vim.fn.fnameescape(tmp))
+local buf = vim.api.nvim_get_current_buf()
+vim.api.nvim_buf_set_lines(buf, 1, 2, false, { '    return a - b  # unsaved' })
+local sel = arbor.selection_from_buffer({ uri = vim.uri_from_bufnr(buf), startLine = 0, endLine = 1, text = 'def add(a, b):\n    return a + b\n' })
+check(sel.text == 'def add(a, b):\n    return a - b  # unsaved\n' and sel.startLine == 0 and sel.endLine == 1, 'selection_from_buffer: ' .. vim.inspect(sel))
+local created
+client.request = function(method, params, cb)
+  created = params
+  cb({ message = 'no daemon here' })
+end
+vim.ui.input = function(_, cb) cb('refactor it') end
+vim.lsp.commands['arbor.newTask']({ arguments = { { task = '', dir = '/tmp', selection = { uri = vim.uri_from_bufnr(buf), startLine = 1, endLine = 1, text = '    return a + b\n' } } } }, { bufnr = buf })
+check(created and created.selection.text == '    return a - b  # unsaved\n', '"Refactor with agent…" sent ' .. vim.inspect(created))
+vim.cmd('bwipeout!')
+-- "Spawn subagent on selection" offers only live sessions as parents.
+local offered
+local select = vim.ui.select
+vim.ui.select = function(items, _, cb)
+  offered = vim.tbl_map(function(s) return s.id end, items)
+  cb(nil)
+end
+vim.lsp.commands['arbor.spawnSubagent']({ arguments = { { task = '', dir = '/tmp' } } }, {})
+check(offered and #offered == 1 and offered[1] == 'aaaa1111xxxx', 'parents offered: ' .. vim.inspect(offered))
+vim.ui.select = select
+vim.ui.input = ui_input
+arbor.kept_task = nil
+
+-- The tree's <CR> and d reuse the window the previous one opened.
+local buffers = require('arbor.buffers')
+vim.cmd('tabnew')
+local opened = {}
+local function view(kind)
+  return function(id)
+    local b = buffers.scratch('arbor://unit-' .. kind .. '/' .. id)
+    table.insert(opened, buffers.show(b, 'botright vsplit'))
+  end
+end
+local tree_mod = require('arbor.tree')
+local tb = tree_mod.open({ log = view('log'), diff = view('diff'), stop = view('x'), send = view('x'), fork = view('x'), run = view('x'),
+  goal = view('x'), goal_show = view('x'), progress = view('x'), heartbeat = view('x'), heartbeats = view('x'), refresh = function() end,
+  merge = view('x') })
+vim.cmd('only')
+local tree_win = vim.fn.bufwinid(tb)
+local function press(row, key)
+  vim.api.nvim_set_current_win(tree_win)
+  vim.api.nvim_win_set_cursor(tree_win, { row, 0 })
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(key, true, false, true), 'x', false)
+end
+press(3, '<CR>')
+press(4, '<CR>')
+press(3, 'd')
+press(4, 'd')
+local wins = #vim.api.nvim_tabpage_list_wins(0)
+check(#opened == 4 and wins == 2 and opened[1] == opened[2] and opened[2] == opened[3] and opened[3] == opened[4] and opened[1] ~= tree_win,
+  'the tree opened ' .. wins .. ' windows for 4 views: ' .. vim.inspect(opened))
+-- When the user closed that window, the next view opens one again (and that one is reused).
+vim.api.nvim_win_close(opened[4], true)
+press(3, '<CR>')
+press(4, 'd')
+check(#vim.api.nvim_tabpage_list_wins(0) == 2 and opened[5] == opened[6] and opened[5] ~= opened[4], 'after closing the view window: ' .. vim.inspect(opened))
+vim.cmd('tabclose!')
+
+-- :help arbor works, and doc/tags is what :helptags makes of doc/arbor.txt now.
+local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h')
+local doc = vim.fn.fnamemodify(here, ':h') .. '/doc'
+local copy = vim.fn.tempname()
+vim.fn.mkdir(copy, 'p')
+vim.fn.writefile(vim.fn.readfile(doc .. '/arbor.txt', 'b'), copy .. '/arbor.txt', 'b')
+vim.cmd('helptags ' .. vim.fn.fnameescape(copy))
+local want, have = vim.fn.readfile(copy .. '/tags'), vim.fn.filereadable(doc .. '/tags') == 1 and vim.fn.readfile(doc .. '/tags') or {}
+check(vim.deep_equal(want, have), 'doc/tags is stale: run `nvim --headless --clean -c "helptags extensions/nvim/doc" -c q` and commit it')
+for _, topic in ipairs({ 'arbor', 'arbor-status', ':ArborDiscard' }) do
+  local ok, err = pcall(vim.cmd, 'help ' .. topic)
+  check(ok and vim.bo.filetype == 'help', ':help ' .. topic .. ': ' .. tostring(err))
+  vim.cmd('helpclose')
+end
+
+client.request = request
+vim.fn.confirm = confirm
+vim.notify = notify
+store.replace(saved_sessions)
+io.stdout:write('unit_review: ok\n')

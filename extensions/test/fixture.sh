@@ -17,12 +17,24 @@ arbor_fixture_repo() {
 # "add one and one" starts a subagent with rlm(), writes sum.txt and prints 1+1, then the model
 # answers "the sum is two"; turn 1 of "write the team rules" writes two notes to the workspace
 # harness (proposals, under the default review policy); a goal "write done.txt" makes the
-# session write done.txt and claim the goal (goal.complete). Sets FAKE_PID and URL; files go to DIR.
+# session write done.txt and claim the goal (goal.complete); "stream a count" starts a helper, writes
+# count.txt and prints a timestamp every 250 ms for 3 s; "many cells" runs 1000 cells that print to
+# stdout and stderr (a 5,000-event session, with maxTurnSteps raised); the cell of "import a missing
+# module" fails, and a refine with the focus "missing imports" proposes a note citing that failure.
+# Sets FAKE_PID and URL; files go to DIR.
 arbor_fixture_model() {
   local dir=$1
   cat > "$dir/script.json" <<'JSON'
 {
   "rules": [
+    {"when": {"task": "stream a count", "turn": 1},
+     "code": "h = await rlm('help with the count', name='helper')\nopen('count.txt', 'w').write('12\\n')\nimport time, sys\nfor i in range(12):\n    print(f't={time.time():.6f}', flush=True)\n    if i % 4 == 3:\n        print(f'warn {i}', file=sys.stderr, flush=True)\n    time.sleep(0.25)\n40 + 2"},
+    {"when": {"task": "help with the count"}, "text": "helped"},
+    {"when": {"task": "many cells", "last": "^n=1000\\b"}, "text": "done many"},
+    {"when": {"task": "many cells"}, "code": "import sys\nn = globals().get('n', 0) + 1\nprint(f'n={n}')\nprint(n, file=sys.stderr)"},
+    {"when": {"task": "import a missing module", "turn": 1}, "code": "import no_such_module_xyz"},
+    {"when": {"system": "You refine the harness", "last": "(?s)Focus given by the user: missing imports.*\\[seq (\\d+) tool_finished error"},
+     "text": "{\"summary\":\"imports fail\",\"edits\":[{\"op\":\"create\",\"entry\":{\"kind\":\"note\",\"id\":\"check-imports\",\"title\":\"Check imports\",\"body\":\"Before importing a module, check it is installed.\"},\"trigger\":[{{last.1}}],\"rationale\":\"the import failed\",\"intended\":\"no failed imports\"}]}"},
     {"when": {"task": "add one and one", "turn": 1},
      "code": "h = await rlm('write the tests', name='tests')\nopen('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
     {"when": {"task": "write the tests"}, "text": "tests written"},

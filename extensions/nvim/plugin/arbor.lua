@@ -61,8 +61,8 @@ cmd('ArborSend', function(o)
 end, { nargs = '*', complete = complete_id, desc = 'Arbor: send {text} to session {id}' })
 
 cmd('ArborFork', function(o)
-  arbor().fork(o.args)
-end, { nargs = '?', complete = complete_id, desc = 'Arbor: fork a session' })
+  arbor().fork_command(o.args)
+end, { nargs = '*', complete = complete_id, desc = 'Arbor: fork a session [id] [at event seq]' })
 
 cmd('ArborDiscard', function(o)
   arbor().discard(o.args, o.bang)

@@ -53,6 +53,8 @@ arbor_fixture_model "$TMP"
 export ARBOR_MODEL_BASE_URL=$URL ARBOR_MODEL=scripted
 
 cd "$REPO"
+# ARBOR_NVIM_E2E=views runs only e2e_views.lua (after the unit checks); the default runs both.
+if [ "${ARBOR_NVIM_E2E:-all}" != views ]; then
 start=$SECONDS
 set +e
 ARBOR_TEST_OUT=$TMP/result.txt timeout 180 nvim --headless --clean \
@@ -65,4 +67,25 @@ else
   reason=$(cat "$TMP/result.txt" 2>/dev/null || true)
   [ $rc -eq 124 ] && reason="timed out after 180s; $reason"
   fail "${reason:-nvim exited $rc without a result}"
+fi
+else
+  ARBOR_TEST_OUT=$TMP/result.txt timeout 60 nvim --headless --clean --cmd "set rtp^=$PLUGIN" \
+    -c "luafile $HERE/unit.lua" -c 'qa!' 2>&1 | awk '{ print "  nvim| " $0; fflush() }'
+  [ ! -s "$TMP/result.txt" ] || fail "$(cat "$TMP/result.txt")"
+fi
+
+# The views (transcript, streaming, fork, per-turn diff, harness panel, progress) and their
+# figures, in a second Neovim against the same daemon.
+start=$SECONDS
+set +e
+ARBOR_TEST_OUT=$TMP/views.txt timeout 420 nvim --headless --clean \
+  --cmd "set rtp^=$PLUGIN" -c "luafile $HERE/e2e_views.lua" 2>&1 | awk '{ print "  nvim| " $0; fflush() }'
+rc=${PIPESTATUS[0]}
+set -e
+if [ $rc -eq 0 ] && grep -q '^PASS' "$TMP/views.txt" 2>/dev/null; then
+  echo "nvim-test: views PASS ($((SECONDS-start))s): $(sed -n 's/^PASS //p' "$TMP/views.txt")"
+else
+  reason=$(cat "$TMP/views.txt" 2>/dev/null || true)
+  [ $rc -eq 124 ] && reason="timed out after 420s; $reason"
+  fail "views: ${reason:-nvim exited $rc without a result}"
 fi

@@ -55,14 +55,13 @@ check(store.get('cccc3333zzzz').state == 'idle', 'a record with the same lastSeq
 store.apply({ full = true, sessions = {} })
 check(#store.all() == 0, 'full=true replaces the list')
 
-local ev = require('arbor.log').render_event({ session = 'x', seq = 3, ts = '2026-01-01T10:11:12.5Z', type = 'tool_finished',
-  data = { output = '2\n' } })
-check(ev[1]:find('tool_finished', 1, true) and ev[1]:find('10:11:12', 1, true) and vim.tbl_contains(ev, '2'),
-  'render_event: ' .. vim.inspect(ev))
-local unknown = require('arbor.log').render_event({ seq = 4, type = 'something_new', data = { k = 1 } })
-check(table.concat(unknown, '\n'):find('- k: 1', 1, true), 'unknown event shows its data: ' .. vim.inspect(unknown))
-local nested = require('arbor.log').render_event({ seq = 5, type = 'something_new', data = { k = { x = 1 } } })
-check(table.concat(nested, '\n'):find('"x"', 1, true), 'nested data shows as JSON: ' .. vim.inspect(nested))
+local sum = require('arbor.log').summary({ session = 'x', seq = 3, ts = '2026-01-01T10:11:12.5Z', type = 'tool_finished',
+  data = { status = 'ok', output = '2\n' } })
+check(sum == '#3 tool_finished: result (ok)', 'summary: ' .. vim.inspect(sum))
+local unknown = table.concat(require('arbor.log').render_log({ { seq = 4, type = 'something_new', data = { k = 1 } },
+  { seq = 5, type = 'something_new', data = { k = { x = 1 } } } }), '\n')
+check(unknown:find('something_new: k=1', 1, true) and unknown:find('something_new: k={"x": 1}', 1, true),
+  'an unknown event shows its data: ' .. unknown)
 
 -- The golden event logs, recorded from real sessions.
 local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h')
@@ -146,20 +145,19 @@ end
 
 --- The transcript of a golden log as one string, each event's data behind a strict proxy.
 local function transcript(name)
-  local out = {}
+  local t = require('arbor.transcript').new({ render = log.renderers, header = { '# ' .. name } })
   for _, ev in ipairs(golden[name]) do
     local payload = P.event_payloads[ev.type]
     check(payload, name .. '.jsonl: event type ' .. tostring(ev.type) .. ' is not in protocol_gen.lua')
-    local lines = log.render_event(vim.tbl_extend('force', ev, { data = wrap(ev.data, 'arbor.' .. payload) }))
-    local text = table.concat(lines, '\n')
-    check(not text:find('```json', 1, true), name .. '.jsonl #' .. ev.seq .. ' falls through to raw JSON:\n' .. text)
-    check(#lines > 3, name .. '.jsonl #' .. ev.seq .. ' (' .. ev.type .. ') renders nothing:\n' .. text)
-    vim.list_extend(out, lines)
+    local before = #t.lines
+    t:add(vim.tbl_extend('force', ev, { data = wrap(ev.data, 'arbor.' .. payload) }))
+    local only_calls = ev.type == P.EventAssistantMessage and (ev.data.text or '') == '' and #(ev.data.toolCalls or {}) > 0
+    check(#t.lines > before or only_calls, name .. '.jsonl #' .. ev.seq .. ' (' .. ev.type .. ') renders nothing')
   end
   local bad = vim.tbl_keys(unknown_fields)
   table.sort(bad)
   check(#bad == 0, name .. '.jsonl: the renderer reads fields the protocol does not have: ' .. table.concat(bad, ', '))
-  return table.concat(out, '\n')
+  return table.concat(t.lines, '\n'), t
 end
 
 local function has(text, want, what)
@@ -172,24 +170,115 @@ check(type(reason) == 'string' and reason:find('refused', 1, true), 'failure.jso
 has(failure, '→ failed: ' .. reason, 'failure.jsonl: the failed state with its reason')
 has(failure, 'turn 1 failed: ' .. reason, 'failure.jsonl: the turn_failed error')
 
-local root = transcript('root')
-has(root, 'spawned subagent helper on arbor/write-the-helper-8bfcf583: write the helper', 'root.jsonl: subagent_spawned')
-has(root, '```python\nprint(1/0)\n```', 'root.jsonl: the cell that divides by zero')
-has(root, 'result (error) [2], 688 ms\n```\n----', 'root.jsonl: the failed cell\'s output, fenced')
+local root, rt = transcript('root')
+has(root, '↳ subagent helper on arbor/write-the-helper-8bfcf583: write the helper — <CR> opens its transcript', 'root.jsonl: subagent_spawned')
+has(root, '▸ cell · error [2] · 688 ms\n```python\nprint(1/0)\n```\n```\n----', 'root.jsonl: the failed cell, its code and its output fenced')
 has(root, '\nZeroDivisionError: division by zero\n```', 'root.jsonl: the ZeroDivisionError at the end of the output')
 has(root, 'error: ZeroDivisionError: division by zero', 'root.jsonl: the cell\'s error')
 has(root, 'child helper:\n[message from child helper]\nhelper written', 'root.jsonl: the message from the child')
-has(root, '→ idle', 'root.jsonl: the final state')
+has(root, '## turn 1\ntask: rename area_of to rect_area\n▸ cell · ok [1] · 2866 ms', 'root.jsonl: turn 1, the task and its first cell')
+has(root, '\n→ idle', 'root.jsonl: the final state')
+-- Folds: a turn opens at its heading (level 1), a cell at its title (level 2) and ends with its
+-- result; the state after the turn is outside it. Lines know their event: the subagent line
+-- links the child, every line of a turn knows the turn.
+local function line_of(t, pat)
+  for i, l in ipairs(t.lines) do
+    if l:find(pat, 1, true) then
+      return i
+    end
+  end
+end
+local turn2, cell2 = line_of(rt, '## turn 2'), line_of(rt, '▸ cell · error')
+local err2, after2 = line_of(rt, 'error: ZeroDivisionError'), line_of(rt, 'assistant: The division failed')
+check(rt.levels[line_of(rt, '## turn 1')] == '>1' and rt.levels[turn2] == '>1' and rt.levels[cell2] == '>2' and rt.levels[err2] == '2'
+  and rt.levels[after2] == '1' and rt.levels[#rt.lines] == '0' and rt.levels[1] == '0',
+  'root.jsonl fold levels: ' .. vim.inspect({ rt.levels[turn2], rt.levels[cell2], rt.levels[err2], rt.levels[after2], rt.levels[#rt.lines] }))
+local sub = rt:entry(line_of(rt, '↳ subagent helper'))
+check(sub and sub.child == golden.child[1].session and sub.type == 'subagent_spawned', 'the subagent line links the child: ' .. vim.inspect(sub))
+check(rt:entry(err2).type == 'tool_finished' and rt:turn_at(err2) == 2 and rt:turn_at(line_of(rt, 'kernel started')) == 1
+  and rt:entry(1) == nil and rt:turn_at(1) == nil, 'entries and turns of lines')
+local fin
+for _, ev in ipairs(golden.root) do
+  if ev.type == 'tool_finished' and ev.data.status == 'error' then
+    fin = ev.seq
+  end
+end
+check(rt:entry(err2).seq == fin, 'the error line is the tool_finished event #' .. tostring(fin) .. ': ' .. vim.inspect(rt:entry(err2)))
 
-local child = transcript('child')
+local child, ct = transcript('child')
 has(child, '- subagent of 8e6a9ede', 'child.jsonl: its parent')
 has(child, 'sent to parent 8e6a9ede (delivered):\nhelper written', 'child.jsonl: message_sent')
 has(child, "```python\nopen('helper.py','w')", 'child.jsonl: the cell that writes the file')
-has(child, 'checkpoint 13e347442b52 after turn 1', 'child.jsonl: the checkpoint')
+local cp = line_of(ct, '◆ checkpoint 13e347442b52 after turn 1 — D: the diff of turn 1')
+check(cp and ct:entry(cp).checkpoint == 1, 'child.jsonl: the checkpoint line, with its turn: ' .. child)
+check(ct:entry(line_of(ct, '- subagent of 8e6a9ede')).child == golden.root[1].session, 'the child links its parent')
 
 local fork = transcript('fork')
 has(fork, '- fork of 8e6a9ede at event 20', 'fork.jsonl: session_created forkOf/forkSeq')
 has(fork, 'forked from 8e6a9ede at event 20 (checkpoint 6f3f75592f, 2 turns)', 'fork.jsonl: forked')
+
+-- Streamed output (tool_output events, between a cell's tool_started and tool_finished): appended
+-- to the cell as it comes, a print without a newline continued by the next piece, stderr apart;
+-- other events in between close the fence and a later piece reopens it; tool_finished then ends
+-- the cell and shows only what the stream did not (the value of the last expression, say), or
+-- all it saw when the stream differs (cut). The view is told which lines changed: appends, and
+-- in-place rewrites above the end (the cell title, the header's state line).
+do
+  local T = require('arbor.transcript')
+  local OUT = P.EventToolOutput or 'tool_output'
+  local t = T.new({ render = log.renderers, header = { '# s', 'state ?' }, state_line = 2,
+    state_text = function(st) return 'state ' .. st end })
+  local seq = 0
+  local function add(typ, data)
+    seq = seq + 1
+    t:add({ seq = seq, type = typ, ts = '2026-01-01T10:00:0' .. (seq % 10) .. 'Z', data = data })
+  end
+  add(P.EventStateChanged, { state = 'running' })
+  add(P.EventTurnStarted, { turn = 1 })
+  add(P.EventToolStarted, { callId = 'c1', code = 'for i in range(3): print(i)' })
+  local first = t:take()
+  check(first.from == 1 and first.flushed == 0 and #first.lines == #t.lines and t.lines[2] == 'state running'
+    and #first.patches == 0, 'the first take: ' .. vim.inspect(first))
+  add(OUT, { callId = 'c1', stream = 'stdout', text = '0\n1' })
+  local mid = #t.lines
+  check(t.lines[mid] == '1' and t.lines[mid - 1] == '0' and t.lines[mid - 2] == '```' and t.levels[mid] == '2',
+    'streamed 0 and 1: ' .. vim.inspect(t.lines))
+  local took = t:take()
+  add(OUT, { callId = 'c1', stream = 'stdout', text = '1\n2\n' })
+  local cont = t:take()
+  check(cont.from == mid + 1 and vim.deep_equal(cont.patches, { { mid, '11' } }) and vim.deep_equal(cont.lines, { '2' })
+    and cont.flushed == mid and took.from, 'a piece continues the line without a newline: ' .. vim.inspect(cont))
+  add(OUT, { callId = 'c1', stream = 'stderr', text = 'warn\n' })
+  check(t.lines[#t.lines] == 'warn' and vim.deep_equal(t:take().hls, { { #t.lines, 'WarningMsg' } }), 'stderr is highlighted')
+  add(P.EventKernel, { event = 'started', pid = 7 })
+  add(OUT, { callId = 'c1', stream = 'stdout', text = '3\n' })
+  local text = table.concat(t.lines, '\n')
+  has(text, '```\n0\n11\n2\nwarn\n```\nkernel started (pid 7)\n```\n3', 'an event between pieces closes and reopens the fence')
+  t:take()
+  add(P.EventToolFinished, { callId = 'c1', status = 'ok', output = '0\n11\n2\nwarn\n3\n42\n', executionCount = 1, durationMs = 5 })
+  local done = t:take()
+  check(#done.patches == 1 and done.patches[1][2] == '▸ cell · ok [1] · 5 ms', 'the finished cell rewrites its title in place: ' .. vim.inspect(done.patches))
+  has(table.concat(t.lines, '\n'), '```\n3\n```\n```\n42\n```', 'what the stream did not carry (42) follows it')
+  local dup = #t.lines
+  add(P.EventToolStarted, { callId = 'c2', code = 'print("x")' })
+  add(OUT, { callId = 'c2', stream = 'stdout', text = 'x\n' })
+  add(P.EventToolFinished, { callId = 'c2', status = 'ok', output = 'x\n' })
+  check(#t.lines == dup + 7 and t.lines[#t.lines] == '```', 'output the stream carried in full is not repeated: ' .. vim.inspect(t.lines))
+  add(P.EventToolStarted, { callId = 'c3', code = 'big()' })
+  add(OUT, { callId = 'c3', stream = 'stdout', text = 'aaaa\n' })
+  add(OUT, { callId = 'c3', stream = 'stdout', text = 'bbbb\n', truncated = true })
+  add(P.EventToolFinished, { callId = 'c3', status = 'aborted', output = 'aaaa\n[… 9 lines cut …]\nzzzz\n' })
+  local cut = table.concat(t.lines, '\n')
+  has(cut, 'bbbb\n```\n… the rest of this output is not kept in the log', 'a truncated stream says so')
+  has(cut, 'what the model saw (bounded):\n```\naaaa\n[… 9 lines cut …]\nzzzz\n```', 'a stream that differs from the result shows the result in full')
+  t:take()
+  add(P.EventStateChanged, { state = 'idle' })
+  local last = t:take()
+  check(t.lines[2] == 'state idle' and t.levels[#t.lines] == '0' and last.patches[1] and last.patches[1][1] == 2,
+    'the state line follows and the state is outside the turn: ' .. vim.inspect(last))
+  check(#first.marks >= 2 and first.marks[1][2] == '#1 10:00:01', 'quiet marks: ' .. vim.inspect(first.marks))
+  check(not t:add({ seq = 3, type = P.EventKernel, data = {} }), 'an event already shown is skipped')
+end
 
 local compaction = transcript('compaction')
 local _, compactions = compaction:gsub('context compacted: 3 messages summarised, 6 kept', '')

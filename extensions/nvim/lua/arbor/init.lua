@@ -235,17 +235,43 @@ function M.send(id, text, mode)
   end)
 end
 
-function M.fork(id, at_seq)
+--- Forks session id (default: the current one) at event at_seq (default: its latest);
+--- on_done(fork) after (a fork from a transcript opens the fork's transcript there).
+function M.fork(id, at_seq, on_done)
   resolve(id, 'Fork:', function(x)
     require('arbor.trust').request(client.request, P.MethodSessionFork, { id = x, atSeq = at_seq }, function(err, s)
       if err then
         warn('fork: ' .. client.error_message(err))
       elseif type(s) == 'table' and s.id then
         store.upsert(s)
-        client.notify('forked ' .. x:sub(1, 8) .. ' as ' .. s.id:sub(1, 8) .. ' on ' .. (s.branch or '?'))
+        client.notify('forked ' .. x:sub(1, 8) .. (at_seq and (' at event #' .. at_seq) or '') .. ' as ' .. s.id:sub(1, 8)
+          .. ' on ' .. (s.branch or '?'))
+        if on_done then
+          on_done(s)
+        end
       end
     end)
   end)
+end
+
+--- :ArborFork [id] [seq]: in a transcript a lone number (or @N, #N) is the event to fork at,
+--- and the fork's transcript opens there.
+function M.fork_command(args)
+  local words = vim.split(vim.trim(args or ''), '%s+', { trimempty = true })
+  local id, seq = words[1], words[2]
+  local in_log = require('arbor.log').session_of() ~= nil
+  if #words == 1 and (id:match('^[@#]%d+$') or (in_log and id:match('^%d+$'))) then
+    id, seq = nil, id
+  end
+  if seq then
+    local n = tonumber((seq:gsub('^[@#]', '')))
+    if not n then
+      warn('fork: the event must be a seq number (as the transcript shows it, #N), not ' .. seq)
+      return
+    end
+    seq = n
+  end
+  M.fork(id, seq, (in_log or seq) and function(s) require('arbor.log').open(s.id) end or nil)
 end
 
 --- Merges child session id (default: the current one) into its parent's branch.

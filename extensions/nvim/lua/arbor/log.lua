@@ -368,82 +368,189 @@ render[P.EventHeartbeatTick] = function(d, lines)
   end
 end
 
---- Lines for the data of an event type this plugin does not know (from a newer daemon).
-local function raw(d, lines)
-  if next(d) == nil then
-    return
-  end
-  local flat = true
-  for _, v in pairs(d) do
-    if type(v) == 'table' then
-      flat = false
-    end
-  end
-  if flat then
-    local keys = vim.tbl_keys(d)
-    table.sort(keys)
-    for _, k in ipairs(keys) do
-      table.insert(lines, '- ' .. k .. ': ' .. (s(d[k]) or ''))
-    end
-  else
-    fenced(lines, vim.fn.json_encode(d), 'json')
+if P.EventToolOutput then
+  -- Streamed cell output: the transcript appends it to the cell (transcript.lua); alone it reads so.
+  render[P.EventToolOutput] = function(d, lines)
+    local text = (s(d.text) or ''):gsub('\n$', '')
+    table.insert(lines, string.format('%s of cell %s: %s%s', s(d.stream) or 'output', s(d.callId) or '?',
+      text:gsub('\n', ' ⏎ '), d.truncated == true and ' (cut: no more is kept)' or ''))
   end
 end
 
---- Lines (markdown) for one event: a heading with its type, seq and time, then what it says.
+local transcript = require('arbor.transcript')
+
+--- The lines of one event's data as its renderer writes them (no transcript structure).
 function M.render_event(ev)
-  local d = ev.data
-  if type(d) ~= 'table' then
-    d = {}
-  end
-  local time = (s(ev.ts) or ''):match('T(%d+:%d+:%d+)') or ''
-  local lines = { string.format('### %s · #%s %s', ev.type or '?', tostring(ev.seq or '?'), time), '' }
+  local d = type(ev.data) == 'table' and ev.data or {}
+  local lines = {}
   local fn = render[ev.type]
   if fn then
     fn(d, lines)
   else
-    raw(d, lines)
+    transcript.raw(d, lines, ev.type)
   end
-  table.insert(lines, '')
   return lines
 end
 
---- The first lines of a transcript: the session's title, then its state, branch and origin.
-function M.header(sess, id)
-  if not sess then
-    return { '# ' .. id, '' }
+--- One line for an event: "#12 tool_finished: result (error) [2] · 688 ms" (evidence lists).
+function M.summary(ev)
+  local lines = M.render_event(ev)
+  local first
+  for _, l in ipairs(lines) do
+    if l:match('%S') and not l:match('^```') then
+      first = l
+      break
+    end
   end
-  local about = { s(sess.state) or '?' }
-  if s(sess.error) then
-    about[1] = about[1] .. ': ' .. s(sess.error):gsub('\n', ' ')
+  return string.format('#%s %s: %s', tostring(ev.seq or '?'), ev.type or '?', first or '')
+end
+
+--- The state line of a transcript's header: "idle · branch arbor/x · fork of 8e6a9ede at event 20".
+function M.about(sess, state, reason)
+  local about = { state or (sess and s(sess.state)) or '?' }
+  reason = reason or (sess and not state and s(sess.error)) or nil
+  if reason then
+    about[1] = about[1] .. ': ' .. reason:gsub('\n', ' ')
   end
-  if s(sess.branch) then
+  if sess and s(sess.branch) then
     table.insert(about, 'branch ' .. s(sess.branch))
   end
-  if store.origin(sess) then
+  if sess and store.origin(sess) then
     table.insert(about, store.origin(sess))
   end
-  return { '# ' .. store.title(sess, 200), '', table.concat(about, ' · '), '' }
+  return table.concat(about, ' · ')
+end
+
+M.keys = '<CR> subagent/turn diff/fold · f fork from here · D turn diff · d diff · r refine now · m message · q close'
+
+--- The first lines of a transcript: the session's title, its state, branch and origin, the keys.
+function M.header(sess, id)
+  if not sess then
+    return { '# ' .. id, '', '?', M.keys, '' }
+  end
+  return { '# ' .. store.title(sess, 200), '', M.about(sess), M.keys, '' }
+end
+M.state_line = 3
+
+--- The transcript of events as lines (for tests and summaries): a transcript fed them all.
+function M.render_log(events, sess, id)
+  local t = transcript.new({ render = render, header = M.header(sess, id or '?'), state_line = M.state_line,
+    state_text = function(st, why) return M.about(sess, st, why) end })
+  for _, ev in ipairs(events) do
+    t:add(ev)
+  end
+  return t.lines, t
+end
+
+local ns = vim.api.nvim_create_namespace('arbor-log')
+local views = {} -- session id -> { bufnr, t, attached, resyncing, scheduled }
+local by_buf = {} -- bufnr -> view
+
+M.page = 2000 -- events read per arbor/session.log request while catching up
+
+--- The fold level of line lnum of the current buffer (its 'foldexpr').
+function M.foldexpr(lnum)
+  local v = by_buf[vim.api.nvim_get_current_buf()]
+  return v and v.t.levels[lnum] or '0'
+end
+
+local function flush(v)
+  v.scheduled = false
+  local bufnr = v.bufnr
+  if not vim.api.nvim_buf_is_valid(bufnr) then
+    return
+  end
+  local old_n = vim.api.nvim_buf_line_count(bufnr)
+  local out = v.t:take()
+  if not out.from and #out.patches == 0 and #out.hls == 0 and #out.marks == 0 then
+    return
+  end
+  local followers = {}
+  for _, win in ipairs(vim.fn.win_findbuf(bufnr)) do
+    if vim.api.nvim_win_get_cursor(win)[1] >= old_n - 1 then
+      table.insert(followers, win)
+    end
+  end
+  vim.bo[bufnr].modifiable = true
+  for _, p in ipairs(out.patches) do
+    vim.api.nvim_buf_set_lines(bufnr, p[1] - 1, p[1], false, { p[2] })
+  end
+  if out.from then
+    if out.flushed == 0 then
+      vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, out.lines)
+    else
+      vim.api.nvim_buf_set_lines(bufnr, out.from - 1, out.flushed, false, out.lines)
+    end
+  end
+  vim.bo[bufnr].modifiable = false
+  vim.bo[bufnr].modified = false
+  for _, h in ipairs(out.hls) do
+    vim.api.nvim_buf_add_highlight(bufnr, ns, h[2], h[1] - 1, 0, -1)
+  end
+  for _, m in ipairs(out.marks) do
+    pcall(vim.api.nvim_buf_set_extmark, bufnr, ns, m[1] - 1, 0, { virt_text = { { m[2], 'Comment' } }, virt_text_pos = 'eol' })
+  end
+  -- Follow the tail in windows whose cursor was on the last line.
+  local n = vim.api.nvim_buf_line_count(bufnr)
+  for _, win in ipairs(followers) do
+    vim.api.nvim_win_set_cursor(win, { n, 0 })
+  end
+end
+
+local function schedule(v)
+  if not v.scheduled then
+    v.scheduled = true
+    vim.schedule(function() flush(v) end)
+  end
 end
 
 local function attach(id, since)
-  local entry = open[id]
-  if entry then
-    entry.resyncing = true
+  local v = views[id]
+  if v then
+    v.resyncing = true
   end
   client.request(P.MethodSessionAttach, { id = id, sinceSeq = since }, function(err, res)
-    if entry then
-      entry.resyncing = false
+    if v then
+      v.resyncing = false
     end
     if err then
       client.notify('attach ' .. id .. ': ' .. client.error_message(err), vim.log.levels.ERROR)
       return
     end
-    if entry then
-      entry.attached = true -- from now on a restarted connection re-attaches it
+    if v then
+      v.attached = true -- from now on a restarted connection re-attaches it
     end
     if res and res.session then
       store.upsert(res.session)
+      if v and vim.api.nvim_buf_is_valid(v.bufnr) then
+        v.t:set(1, '# ' .. store.title(res.session, 200))
+        schedule(v)
+      end
+    end
+  end)
+end
+
+-- Reads the log in pages (one response each, much cheaper than one notification per event),
+-- then attaches from the first event not read: the replay brings what came meanwhile.
+local function catch_up(id, since)
+  local v = views[id]
+  client.request(P.MethodSessionLog, { id = id, sinceSeq = since, limit = M.page }, function(err, res)
+    if not v or views[id] ~= v then
+      return
+    end
+    if err then
+      client.notify('log ' .. id .. ': ' .. client.error_message(err), vim.log.levels.ERROR)
+      return
+    end
+    local evs = type(res) == 'table' and type(res.events) == 'table' and res.events or {}
+    for _, ev in ipairs(evs) do
+      v.t:add(ev)
+    end
+    schedule(v)
+    if #evs >= M.page then
+      catch_up(id, v.t.last_seq + 1)
+    else
+      attach(id, v.t.last_seq + 1)
     end
   end)
 end
@@ -451,12 +558,181 @@ end
 -- A restarted `arbor lsp` is a new connection without subscriptions: re-attach open transcripts
 -- from the last event they show.
 client.on_init(function()
-  for id, entry in pairs(open) do
-    if entry.attached then
-      attach(id, entry.last_seq + 1)
+  for id, v in pairs(views) do
+    if v.attached then
+      attach(id, v.t.last_seq + 1)
     end
   end
 end)
+
+local function on_event(v, id, ev)
+  if ev.type == '_fell_behind' then
+    attach(id, v.t.last_seq + 1)
+    return
+  end
+  if (ev.seq or 0) <= v.t.last_seq or not vim.api.nvim_buf_is_valid(v.bufnr) then
+    return
+  end
+  if v.t.last_seq >= 1 and ev.seq > v.t.last_seq + 1 then
+    -- A gap: events were lost on the way. Re-attach from it; the replay brings the missing
+    -- events and everything after, so what arrives meanwhile can be skipped.
+    if not v.resyncing then
+      attach(id, v.t.last_seq + 1)
+    end
+    return
+  end
+  v.t:add(ev)
+  schedule(v)
+end
+
+--- The window options of a transcript window: folds by turn and cell, all open at first.
+local function dress(win)
+  vim.wo[win].foldmethod = 'expr'
+  vim.wo[win].foldexpr = "v:lua.require'arbor.log'.foldexpr(v:lnum)"
+  vim.wo[win].foldlevel = 99
+  vim.wo[win].foldenable = true
+  vim.wo[win].wrap = true
+  vim.wo[win].linebreak = true
+end
+
+-- Shows bufnr in the window that shows it, else in a window showing another transcript, else
+-- in a new split: opening a child or a fork reuses the transcript window.
+local function show(bufnr, prefix)
+  local win = vim.fn.bufwinid(bufnr)
+  if win == -1 then
+    for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+      if vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)):find('^' .. prefix) then
+        win = w
+        break
+      end
+    end
+  end
+  if win ~= -1 then
+    vim.api.nvim_set_current_win(win)
+    vim.api.nvim_win_set_buf(win, bufnr)
+  else
+    win = buffers.show(bufnr, 'botright vsplit')
+  end
+  return win
+end
+
+--- The session id of the transcript in bufnr (default: the current buffer), or nil.
+function M.session_of(bufnr)
+  return (vim.api.nvim_buf_get_name(bufnr or 0)):match('^arbor://log/(.+)$')
+end
+
+--- The entry (event) of line lnum (default: the cursor's) in transcript bufnr (default: the current).
+function M.entry_at(bufnr, lnum)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local v = views[M.session_of(bufnr) or '']
+  if not v then
+    return nil
+  end
+  return v.t:entry(lnum or vim.api.nvim_win_get_cursor(0)[1]), v
+end
+
+--- Opens the diff of turn `turn` of session id (arbor/session.diff {id, turn}) in a diff buffer.
+function M.turn_diff(id, turn, cb)
+  client.request(P.MethodSessionDiff, { id = id, turn = turn }, function(err, res)
+    if err then
+      client.notify(string.format('diff of turn %d: %s', turn, client.error_message(err)), vim.log.levels.WARN)
+      if cb then
+        cb(err)
+      end
+      return
+    end
+    res = type(res) == 'table' and res or {}
+    local sess = store.get(id)
+    local lines = { string.format('# turn %d of %s: %s..%s', turn, sess and store.title(sess, 80) or id:sub(1, 8),
+      (s(res.base) or ''):sub(1, 10), (s(res.head) or ''):sub(1, 10)) }
+    local files = type(res.files) == 'table' and res.files or {}
+    for _, f in ipairs(files) do
+      table.insert(lines, string.format('#   %-9s %s  +%d -%d', s(f.status) or '?', s(f.path) or '?', num(f.additions), num(f.deletions)))
+    end
+    if #files == 0 then
+      table.insert(lines, '#   no change in this turn')
+    end
+    table.insert(lines, '')
+    local patch = (s(res.patch) or ''):gsub('\n$', '')
+    if patch ~= '' then
+      vim.list_extend(lines, vim.split(patch, '\n', { plain = true }))
+    end
+    local bufnr = buffers.scratch(string.format('arbor://turn/%s/%d', id, turn), 'diff')
+    buffers.set_lines(bufnr, lines)
+    buffers.keymaps(bufnr, { q = { function() pcall(vim.cmd, 'close') end, 'close' } })
+    local win = vim.fn.bufwinid(bufnr)
+    if win == -1 then
+      for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+        if vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)):find('^arbor://turn/') then
+          win = w
+        end
+      end
+    end
+    if win ~= -1 then
+      vim.api.nvim_win_set_buf(win, bufnr)
+      vim.api.nvim_set_current_win(win)
+    else
+      buffers.show(bufnr, 'belowright split')
+    end
+    if cb then
+      cb(nil, bufnr)
+    end
+  end)
+end
+
+--- Forks session id at event seq (asking first) and opens the fork's transcript.
+function M.fork_at(id, seq, cb)
+  if vim.fn.confirm(string.format('Fork %s at event #%d (a new session on its own branch)?', id:sub(1, 8), seq), '&Yes\n&No', 2) ~= 1 then
+    return
+  end
+  require('arbor').fork(id, seq, function(fork)
+    local bufnr = M.open(fork.id)
+    if cb then
+      cb(fork, bufnr)
+    end
+  end)
+end
+
+local function keymaps(bufnr, id)
+  local function here()
+    local e = M.entry_at(bufnr)
+    if not e then
+      client.notify('no event on this line (the header): move to an event')
+    end
+    return e
+  end
+  buffers.keymaps(bufnr, {
+    q = { function() pcall(vim.cmd, 'close') end, 'close' },
+    d = { function() require('arbor').diff(id) end, 'Arbor: diff' },
+    m = { function() require('arbor').send(id) end, 'Arbor: send message' },
+    r = { function() require('arbor').refine(nil, id) end, 'Arbor: refine now' },
+    f = { function()
+      local e = here()
+      if e then
+        M.fork_at(id, e.seq)
+      end
+    end, 'Arbor: fork from the event under the cursor' },
+    D = { function()
+      local v = views[id]
+      local turn = v and v.t:turn_at(vim.api.nvim_win_get_cursor(0)[1])
+      if not turn then
+        client.notify('no turn here: move into a turn')
+        return
+      end
+      M.turn_diff(id, turn)
+    end, 'Arbor: the diff of the turn under the cursor' },
+    ['<CR>'] = { function()
+      local e = M.entry_at(bufnr)
+      if e and e.child then
+        M.open(e.child)
+      elseif e and e.checkpoint then
+        M.turn_diff(id, e.checkpoint)
+      elseif vim.fn.foldlevel('.') > 0 then
+        vim.cmd('normal! za')
+      end
+    end, 'Arbor: open the subagent or the turn diff, else toggle the fold' },
+  })
+end
 
 --- Opens the transcript of session id (a unique prefix is accepted by the daemon).
 function M.open(id)
@@ -464,60 +740,41 @@ function M.open(id)
   if sess then
     id = sess.id
   end
-  local entry = open[id]
-  if entry and vim.api.nvim_buf_is_valid(entry.bufnr) then
-    buffers.show(entry.bufnr, 'botright vsplit')
-    return entry.bufnr
+  local v = views[id]
+  if v and vim.api.nvim_buf_is_valid(v.bufnr) then
+    dress(show(v.bufnr, 'arbor://log/'))
+    return v.bufnr
   end
   local bufnr = buffers.scratch('arbor://log/' .. id, 'markdown')
-  entry = { bufnr = bufnr, last_seq = -1 }
-  open[id] = entry
-  buffers.set_lines(bufnr, M.header(sess, id))
+  local t = transcript.new({ render = render, header = M.header(sess, id), state_line = M.state_line,
+    state_text = function(st, why) return M.about(store.get(id), st, why) end })
+  v = { bufnr = bufnr, t = t }
+  views[id] = v
+  by_buf[bufnr] = v
+  vim.api.nvim_buf_clear_namespace(bufnr, ns, 0, -1)
+  flush(v)
   client.off_event(id)
-  client.on_event(id, function(ev)
-    if ev.type == '_fell_behind' then
-      attach(id, entry.last_seq + 1)
-      return
-    end
-    if (ev.seq or 0) <= entry.last_seq or not vim.api.nvim_buf_is_valid(bufnr) then
-      return
-    end
-    if entry.last_seq >= 1 and ev.seq > entry.last_seq + 1 then
-      -- A gap: events were lost on the way. Re-attach from it; the replay brings the missing
-      -- events and everything after, so what arrives meanwhile can be skipped.
-      if not entry.resyncing then
-        attach(id, entry.last_seq + 1)
-      end
-      return
-    end
-    entry.last_seq = ev.seq
-    buffers.set_lines(bufnr, M.render_event(ev), true)
-    -- Follow the tail in windows whose cursor is on the last line.
-    for _, win in ipairs(vim.fn.win_findbuf(bufnr)) do
-      local n = vim.api.nvim_buf_line_count(bufnr)
-      local row = vim.api.nvim_win_get_cursor(win)[1]
-      if row >= n - 40 then
-        vim.api.nvim_win_set_cursor(win, { n, 0 })
-      end
-    end
-  end)
+  client.on_event(id, function(ev) on_event(v, id, ev) end)
   vim.api.nvim_create_autocmd('BufWipeout', {
     buffer = bufnr,
     once = true,
     callback = function()
-      open[id] = nil
+      views[id] = nil
+      by_buf[bufnr] = nil
       client.off_event(id)
       client.request(P.MethodSessionDetach, { id = id }, function() end)
     end,
   })
-  buffers.keymaps(bufnr, {
-    q = { function() pcall(vim.cmd, 'close') end, 'close' },
-    d = { function() require('arbor').diff(id) end, 'Arbor: diff' },
-    m = { function() require('arbor').send(id) end, 'Arbor: send message' },
-  })
-  attach(id, 0)
-  buffers.show(bufnr, 'botright vsplit')
+  vim.api.nvim_create_autocmd('BufWinEnter', { buffer = bufnr, callback = function() dress(vim.api.nvim_get_current_win()) end })
+  keymaps(bufnr, id)
+  catch_up(id, 0)
+  dress(show(bufnr, 'arbor://log/'))
   return bufnr
+end
+
+--- The view of session id's transcript (for tests): { bufnr, t = the transcript }.
+function M.view(id)
+  return views[id]
 end
 
 return M

@@ -67,7 +67,8 @@ func (s *Service) Stop(ctx context.Context, id string) error {
 	return childErr
 }
 
-// Diff returns the session's change against its merge-base with the base commit.
+// Diff returns the session's remaining change: against its merge-base with the base commit,
+// less what the user accepted of it (see gitstate.AcceptedPrefix).
 func (s *Service) Diff(ctx context.Context, id string) (*gitstate.Diff, error) {
 	sess, err := s.Get(id)
 	if err != nil {
@@ -79,17 +80,18 @@ func (s *Service) Diff(ctx context.Context, id string) (*gitstate.Diff, error) {
 		}
 		return nil, fmt.Errorf("%w: session %s was discarded and its branch deleted (its commits were on another branch)", ErrInvalidState, sess.meta.ID)
 	}
-	return sess.ws.Repo.Diff(ctx, sess.meta.BaseCommit, sess.meta.Branch)
+	return sess.remainingDiff(ctx, "")
 }
 
-// FileAt returns a file of the session's diff: side "base" is the merge-base, "head" the
-// session branch. A file missing on that side is an os.ErrNotExist error.
+// FileAt returns a file of the session's remaining diff: side "base" is where it starts (the
+// merge-base, or the accepted point), "head" the session branch. A file missing on that side
+// is an os.ErrNotExist error.
 func (s *Service) FileAt(ctx context.Context, id, path, side string) ([]byte, error) {
 	sess, err := s.Get(id)
 	if err != nil {
 		return nil, err
 	}
-	d, err := sess.ws.Repo.Diff(ctx, sess.meta.BaseCommit, sess.meta.Branch)
+	d, err := sess.remainingDiff(ctx, "")
 	if err != nil {
 		return nil, err
 	}

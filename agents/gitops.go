@@ -43,7 +43,14 @@ func (s *Service) AcceptAt(ctx context.Context, id, head string, files []string,
 		}
 		o.Head = head
 	}
-	if len(hunks) > 0 {
+	from, err := sess.reviewBase()
+	if err != nil {
+		return nil, err
+	}
+	if from != "" {
+		// Part was accepted before: the review was of the remaining diff, from that point.
+		o.From = from
+	} else if len(hunks) > 0 {
 		// Hunk indexes point into the session's diff: refuse if it is no longer the diff the
 		// user reviewed against this branch.
 		mb, err := sess.ws.Repo.MergeBase(ctx, sess.meta.BaseCommit, o.Head)
@@ -55,6 +62,10 @@ func (s *Service) AcceptAt(ctx context.Context, id, head string, files []string,
 	res, err := sess.ws.Repo.Accept(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", shortID(sess.meta.ID), err)
+	}
+	// What was taken leaves the remaining diff.
+	if err := sess.ws.Repo.SetAccepted(ctx, sess.meta.ID, res.Selected); err != nil {
+		s.log.Warn("record the accepted part", "session", sess.meta.ID, "err", err)
 	}
 	mode := "squash"
 	if merge {
@@ -86,19 +97,37 @@ func acceptMessage(m Meta, turns int, files []string, hunks map[string][]int) st
 // checkpointing the parent so its own uncommitted work is kept apart. Conflicts are an error
 // listing the files, and leave the parent's worktree as it was.
 func (s *Service) Merge(ctx context.Context, id string) (*gitstate.AcceptResult, error) {
-	child, err := s.Get(id)
+	return s.MergeResolved(ctx, id, nil)
+}
+
+// MergeResolved is Merge with the conflicts settled by the user: path → resolved content, for
+// every file [Service.Conflicts] lists.
+func (s *Service) MergeResolved(ctx context.Context, id string, resolutions map[string][]byte) (*gitstate.AcceptResult, error) {
+	parent, child, release, err := s.reserveParent(id, "merge")
 	if err != nil {
 		return nil, err
+	}
+	defer release()
+	return s.mergeChild(ctx, parent, child, resolutions)
+}
+
+// reserveParent finds a child session and its parent, and reserves the parent for a user's
+// merge (or the look at one's conflicts), as going inactive does: a turn wanted meanwhile (a
+// completion notice, a message) starts when it is released.
+func (s *Service) reserveParent(id, what string) (parent, child *Session, release func(), err error) {
+	child, err = s.Get(id)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if child.meta.Parent == "" {
-		return nil, fmt.Errorf("%w: session %s is a root session; accept it onto your branch instead (arbor accept)", ErrInvalidState, shortID(child.meta.ID))
+		return nil, nil, nil, fmt.Errorf("%w: session %s is a root session; accept it onto your branch instead (arbor accept)", ErrInvalidState, shortID(child.meta.ID))
 	}
-	parent, err := s.Get(child.meta.Parent)
+	parent, err = s.Get(child.meta.Parent)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if child.busy() {
-		return nil, fmt.Errorf("%w: session %s is still running; wait for it or stop it first", ErrInvalidState, shortID(child.meta.ID))
+		return nil, nil, nil, fmt.Errorf("%w: session %s is still running; wait for it or stop it first", ErrInvalidState, shortID(child.meta.ID))
 	}
 	// A running parent's model does not expect its files to change under it; from its own
 	// cells it merges with rlm.merge, which goes through mergeChild directly. The parent is
@@ -107,16 +136,16 @@ func (s *Service) Merge(ctx context.Context, id string) (*gitstate.AcceptResult,
 	parent.mu.Lock()
 	if parent.holder != free {
 		parent.mu.Unlock()
-		return nil, fmt.Errorf("%w: the parent %s is running a turn; merge when it is idle, or let it call rlm.merge", ErrInvalidState, shortID(parent.meta.ID))
+		return nil, nil, nil, fmt.Errorf("%w: the parent %s is running a turn; %s when it is idle, or let it call rlm.merge", ErrInvalidState, shortID(parent.meta.ID), what)
 	}
 	parent.holder = mergeHolder
 	parent.mu.Unlock()
-	defer parent.release()
-	return s.mergeChild(ctx, parent, child)
+	return parent, child, parent.release, nil
 }
 
-// mergeChild merges child into parent's worktree; rlm.merge and Merge share it.
-func (s *Service) mergeChild(ctx context.Context, parent, child *Session) (*gitstate.AcceptResult, error) {
+// mergeChild merges child into parent's worktree, its conflicts settled by resolutions (nil:
+// none); rlm.merge and Merge share it.
+func (s *Service) mergeChild(ctx context.Context, parent, child *Session, resolutions map[string][]byte) (*gitstate.AcceptResult, error) {
 	if parent.discarded() || child.discarded() {
 		return nil, fmt.Errorf("%w: merge %s into %s: a discarded session has no worktree or branch", ErrInvalidState, shortID(child.meta.ID), shortID(parent.meta.ID))
 	}
@@ -125,7 +154,7 @@ func (s *Service) mergeChild(ctx context.Context, parent, child *Session) (*gits
 		return nil, fmt.Errorf("merge %s: checkpoint the parent first: %w", child.label(), err)
 	}
 	msg := fmt.Sprintf("arbor: merge subagent %s (%s)\n\n%s\n\nArbor-Session: %s\n", child.label(), child.meta.Branch, firstLine(child.meta.Task), child.meta.ID)
-	res, err := repo.Merge(ctx, child.meta.Branch, parent.meta.Worktree, msg)
+	res, err := repo.Merge(ctx, child.meta.Branch, parent.meta.Worktree, msg, resolutions)
 	if err != nil {
 		return nil, fmt.Errorf("merge %s into %s: %w", child.label(), shortID(parent.meta.ID), err)
 	}
@@ -188,6 +217,9 @@ func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate
 	res, err := sess.ws.Repo.Discard(ctx, sess.meta.Worktree, sess.meta.Branch, force)
 	if err != nil {
 		return res, fmt.Errorf("session %s: %w", shortID(sess.meta.ID), err)
+	}
+	if err := sess.ws.Repo.DropAccepted(ctx, sess.meta.ID); err != nil {
+		s.log.Warn("drop the accepted point", "session", sess.meta.ID, "err", err)
 	}
 	d := event.Discarded{Branch: sess.meta.Branch, WorktreeRemoved: res.Removed,
 		BranchDeleted: res.Deleted, Archived: res.Archived, Force: force}

@@ -248,6 +248,8 @@ func (s *Session) replay(recs []eventlog.Record) {
 			s.replayFork(d)
 		case event.Discarded:
 			s.archived = &d
+		case event.Rejected:
+			s.conv = append(s.conv, rejectedNote(d))
 		case event.TurnFailed:
 			// The live session answered the tool calls the failed turn left open; so does replay,
 			// at the same point (a failed checkpoint is recorded the same way but closes nothing).

@@ -190,7 +190,7 @@ func hostMergeChild(ctx context.Context, s *Session, raw json.RawMessage) (any, 
 	if c.State() == Running {
 		return nil, fmt.Errorf("%w: subagent %s is still running; wait for its message, or stop it first", ErrInvalidState, c.meta.Name)
 	}
-	res, err := s.svc.mergeChild(ctx, s, c)
+	res, err := s.svc.mergeChild(ctx, s, c, nil)
 	if err != nil {
 		return nil, fmt.Errorf("rlm.merge: %w", err)
 	}

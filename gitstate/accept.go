@@ -1,6 +1,7 @@
 package gitstate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 // AcceptOptions says what of a session to bring onto a branch, and how.
@@ -27,11 +30,18 @@ type AcceptOptions struct {
 	// Base, when set, is the merge-base the review saw (Diff.Base); Accept refuses if it moved,
 	// since hunk indexes would then point at different hunks.
 	Base string
+	// From, when set, is the session's accepted point (see [AcceptedPrefix]): the review was
+	// of From..Head, so files and hunks are chosen from that diff; Base is not checked.
+	From string
 	// Merge records a merge commit with the session as second parent instead of one squashed
 	// commit. Only for whole sessions.
 	Merge bool
 	// Message is the commit message; required for a squash.
 	Message string
+	// Resolutions settle a merge's conflicts: path → the content the user resolved it to.
+	// Every conflicted file needs one (those left are a ConflictError again); one for a path
+	// that does not conflict, or that still has conflict markers, is refused.
+	Resolutions map[string][]byte
 }
 
 // Validate reports options that cannot work.
@@ -53,6 +63,9 @@ type AcceptResult struct {
 	Commit string   // the new commit on the target branch
 	Branch string   // the target branch
 	Files  []string // paths the commit changed
+	// Selected is the commit holding the reviewed diff's start with the accepted part
+	// applied: the session's next accepted point.
+	Selected string
 }
 
 // ConflictError lists the files a three-way merge could not reconcile. Nothing was changed.
@@ -90,12 +103,13 @@ func (r *Repo) Accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 }
 
 // Merge brings a child session's branch into the parent session's worktree at parentDir as a
-// merge commit. Checkpoint the parent first: uncommitted changes in involved files refuse it.
-func (r *Repo) Merge(ctx context.Context, child, parentDir, message string) (*AcceptResult, error) {
+// merge commit, its conflicts settled by resolutions (see AcceptOptions.Resolutions; nil when
+// there are none). Checkpoint the parent first: uncommitted changes in involved files refuse it.
+func (r *Repo) Merge(ctx context.Context, child, parentDir, message string, resolutions map[string][]byte) (*AcceptResult, error) {
 	if message == "" {
 		message = "Merge " + child
 	}
-	return r.Accept(ctx, AcceptOptions{Head: child, Into: parentDir, Merge: true, Message: message})
+	return r.Accept(ctx, AcceptOptions{Head: child, Into: parentDir, Merge: true, Message: message, Resolutions: resolutions})
 }
 
 func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, error) {
@@ -128,13 +142,18 @@ func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 	if err != nil {
 		return nil, err
 	}
-	if o.Base != "" && o.Base != mb.String() {
+	from := mb
+	if o.From != "" {
+		if from, err = r.resolve(o.From); err != nil {
+			return nil, err
+		}
+	} else if o.Base != "" && o.Base != mb.String() {
 		return nil, fmt.Errorf("the review is out of date: the merge-base moved from %s to %s; diff again", o.Base, mb)
 	}
 	if mb == head {
 		return nil, fmt.Errorf("%s has nothing to accept: it is already contained in %s", o.Head, branch.Short())
 	}
-	selected, files, err := r.selectChange(ctx, mb, head, o)
+	selected, files, err := r.selectChange(ctx, from, head, o)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +165,7 @@ func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 	} else if len(dirty) > 0 {
 		return nil, &DirtyError{Dir: dir, Files: dirty}
 	}
-	tree, err := r.mergeTrees(ctx, dir, target, mb, selected)
+	tree, err := r.mergeTrees(ctx, dir, target, mb, selected, o.Resolutions)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +181,7 @@ func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 	if err := r.advance(ctx, dir, branch, target, commit, "arbor: accept "+o.Head); err != nil {
 		return nil, err
 	}
-	return &AcceptResult{Commit: commit, Branch: branch.Short(), Files: files}, nil
+	return &AcceptResult{Commit: commit, Branch: branch.Short(), Files: files, Selected: selected.String()}, nil
 }
 
 func ensureNewline(s string) string {
@@ -224,16 +243,76 @@ func (r *Repo) dirtyAmong(ctx context.Context, dir string, files []string) ([]st
 }
 
 // mergeTrees merges selected into target three-way over base and returns the tree, or a
-// ConflictError. When target is base the selection applies as it is.
-func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selected plumbing.Hash) (string, error) {
-	if target == base {
+// ConflictError naming the conflicted files that resolutions do not settle. When target is
+// base the selection applies as it is.
+func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selected plumbing.Hash, resolutions map[string][]byte) (string, error) {
+	if target == base && len(resolutions) == 0 {
 		c, err := r.git.CommitObject(selected)
 		if err != nil {
 			return "", err
 		}
 		return c.TreeHash.String(), nil
 	}
-	out, err := runGit(ctx, dir, nil, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", target.String(), selected.String())
+	tree, conflicted, err := r.mergeTree(ctx, dir, target, selected)
+	if err != nil {
+		return "", err
+	}
+	inConflict := map[string]bool{}
+	for _, f := range conflicted {
+		inConflict[f] = true
+	}
+	var paths []string
+	for p := range resolutions {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		if !inConflict[p] {
+			return "", fmt.Errorf("%w: a resolution for %s, which does not conflict (conflicted: %s)", ErrBadResolution, p, orNone(conflicted))
+		}
+		if hasConflictMarkers(resolutions[p]) {
+			return "", fmt.Errorf("%w: the resolution of %s still has conflict markers (<<<<<<<, =======, >>>>>>>)", ErrBadResolution, p)
+		}
+	}
+	var left []string
+	for _, f := range conflicted {
+		if _, ok := resolutions[f]; !ok {
+			left = append(left, f)
+		}
+	}
+	if len(left) > 0 {
+		return "", &ConflictError{Into: dir, Files: left}
+	}
+	if len(resolutions) == 0 {
+		return tree, nil
+	}
+	// Every conflict is resolved: the merged tree with the user's versions of those files.
+	changes := map[string]*treeFile{}
+	for _, p := range paths {
+		h, err := r.writeBlob(resolutions[p])
+		if err != nil {
+			return "", err
+		}
+		mode := filemode.Regular
+		if m, err := r.modeIn(plumbing.NewHash(tree), p); err == nil && m == filemode.Executable {
+			mode = m
+		}
+		changes[p] = &treeFile{path: p, mode: mode, hash: h}
+	}
+	t, err := r.buildTree(plumbing.NewHash(tree), changes)
+	if err != nil {
+		return "", err
+	}
+	return t.String(), nil
+}
+
+// ErrBadResolution is a merge resolution that cannot be taken (the message says why).
+var ErrBadResolution = errors.New("bad merge resolution")
+
+// mergeTree runs git's three-way merge of two commits without touching a worktree: the
+// merged tree (with conflict markers in the conflicted files) and the conflicted paths.
+func (r *Repo) mergeTree(ctx context.Context, dir string, ours, theirs plumbing.Hash) (string, []string, error) {
+	out, err := runGit(ctx, dir, nil, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", ours.String(), theirs.String())
 	fields := strings.Split(out, "\x00")
 	if err != nil && exitCode(err) == 1 {
 		seen := map[string]bool{}
@@ -244,12 +323,28 @@ func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selecte
 				files = append(files, f)
 			}
 		}
-		return "", &ConflictError{Into: dir, Files: files}
+		return fields[0], files, nil
 	}
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return fields[0], nil
+	return fields[0], nil, nil
+}
+
+func hasConflictMarkers(b []byte) bool {
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "<<<<<<< ") || strings.HasPrefix(l, ">>>>>>> ") {
+			return true
+		}
+	}
+	return false
+}
+
+func orNone(files []string) string {
+	if len(files) == 0 {
+		return "none"
+	}
+	return strings.Join(files, ", ")
 }
 
 // testHookAdvanced runs between the worktree update and the branch move of an advance.
@@ -281,4 +376,90 @@ func (r *Repo) advance(ctx context.Context, dir string, branch plumbing.Referenc
 		return err
 	}
 	return nil
+}
+
+// modeIn is the mode of path in tree.
+func (r *Repo) modeIn(tree plumbing.Hash, p string) (filemode.FileMode, error) {
+	t, err := object.GetTree(r.git.Storer, tree)
+	if err != nil {
+		return 0, err
+	}
+	e, err := t.FindEntry(p)
+	if err != nil {
+		return 0, err
+	}
+	return e.Mode, nil
+}
+
+// ConflictFile is one file of a conflicted merge in its versions: Base at the merge-base, Ours
+// in the receiving branch, Theirs in the merged one, Merged as git merges it, with conflict
+// markers. A version that does not exist is nil.
+type ConflictFile struct {
+	Path                       string
+	Base, Ours, Theirs, Merged []byte
+	Binary                     bool
+}
+
+// Conflicts lists the files merging child into the branch of the worktree at dir would
+// conflict in, each in its versions; none when the merge is clean. Nothing is changed.
+func (r *Repo) Conflicts(ctx context.Context, child, dir string) ([]ConflictFile, error) {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	admin, err := r.worktreeAdmin(filepath.Clean(dir))
+	if err != nil {
+		return nil, err
+	}
+	_, target, err := r.headAt(filepath.Join(admin, "HEAD"))
+	if err != nil {
+		return nil, err
+	}
+	head, err := r.resolve(child)
+	if err != nil {
+		return nil, err
+	}
+	mb, err := r.mergeBase(target, head)
+	if err != nil {
+		return nil, err
+	}
+	tree, files, err := r.mergeTree(ctx, dir, target, head)
+	if err != nil {
+		return nil, err
+	}
+	read := func(t plumbing.Hash, p string) []byte {
+		tr, err := object.GetTree(r.git.Storer, t)
+		if err != nil {
+			return nil
+		}
+		f, err := tr.File(p)
+		if err != nil {
+			return nil
+		}
+		s, err := f.Contents()
+		if err != nil {
+			return nil
+		}
+		return []byte(s)
+	}
+	treeOf := func(c plumbing.Hash) plumbing.Hash {
+		co, err := r.git.CommitObject(c)
+		if err != nil {
+			return plumbing.ZeroHash
+		}
+		return co.TreeHash
+	}
+	var out []ConflictFile
+	for _, p := range files {
+		cf := ConflictFile{Path: p, Base: read(treeOf(mb), p), Ours: read(treeOf(target), p),
+			Theirs: read(treeOf(head), p), Merged: read(plumbing.NewHash(tree), p)}
+		for _, v := range [][]byte{cf.Base, cf.Ours, cf.Theirs} {
+			if bytes.IndexByte(v, 0) >= 0 {
+				cf.Binary = true
+			}
+		}
+		out = append(out, cf)
+	}
+	return out, nil
 }

@@ -80,10 +80,22 @@ func toRPCError(err error) error {
 	var dirty *gitstate.DirtyError
 	var conflict *gitstate.ConflictError
 	switch {
-	case errors.As(err, &ip), errors.As(err, &req), errors.Is(err, harness.ErrInvalid), errors.As(err, &outside), errors.Is(err, workspace.ErrNoDirectory):
+	case errors.As(err, &ip), errors.As(err, &req), errors.Is(err, harness.ErrInvalid), errors.As(err, &outside), errors.Is(err, workspace.ErrNoDirectory),
+		errors.Is(err, gitstate.ErrBadResolution):
 		code = jsonrpc2.InvalidParams // the client's input was wrong; the message says how
 	case errors.As(err, &dirty), errors.As(err, &conflict):
-		code = CodeConflict // the messages name the files
+		// The message names the files; the data lists them for an editor to open.
+		cd := ConflictData{Kind: "conflict"}
+		if dirty != nil {
+			cd = ConflictData{Kind: "dirty", Into: dirty.Dir, Files: dirty.Files}
+		} else {
+			cd.Into, cd.Files = conflict.Into, conflict.Files
+		}
+		data, _ := json.Marshal(cd)
+		raw := json.RawMessage(data)
+		e := jsonrpc2.NewError(CodeConflict, clip(err.Error(), maxErrorMessage))
+		e.Data = &raw
+		return e
 	case errors.Is(err, harness.ErrNotFound), errors.Is(err, harness.ErrNoProposal), errors.Is(err, heartbeat.ErrNotFound):
 		code = CodeNotFound
 	case errors.Is(err, harness.ErrDecided):

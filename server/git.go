@@ -15,15 +15,24 @@ import (
 func (c *conn) sessionDiff(ctx context.Context, p DiffParams) (*DiffResult, error) {
 	var d *gitstate.Diff
 	var err error
-	if p.Turn != 0 {
+	switch {
+	case p.Turn != 0:
 		d, err = c.srv.agents.DiffTurn(ctx, p.ID, p.Turn)
-	} else {
+	case p.All:
+		d, err = c.srv.agents.DiffAll(ctx, p.ID)
+	default:
 		d, err = c.srv.agents.Diff(ctx, p.ID)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return toDiffResult(d), nil
+	res := toDiffResult(d)
+	if p.Turn == 0 && !p.All {
+		if res.Accepted, err = c.srv.agents.ReviewBase(p.ID); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 func toDiffResult(d *gitstate.Diff) *DiffResult {

@@ -54,12 +54,60 @@ func parseHunks(sel []string) (map[string][]int, error) {
 	return out, nil
 }
 
-func (c *conn) sessionMerge(ctx context.Context, p SessionRef) (*AcceptResult, error) {
-	res, err := c.srv.agents.Merge(ctx, p.ID)
+func (c *conn) sessionMerge(ctx context.Context, p MergeParams) (*AcceptResult, error) {
+	var res map[string][]byte
+	for path, text := range p.Resolutions {
+		if err := checkRelPath(path); err != nil {
+			return nil, err
+		}
+		if res == nil {
+			res = map[string][]byte{}
+		}
+		res[path] = []byte(text)
+	}
+	out, err := c.srv.agents.MergeResolved(ctx, p.ID, res)
 	if err != nil {
 		return nil, err
 	}
-	return &AcceptResult{Commit: res.Commit, Files: res.Files}, nil
+	return &AcceptResult{Commit: out.Commit, Files: out.Files}, nil
+}
+
+func (c *conn) sessionReject(ctx context.Context, p RejectParams) (*RejectResult, error) {
+	hunks, err := parseHunks(p.Hunks)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range p.Files {
+		if err := checkRelPath(f); err != nil {
+			return nil, err
+		}
+	}
+	commit, files, err := c.srv.agents.Reject(ctx, p.ID, p.Head, p.Files, hunks)
+	if err != nil {
+		return nil, err
+	}
+	return &RejectResult{Commit: commit, Files: files}, nil
+}
+
+func (c *conn) sessionConflicts(ctx context.Context, p SessionRef) (*ConflictsResult, error) {
+	parent, files, err := c.srv.agents.Conflicts(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := c.srv.agents.Get(p.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := &ConflictsResult{Child: sess.ID(), Parent: parent, Files: []ConflictFile{}}
+	for _, f := range files {
+		cf := ConflictFile{Path: f.Path, BaseMissing: f.Base == nil, OursMissing: f.Ours == nil,
+			TheirsMissing: f.Theirs == nil, Binary: f.Binary}
+		if !f.Binary {
+			cf.Base, cf.Ours, cf.Theirs, cf.Merged = string(f.Base), string(f.Ours), string(f.Theirs), string(f.Merged)
+		}
+		out.Files = append(out.Files, cf)
+	}
+	return out, nil
 }
 
 func (c *conn) sessionDiscard(ctx context.Context, p DiscardParams) (*DiscardResult, error) {

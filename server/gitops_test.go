@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -72,14 +73,47 @@ func TestGitOpsOverProtocol(t *testing.T) {
 	wantCode(c.Call(ctx, MethodSessionAccept, &AcceptParams{ID: s.ID, Hunks: []string{"a.txt"}}, &ar), jsonrpc2.InvalidParams, "path#index")
 	wantCode(c.Call(ctx, MethodSessionAccept, &AcceptParams{ID: s.ID, Mode: "rebase"}, &ar), jsonrpc2.InvalidParams, "squash")
 	os.WriteFile(filepath.Join(repo, "main.py"), []byte("mine\n"), 0o644)
-	wantCode(c.Call(ctx, MethodSessionAccept, &AcceptParams{ID: s.ID}, &ar), CodeConflict, "main.py")
-	wantCode(c.Call(ctx, MethodSessionMerge, &SessionRef{ID: s.ID}, &ar), CodeInvalidState, "root session")
+	err := c.Call(ctx, MethodSessionAccept, &AcceptParams{ID: s.ID}, &ar)
+	wantCode(err, CodeConflict, "main.py")
+	// The data lists the files for an editor to open.
+	var re *jsonrpc2.Error
+	var cd ConflictData
+	if !errors.As(err, &re) || re.Data == nil || json.Unmarshal(*re.Data, &cd) != nil || cd.Kind != "dirty" || strings.Join(cd.Files, ",") != "main.py" || cd.Into == "" {
+		t.Errorf("conflict data %+v of %v", cd, err)
+	}
+	wantCode(c.Call(ctx, MethodSessionMerge, &MergeParams{ID: s.ID}, &ar), CodeInvalidState, "root session")
+	wantCode(c.Call(ctx, MethodSessionMerge, &MergeParams{ID: s.ID, Resolutions: map[string]string{"../x": "y"}}, &ar), jsonrpc2.InvalidParams, "relative")
+	var rr RejectResult
+	wantCode(c.Call(ctx, MethodSessionReject, &RejectParams{ID: s.ID, Hunks: []string{"a.txt#x"}}, &rr), jsonrpc2.InvalidParams, "path#index")
+	wantCode(c.Call(ctx, MethodSessionReject, &RejectParams{ID: s.ID, Files: []string{"nope.txt"}}, &rr), jsonrpc2.InternalError, "nope.txt is not in the diff")
+	wantCode(c.Call(ctx, MethodSessionReject, &RejectParams{ID: "nosuch"}, &rr), CodeUnknownSession, "nosuch")
 
 	if err := c.Call(ctx, MethodSessionAccept, &AcceptParams{ID: s.ID, Files: []string{"a.txt"}}, &ar); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.TrimSpace(gitRun(t, repo, "rev-parse", "HEAD")); got != ar.Commit || strings.Join(ar.Files, ",") != "a.txt" {
 		t.Errorf("accept result %+v, HEAD %s", ar, got)
+	}
+	// What was accepted leaves the remaining diff; all still has it. Rejecting the rest
+	// reverts main.py on the session's branch.
+	if err := c.Call(ctx, MethodSessionDiff, &DiffParams{ID: s.ID}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Files) != 1 || d.Files[0].Path != "main.py" || d.Accepted == "" || d.Accepted != d.Base {
+		t.Errorf("remaining diff after accepting a.txt: %+v", d)
+	}
+	var all DiffResult
+	if err := c.Call(ctx, MethodSessionDiff, &DiffParams{ID: s.ID, All: true}, &all); err != nil || len(all.Files) != 2 || all.Accepted != "" {
+		t.Errorf("the whole diff: %+v %v", all, err)
+	}
+	if err := c.Call(ctx, MethodSessionReject, &RejectParams{ID: s.ID, Files: []string{"main.py"}, Head: d.Head}, &rr); err != nil {
+		t.Fatal(err)
+	}
+	if got := gitRun(t, repo, "show", s.Branch+":main.py"); strings.Contains(got, "agent") || strings.Join(rr.Files, ",") != "main.py" {
+		t.Errorf("main.py on the session's branch after the reject: %q (%+v)", got, rr)
+	}
+	if err := c.Call(ctx, MethodSessionDiff, &DiffParams{ID: s.ID}, &d); err != nil || len(d.Files) != 0 {
+		t.Errorf("remaining after the reject: %+v %v", d.Files, err)
 	}
 
 	var dr DiscardResult
@@ -88,7 +122,8 @@ func TestGitOpsOverProtocol(t *testing.T) {
 	}
 	// Only the fork's branch holds the rest of the session's commits, and a session branch is
 	// discarded the same way: the work is archived.
-	if dr.Session.State.String() != StateStopped || !dr.WorktreeRemoved || !dr.BranchDeleted || dr.Archived == "" {
+	if dr.Session.State.String() != StateStopped || !dr.WorktreeRemoved || !dr.BranchDeleted || dr.Archived == "" ||
+		!dr.Session.Discarded || dr.Session.Archived != dr.Archived {
 		t.Errorf("discard: %+v", dr)
 	}
 	if err := c.Call(ctx, MethodSessionDiscard, &DiscardParams{ID: f.ID}, &dr); err != nil {

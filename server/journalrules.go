@@ -76,7 +76,10 @@ var journalRules = map[string]journalRule{
 	MethodSessionAccept: report("commits onto the user's current branch, which may have moved or changed since: " +
 		"the user looks at the diff and accepts again").in("id"),
 	MethodSessionMerge: report("merges into the parent's worktree, which may have changed since: the user merges again").in("id"),
-	MethodTrustGrant:   asIs("grants the hash the user reviewed; granting it twice is granting it once, and a changed file has another hash"),
+	MethodSessionReject: report("reverts part of the session's change as reviewed, and the branch may have moved since: " +
+		"the user looks at the diff and rejects again").in("id"),
+	MethodSessionConflicts: none(readOnly + " (it checkpoints the parent's worktree first, which a later merge does anyway)"),
+	MethodTrustGrant:       asIs("grants the hash the user reviewed; granting it twice is granting it once, and a changed file has another hash"),
 	MethodEvalRun: report("starts a run of a whole suite; a second would measure again: the user looks at " +
 		"`arbor eval results` and starts it again"),
 	MethodEvalStop:    asIs("stopping a stopped run changes nothing"),

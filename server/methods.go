@@ -26,26 +26,28 @@ type Empty struct{}
 
 // The arbor/* requests.
 var (
-	SessionCreate  Method[SessionCreateParams, *Session]   = MethodSessionCreate
-	Sessions       Method[SessionsParams, *SessionsResult] = MethodSessions
-	SessionGet     Method[SessionRef, *Session]            = MethodSessionGet
-	SessionAttach  Method[AttachParams, *AttachResult]     = MethodSessionAttach
-	SessionDetach  Method[SessionRef, *Empty]              = MethodSessionDetach
-	SessionLog     Method[LogParams, *LogResult]           = MethodSessionLog
-	SessionSend    Method[SendParams, *SendResult]         = MethodSessionSend
-	SessionStop    Method[SessionRef, *Session]            = MethodSessionStop
-	SessionFork    Method[ForkParams, *Session]            = MethodSessionFork
-	SessionDiff    Method[DiffParams, *DiffResult]         = MethodSessionDiff
-	SessionFileAt  Method[FileAtParams, *FileAtResult]     = MethodSessionFileAt
-	SessionAccept  Method[AcceptParams, *AcceptResult]     = MethodSessionAccept
-	SessionMerge   Method[SessionRef, *AcceptResult]       = MethodSessionMerge
-	SessionDiscard Method[DiscardParams, *DiscardResult]   = MethodSessionDiscard
-	DaemonStatus   Method[Empty, *DaemonStatusResult]      = MethodDaemonStatus
-	DaemonStop     Method[Empty, *DaemonStatusResult]      = MethodDaemonStop
-	TrustGet       Method[TrustParams, *TrustState]        = MethodTrustGet
-	TrustGrant     Method[TrustGrantParams, *TrustState]   = MethodTrustGrant
-	TrustRevoke    Method[TrustParams, *TrustState]        = MethodTrustRevoke
-	Profiles       Method[ProfilesParams, *ProfilesResult] = MethodProfiles
+	SessionCreate    Method[SessionCreateParams, *Session]   = MethodSessionCreate
+	Sessions         Method[SessionsParams, *SessionsResult] = MethodSessions
+	SessionGet       Method[SessionRef, *Session]            = MethodSessionGet
+	SessionAttach    Method[AttachParams, *AttachResult]     = MethodSessionAttach
+	SessionDetach    Method[SessionRef, *Empty]              = MethodSessionDetach
+	SessionLog       Method[LogParams, *LogResult]           = MethodSessionLog
+	SessionSend      Method[SendParams, *SendResult]         = MethodSessionSend
+	SessionStop      Method[SessionRef, *Session]            = MethodSessionStop
+	SessionFork      Method[ForkParams, *Session]            = MethodSessionFork
+	SessionDiff      Method[DiffParams, *DiffResult]         = MethodSessionDiff
+	SessionFileAt    Method[FileAtParams, *FileAtResult]     = MethodSessionFileAt
+	SessionAccept    Method[AcceptParams, *AcceptResult]     = MethodSessionAccept
+	SessionMerge     Method[MergeParams, *AcceptResult]      = MethodSessionMerge
+	SessionReject    Method[RejectParams, *RejectResult]     = MethodSessionReject
+	SessionConflicts Method[SessionRef, *ConflictsResult]    = MethodSessionConflicts
+	SessionDiscard   Method[DiscardParams, *DiscardResult]   = MethodSessionDiscard
+	DaemonStatus     Method[Empty, *DaemonStatusResult]      = MethodDaemonStatus
+	DaemonStop       Method[Empty, *DaemonStatusResult]      = MethodDaemonStop
+	TrustGet         Method[TrustParams, *TrustState]        = MethodTrustGet
+	TrustGrant       Method[TrustGrantParams, *TrustState]   = MethodTrustGrant
+	TrustRevoke      Method[TrustParams, *TrustState]        = MethodTrustRevoke
+	Profiles         Method[ProfilesParams, *ProfilesResult] = MethodProfiles
 
 	HarnessList     Method[HarnessListParams, *HarnessListResult]       = MethodHarnessList
 	HarnessGet      Method[HarnessGetParams, *HarnessEntry]             = MethodHarnessGet
@@ -140,6 +142,8 @@ func buildRoutes() map[string]route {
 		register(SessionFileAt, (*conn).sessionFileAt).withCancel(),
 		register(SessionAccept, (*conn).sessionAccept).withCancel(),
 		register(SessionMerge, (*conn).sessionMerge).withCancel(),
+		register(SessionReject, (*conn).sessionReject).withCancel(),
+		register(SessionConflicts, (*conn).sessionConflicts).withCancel(),
 		register(SessionDiscard, (*conn).sessionDiscard),
 		register(DaemonStatus, (*conn).daemonStatus),
 		register(DaemonStop, (*conn).daemonStop),

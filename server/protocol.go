@@ -18,49 +18,51 @@ import (
 
 // Requests, client → daemon.
 const (
-	MethodSessionCreate   = "arbor/session.create"
-	MethodSessions        = "arbor/sessions"
-	MethodSessionGet      = "arbor/session.get"
-	MethodSessionAttach   = "arbor/session.attach"
-	MethodSessionDetach   = "arbor/session.detach"
-	MethodSessionLog      = "arbor/session.log"
-	MethodSessionSend     = "arbor/session.send"
-	MethodSessionStop     = "arbor/session.stop"
-	MethodSessionFork     = "arbor/session.fork"
-	MethodSessionDiff     = "arbor/session.diff"
-	MethodSessionFileAt   = "arbor/session.fileAt"
-	MethodSessionAccept   = "arbor/session.accept"
-	MethodSessionMerge    = "arbor/session.merge"
-	MethodSessionDiscard  = "arbor/session.discard"
-	MethodDaemonStatus    = "arbor/daemon.status"
-	MethodDaemonStop      = "arbor/daemon.stop"
-	MethodTrustGet        = "arbor/trust.get"
-	MethodTrustGrant      = "arbor/trust.grant"
-	MethodTrustRevoke     = "arbor/trust.revoke"
-	MethodProfiles        = "arbor/profiles"
-	MethodHarnessList     = "arbor/harness.list"
-	MethodHarnessGet      = "arbor/harness.get"
-	MethodHarnessPut      = "arbor/harness.put"
-	MethodHarnessDelete   = "arbor/harness.delete"
-	MethodHarnessHistory  = "arbor/harness.history"
-	MethodHarnessDiff     = "arbor/harness.diff"
-	MethodHarnessRollback = "arbor/harness.rollback"
-	MethodRefineRun       = "arbor/refine.run"
-	MethodRefineProposals = "arbor/refine.proposals"
-	MethodRefineProposal  = "arbor/refine.proposal"
-	MethodRefineAccept    = "arbor/refine.accept"
-	MethodRefineReject    = "arbor/refine.reject"
-	MethodGoalSet         = "arbor/goal.set"
-	MethodGoalGet         = "arbor/goal.get"
-	MethodGoalControl     = "arbor/goal.control"
-	MethodProgress        = "arbor/progress"
-	MethodHeartbeatCreate = "arbor/heartbeat.create"
-	MethodHeartbeatList   = "arbor/heartbeat.list"
-	MethodHeartbeatDelete = "arbor/heartbeat.delete"
-	MethodEvalRun         = "arbor/eval.run"
-	MethodEvalResults     = "arbor/eval.results"
-	MethodEvalCompare     = "arbor/eval.compare"
-	MethodEvalStop        = "arbor/eval.stop"
+	MethodSessionCreate    = "arbor/session.create"
+	MethodSessions         = "arbor/sessions"
+	MethodSessionGet       = "arbor/session.get"
+	MethodSessionAttach    = "arbor/session.attach"
+	MethodSessionDetach    = "arbor/session.detach"
+	MethodSessionLog       = "arbor/session.log"
+	MethodSessionSend      = "arbor/session.send"
+	MethodSessionStop      = "arbor/session.stop"
+	MethodSessionFork      = "arbor/session.fork"
+	MethodSessionDiff      = "arbor/session.diff"
+	MethodSessionFileAt    = "arbor/session.fileAt"
+	MethodSessionAccept    = "arbor/session.accept"
+	MethodSessionMerge     = "arbor/session.merge"
+	MethodSessionReject    = "arbor/session.reject"
+	MethodSessionConflicts = "arbor/session.conflicts"
+	MethodSessionDiscard   = "arbor/session.discard"
+	MethodDaemonStatus     = "arbor/daemon.status"
+	MethodDaemonStop       = "arbor/daemon.stop"
+	MethodTrustGet         = "arbor/trust.get"
+	MethodTrustGrant       = "arbor/trust.grant"
+	MethodTrustRevoke      = "arbor/trust.revoke"
+	MethodProfiles         = "arbor/profiles"
+	MethodHarnessList      = "arbor/harness.list"
+	MethodHarnessGet       = "arbor/harness.get"
+	MethodHarnessPut       = "arbor/harness.put"
+	MethodHarnessDelete    = "arbor/harness.delete"
+	MethodHarnessHistory   = "arbor/harness.history"
+	MethodHarnessDiff      = "arbor/harness.diff"
+	MethodHarnessRollback  = "arbor/harness.rollback"
+	MethodRefineRun        = "arbor/refine.run"
+	MethodRefineProposals  = "arbor/refine.proposals"
+	MethodRefineProposal   = "arbor/refine.proposal"
+	MethodRefineAccept     = "arbor/refine.accept"
+	MethodRefineReject     = "arbor/refine.reject"
+	MethodGoalSet          = "arbor/goal.set"
+	MethodGoalGet          = "arbor/goal.get"
+	MethodGoalControl      = "arbor/goal.control"
+	MethodProgress         = "arbor/progress"
+	MethodHeartbeatCreate  = "arbor/heartbeat.create"
+	MethodHeartbeatList    = "arbor/heartbeat.list"
+	MethodHeartbeatDelete  = "arbor/heartbeat.delete"
+	MethodEvalRun          = "arbor/eval.run"
+	MethodEvalResults      = "arbor/eval.results"
+	MethodEvalCompare      = "arbor/eval.compare"
+	MethodEvalStop         = "arbor/eval.stop"
 )
 
 // Notifications, daemon → client.
@@ -311,10 +313,12 @@ type ForkParams struct {
 	Name  string `json:"name,omitempty"`
 }
 
-// DiffParams asks for a session's diff against its merge-base, or of one turn.
+// DiffParams asks for a session's remaining diff (what is not accepted yet), of one turn, or
+// with All its whole change against its merge-base.
 type DiffParams struct {
 	ID   string `json:"id"`
 	Turn int    `json:"turn,omitempty"`
+	All  bool   `json:"all,omitempty"`
 }
 
 // FileDiff is one file of a diff.
@@ -338,12 +342,14 @@ type Hunk struct {
 	Lines    []string `json:"lines"`
 }
 
-// DiffResult is a session's change: structured files and the unified patch text.
+// DiffResult is a session's change: structured files and the unified patch text. Accepted is
+// set when part of the session was accepted: the remaining diff starts there (Base is it).
 type DiffResult struct {
-	Base  string     `json:"base"`
-	Head  string     `json:"head"`
-	Files []FileDiff `json:"files"`
-	Patch string     `json:"patch"`
+	Base     string     `json:"base"`
+	Head     string     `json:"head"`
+	Files    []FileDiff `json:"files"`
+	Patch    string     `json:"patch"`
+	Accepted string     `json:"accepted,omitempty"`
 }
 
 // FileAtParams asks for a file's content on one side of a session's diff.
@@ -374,6 +380,62 @@ type AcceptParams struct {
 type AcceptResult struct {
 	Commit string   `json:"commit"`
 	Files  []string `json:"files"`
+}
+
+// RejectParams takes chosen files and hunks of a session's remaining diff back: they are
+// reverted on the session's branch as a new checkpoint (the user's branch is untouched) and
+// the agent is told at its next turn. Nothing chosen takes back the whole remaining diff.
+// Head is the DiffResult.Head reviewed; hunk indexes point into that diff.
+type RejectParams struct {
+	ID    string   `json:"id"`
+	Files []string `json:"files,omitempty"`
+	Hunks []string `json:"hunks,omitempty"` // "path#index"
+	Head  string   `json:"head,omitempty"`
+}
+
+// RejectResult names the checkpoint that reverted the change on the session's branch.
+type RejectResult struct {
+	Commit string   `json:"commit"`
+	Files  []string `json:"files"`
+}
+
+// MergeParams merges a child session into its parent's worktree. Resolutions settle the
+// conflicts arbor/session.conflicts listed: path → the resolved content, one for each.
+type MergeParams struct {
+	ID          string            `json:"id"`
+	Resolutions map[string]string `json:"resolutions,omitempty"`
+}
+
+// ConflictData is the data of a CodeConflict error: Kind "conflict" (a merge could not
+// reconcile Files) or "dirty" (Files have uncommitted changes in Into, which the operation
+// would overwrite).
+type ConflictData struct {
+	Kind  string   `json:"kind"`
+	Into  string   `json:"into"`
+	Files []string `json:"files"`
+}
+
+// ConflictsResult lists the files merging Child into Parent conflicts in; empty when the
+// merge is clean.
+type ConflictsResult struct {
+	Child  string         `json:"child"`
+	Parent string         `json:"parent"`
+	Files  []ConflictFile `json:"files"`
+}
+
+// ConflictFile is one conflicted file in its versions: at the merge-base, in the parent
+// (ours), in the child (theirs), and as git merges it, with conflict markers. A version that
+// does not exist is "" with its Missing flag; Binary files are not shown (resolve them whole).
+type ConflictFile struct {
+	Path          string `json:"path"`
+	Base          string `json:"base"`
+	Ours          string `json:"ours"`
+	Theirs        string `json:"theirs"`
+	Merged        string `json:"merged"`
+	BaseMissing   bool   `json:"baseMissing,omitempty"`
+	OursMissing   bool   `json:"oursMissing,omitempty"`
+	TheirsMissing bool   `json:"theirsMissing,omitempty"`
+	Binary        bool   `json:"binary,omitempty"`
 }
 
 // DiscardParams removes a session's worktree; Force also drops unmerged work.

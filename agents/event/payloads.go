@@ -30,6 +30,7 @@ const (
 	TypeAccepted          Type = "accepted"
 	TypeMerged            Type = "merged"
 	TypeDiscarded         Type = "discarded"
+	TypeRejected          Type = "rejected"
 	TypeHarnessProposed   Type = "harness_proposed"
 	TypeHarnessApplied    Type = "harness_applied"
 	TypeHarnessRejected   Type = "harness_rejected"
@@ -304,6 +305,15 @@ type Merged struct {
 	Files  []string `json:"files"`
 }
 
+// Rejected is the user taking part of the session's change back: Files (and, of them, the
+// Hunks chosen, "path#index" into the remaining diff then) reverted on the session's branch by
+// Commit, a checkpoint. The model is told at its next turn.
+type Rejected struct {
+	Commit string   `json:"commit"`
+	Files  []string `json:"files"`
+	Hunks  []string `json:"hunks,omitempty"`
+}
+
 // Discarded is the session's worktree removed; its branch was deleted (BranchDeleted), kept
 // under Archived, or, with Force, dropped with any uncommitted work.
 type Discarded struct {
@@ -483,6 +493,7 @@ func (AssistantMessage) EventType() Type  { return TypeAssistantMessage }
 func (ModelRetry) EventType() Type        { return TypeModelRetry }
 func (ToolStarted) EventType() Type       { return TypeToolStarted }
 func (ToolOutput) EventType() Type        { return TypeToolOutput }
+func (Rejected) EventType() Type          { return TypeRejected }
 func (ToolFinished) EventType() Type      { return TypeToolFinished }
 func (Checkpoint) EventType() Type        { return TypeCheckpoint }
 func (TurnFailed) EventType() Type        { return TypeTurnFailed }

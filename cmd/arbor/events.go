@@ -58,6 +58,12 @@ func eventLine(p event.Payload) string {
 			fmt.Fprintf(&b, "python:\n%s", block(c.Code, "    "))
 		}
 		return b.String()
+	case event.Rejected:
+		line := fmt.Sprintf("rejected by the user, reverted on the session's branch as %s: %s", abbrev(d.Commit, 10), strings.Join(d.Files, ", "))
+		if len(d.Hunks) > 0 {
+			line += " (hunks " + strings.Join(d.Hunks, ", ") + ")"
+		}
+		return line
 	case event.ToolOutput:
 		// Streamed while the cell ran (┊); the result that follows is what the model saw (│).
 		text := strings.TrimRight(d.Text, "\n")

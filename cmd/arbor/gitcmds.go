@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+
+	"go.lsp.dev/jsonrpc2"
 
 	"github.com/arborhq/arbor/server"
 )
@@ -73,20 +78,110 @@ func cmdAccept(ctx context.Context, args []string) error {
 	return nil
 }
 
-func cmdMerge(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("merge", flag.ContinueOnError)
+func cmdReject(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("reject", flag.ContinueOnError)
+	files := fs.String("files", "", "comma-separated paths to take back (default: all of the remaining change)")
+	var hunks listFlag
+	fs.Var(&hunks, "hunk", "path#i: take back hunk i (from 0, as in `arbor diff ID --json`) of path; repeatable")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos, 1, "merge ID"); err != nil {
+	if err := needArgs(pos, 1, "reject ID [--files a,b] [--hunk path#i ...]"); err != nil {
 		return err
 	}
-	res, err := call(ctx, server.SessionMerge, server.SessionRef{ID: pos[0]})
+	p := server.RejectParams{ID: pos[0], Hunks: hunks}
+	if *files != "" {
+		p.Files = strings.Split(*files, ",")
+	}
+	res, err := call(ctx, server.SessionReject, p)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("reverted on the session's branch as %s: %s\n(the session is told at its next turn; your branch is unchanged)\n", abbrev(res.Commit, 12), strings.Join(res.Files, ", "))
+	return nil
+}
+
+func cmdMerge(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("merge", flag.ContinueOnError)
+	resolved := fs.String("resolved", "", "a directory holding the resolved version of every conflicted file, at its path (as a conflicted merge writes them)")
+	pos, err := flags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := needArgs(pos, 1, "merge ID [--resolved DIR]"); err != nil {
+		return err
+	}
+	c, err := connect(ctx, true, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	p := server.MergeParams{ID: pos[0]}
+	if *resolved != "" {
+		cs, err := server.SessionConflicts.Call(ctx, c, server.SessionRef{ID: pos[0]})
+		if err != nil {
+			return err
+		}
+		if len(cs.Files) == 0 {
+			return fmt.Errorf("the merge of %s no longer conflicts: run arbor merge %s without --resolved", pos[0], pos[0])
+		}
+		p.Resolutions = map[string]string{}
+		for _, f := range cs.Files {
+			b, err := os.ReadFile(filepath.Join(*resolved, filepath.FromSlash(f.Path)))
+			if err != nil {
+				return fmt.Errorf("--resolved: the resolution of %s: %w", f.Path, err)
+			}
+			p.Resolutions[f.Path] = string(b)
+		}
+	}
+	res, err := server.SessionMerge.Call(ctx, c, p)
+	var rpcErr *jsonrpc2.Error
+	if errors.As(err, &rpcErr) && rpcErr.Code == server.CodeConflict && *resolved == "" {
+		dir, werr := writeConflicts(ctx, c, pos[0])
+		if werr != nil {
+			return fmt.Errorf("%w (and writing the conflicted files failed: %v)", err, werr)
+		}
+		return fmt.Errorf("%w\ngit's merge of each, with conflict markers, is in %s: edit them, then run\n  arbor merge %s --resolved %s", err, dir, pos[0], dir)
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Printf("merged into the parent's branch as %s: %s\n", abbrev(res.Commit, 12), strings.Join(res.Files, ", "))
+	return nil
+}
+
+// writeConflicts writes git's merge (with conflict markers) of each conflicted file of a
+// child's merge into a new directory, at its path, for the user to resolve.
+func writeConflicts(ctx context.Context, c *server.Client, id string) (string, error) {
+	cs, err := server.SessionConflicts.Call(ctx, c, server.SessionRef{ID: id})
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "arbor-merge-"+abbrev(cs.Child, 8)+"-")
+	if err != nil {
+		return "", err
+	}
+	for _, f := range cs.Files {
+		if err := checkRelative(f.Path); err != nil {
+			return "", err
+		}
+		to := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(to, []byte(f.Merged), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// checkRelative refuses a path from the daemon that would land outside the directory.
+func checkRelative(p string) error {
+	if !filepath.IsLocal(filepath.FromSlash(p)) {
+		return fmt.Errorf("conflicted path %q is not a relative path", p)
+	}
 	return nil
 }
 

@@ -22,6 +22,8 @@ export const MethodSessionDiff = 'arbor/session.diff';
 export const MethodSessionFileAt = 'arbor/session.fileAt';
 export const MethodSessionAccept = 'arbor/session.accept';
 export const MethodSessionMerge = 'arbor/session.merge';
+export const MethodSessionReject = 'arbor/session.reject';
+export const MethodSessionConflicts = 'arbor/session.conflicts';
 export const MethodSessionDiscard = 'arbor/session.discard';
 export const MethodDaemonStatus = 'arbor/daemon.status';
 export const MethodDaemonStop = 'arbor/daemon.stop';
@@ -119,6 +121,7 @@ export const EventWorktreeSetup = 'worktree_setup';
 export const EventForked = 'forked';
 export const EventAccepted = 'accepted';
 export const EventMerged = 'merged';
+export const EventRejected = 'rejected';
 export const EventDiscarded = 'discarded';
 export const EventHarnessProposed = 'harness_proposed';
 export const EventHarnessApplied = 'harness_applied';
@@ -748,6 +751,28 @@ export interface GoalBrief {
   until?: string;
 }
 
+export interface SessionRef {
+  id: string;
+}
+
+export interface ConflictsResult {
+  child: string;
+  parent: string;
+  files: ConflictFile[];
+}
+
+export interface ConflictFile {
+  path: string;
+  base: string;
+  ours: string;
+  theirs: string;
+  merged: string;
+  baseMissing?: boolean;
+  oursMissing?: boolean;
+  theirsMissing?: boolean;
+  binary?: boolean;
+}
+
 export interface SessionCreateParams {
   task: string;
   dir: string;
@@ -767,13 +792,10 @@ export interface Selection {
   text: string;
 }
 
-export interface SessionRef {
-  id: string;
-}
-
 export interface DiffParams {
   id: string;
   turn?: number;
+  all?: boolean;
 }
 
 export interface DiffResult {
@@ -781,6 +803,7 @@ export interface DiffResult {
   head: string;
   files: FileDiff[];
   patch: string;
+  accepted?: string;
 }
 
 export interface FileDiff {
@@ -847,6 +870,23 @@ export interface Event {
   ts: string /* RFC 3339 */;
   type: string;
   data: unknown;
+}
+
+export interface MergeParams {
+  id: string;
+  resolutions?: Record<string, string>;
+}
+
+export interface RejectParams {
+  id: string;
+  files?: string[];
+  hunks?: string[];
+  head?: string;
+}
+
+export interface RejectResult {
+  commit: string;
+  files: string[];
 }
 
 export interface SendParams {
@@ -1086,6 +1126,12 @@ export interface Merged {
   files: string[];
 }
 
+export interface Rejected {
+  commit: string;
+  files: string[];
+  hunks?: string[];
+}
+
 export interface Discarded {
   branch: string;
   worktreeRemoved: boolean;
@@ -1222,6 +1268,7 @@ export interface EventPayloads {
   forked: Forked;
   accepted: Accepted;
   merged: Merged;
+  rejected: Rejected;
   discarded: Discarded;
   harness_proposed: HarnessProposed;
   harness_applied: HarnessApplied;
@@ -1261,6 +1308,7 @@ export const EventTypes: readonly EventType[] = [
   'forked',
   'accepted',
   'merged',
+  'rejected',
   'discarded',
   'harness_proposed',
   'harness_applied',
@@ -1307,6 +1355,7 @@ export interface Requests {
   'arbor/refine.run': { params: RefineRunParams; result: RefineRunResult };
   'arbor/session.accept': { params: AcceptParams; result: AcceptResult };
   'arbor/session.attach': { params: AttachParams; result: AttachResult };
+  'arbor/session.conflicts': { params: SessionRef; result: ConflictsResult };
   'arbor/session.create': { params: SessionCreateParams; result: Session };
   'arbor/session.detach': { params: SessionRef; result: Empty };
   'arbor/session.diff': { params: DiffParams; result: DiffResult };
@@ -1315,7 +1364,8 @@ export interface Requests {
   'arbor/session.fork': { params: ForkParams; result: Session };
   'arbor/session.get': { params: SessionRef; result: Session };
   'arbor/session.log': { params: LogParams; result: LogResult };
-  'arbor/session.merge': { params: SessionRef; result: AcceptResult };
+  'arbor/session.merge': { params: MergeParams; result: AcceptResult };
+  'arbor/session.reject': { params: RejectParams; result: RejectResult };
   'arbor/session.send': { params: SendParams; result: SendResult };
   'arbor/session.stop': { params: SessionRef; result: Session };
   'arbor/sessions': { params: SessionsParams; result: SessionsResult };

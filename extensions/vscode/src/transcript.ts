@@ -167,6 +167,10 @@ function body(e: P.TypedEvent): string[] {
       const d = e.data;
       return [`merged subagent \`${short(d.child)}\` (${d.branch}) as \`${short(d.commit, 10)}\`: ${files(d.files)}`];
     }
+    case P.EventRejected: {
+      const d = e.data;
+      return [`**rejected by you**, reverted on the session's branch as \`${short(d.commit, 10)}\`: ${files(d.files)}${d.hunks?.length ? ' (hunks ' + d.hunks.join(', ') + ')' : ''}`];
+    }
     case P.EventDiscarded: {
       const d = e.data;
       const where = d.archived ? `unmerged work kept at \`${d.archived}\`` : d.branchDeleted ? `branch \`${d.branch}\` deleted` : `branch \`${d.branch}\` kept`;
@@ -253,7 +257,7 @@ const known: Record<P.EventType, true> = {
   [P.EventCheckpoint]: true, [P.EventTurnFailed]: true, [P.EventInterrupted]: true,
   [P.EventRecovered]: true, [P.EventKernel]: true, [P.EventSubagentSpawned]: true,
   [P.EventMessageSent]: true, [P.EventCompaction]: true, [P.EventWorktreeSetup]: true,
-  [P.EventForked]: true, [P.EventAccepted]: true, [P.EventMerged]: true, [P.EventDiscarded]: true,
+  [P.EventForked]: true, [P.EventAccepted]: true, [P.EventMerged]: true, [P.EventRejected]: true, [P.EventDiscarded]: true,
   [P.EventHarnessProposed]: true, [P.EventHarnessApplied]: true, [P.EventHarnessRejected]: true,
   [P.EventHarnessRolledBack]: true, [P.EventRefined]: true,
   [P.EventGoalSet]: true, [P.EventGoalChanged]: true, [P.EventGoalWait]: true, [P.EventVerified]: true,

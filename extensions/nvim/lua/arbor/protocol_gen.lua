@@ -22,6 +22,8 @@ M.MethodSessionDiff = 'arbor/session.diff'
 M.MethodSessionFileAt = 'arbor/session.fileAt'
 M.MethodSessionAccept = 'arbor/session.accept'
 M.MethodSessionMerge = 'arbor/session.merge'
+M.MethodSessionReject = 'arbor/session.reject'
+M.MethodSessionConflicts = 'arbor/session.conflicts'
 M.MethodSessionDiscard = 'arbor/session.discard'
 M.MethodDaemonStatus = 'arbor/daemon.status'
 M.MethodDaemonStop = 'arbor/daemon.stop'
@@ -109,6 +111,7 @@ M.EventWorktreeSetup = 'worktree_setup'
 M.EventForked = 'forked'
 M.EventAccepted = 'accepted'
 M.EventMerged = 'merged'
+M.EventRejected = 'rejected'
 M.EventDiscarded = 'discarded'
 M.EventHarnessProposed = 'harness_proposed'
 M.EventHarnessApplied = 'harness_applied'
@@ -672,6 +675,25 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field waiting? string
 ---@field until? string
 
+---@class arbor.SessionRef
+---@field id string
+
+---@class arbor.ConflictsResult
+---@field child string
+---@field parent string
+---@field files arbor.ConflictFile[]
+
+---@class arbor.ConflictFile
+---@field path string
+---@field base string
+---@field ours string
+---@field theirs string
+---@field merged string
+---@field baseMissing? boolean
+---@field oursMissing? boolean
+---@field theirsMissing? boolean
+---@field binary? boolean
+
 ---@class arbor.SessionCreateParams
 ---@field task string
 ---@field dir string
@@ -689,18 +711,17 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field endLine number
 ---@field text string
 
----@class arbor.SessionRef
----@field id string
-
 ---@class arbor.DiffParams
 ---@field id string
 ---@field turn? number
+---@field all? boolean
 
 ---@class arbor.DiffResult
 ---@field base string
 ---@field head string
 ---@field files arbor.FileDiff[]
 ---@field patch string
+---@field accepted? string
 
 ---@class arbor.FileDiff
 ---@field path string
@@ -757,6 +778,20 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field ts string
 ---@field type string
 ---@field data any
+
+---@class arbor.MergeParams
+---@field id string
+---@field resolutions? table<string,string>
+
+---@class arbor.RejectParams
+---@field id string
+---@field files? string[]
+---@field hunks? string[]
+---@field head? string
+
+---@class arbor.RejectResult
+---@field commit string
+---@field files string[]
 
 ---@class arbor.SendParams
 ---@field id string
@@ -960,6 +995,11 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field commit string
 ---@field files string[]
 
+---@class arbor.Rejected
+---@field commit string
+---@field files string[]
+---@field hunks? string[]
+
 ---@class arbor.Discarded
 ---@field branch string
 ---@field worktreeRemoved boolean
@@ -1131,11 +1171,13 @@ M.fields = {
   Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile', 'discarded', 'archived' },
   Usage = { 'modelCalls', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   GoalBrief = { 'objective', 'status', 'waiting', 'until' },
+  SessionRef = { 'id' },
+  ConflictsResult = { 'child', 'parent', 'files' },
+  ConflictFile = { 'path', 'base', 'ours', 'theirs', 'merged', 'baseMissing', 'oursMissing', 'theirsMissing', 'binary' },
   SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal', 'autonomous', 'profile' },
   Selection = { 'uri', 'startLine', 'endLine', 'text' },
-  SessionRef = { 'id' },
-  DiffParams = { 'id', 'turn' },
-  DiffResult = { 'base', 'head', 'files', 'patch' },
+  DiffParams = { 'id', 'turn', 'all' },
+  DiffResult = { 'base', 'head', 'files', 'patch', 'accepted' },
   FileDiff = { 'path', 'oldPath', 'status', 'additions', 'deletions', 'binary', 'hunks' },
   Hunk = { 'oldStart', 'oldLines', 'newStart', 'newLines', 'header', 'lines' },
   DiscardParams = { 'id', 'force' },
@@ -1146,6 +1188,9 @@ M.fields = {
   LogParams = { 'id', 'sinceSeq', 'limit' },
   LogResult = { 'events' },
   Event = { 'session', 'seq', 'ts', 'type', 'data' },
+  MergeParams = { 'id', 'resolutions' },
+  RejectParams = { 'id', 'files', 'hunks', 'head' },
+  RejectResult = { 'commit', 'files' },
   SendParams = { 'id', 'text', 'mode' },
   SendResult = { 'status' },
   SessionsParams = { 'dir' },
@@ -1181,6 +1226,7 @@ M.fields = {
   Forked = { 'source', 'seq', 'commit', 'turns' },
   Accepted = { 'commit', 'branch', 'files', 'mode' },
   Merged = { 'child', 'branch', 'commit', 'files' },
+  Rejected = { 'commit', 'files', 'hunks' },
   Discarded = { 'branch', 'worktreeRemoved', 'branchDeleted', 'archived', 'force' },
   HarnessProposed = { 'proposal', 'scope', 'author', 'edits', 'commit', 'base', 'trigger', 'rationale', 'intended', 'policy' },
   HarnessEdit = { 'op', 'kind', 'id', 'title' },
@@ -1218,6 +1264,7 @@ M.event_payloads = {
   forked = 'Forked',
   accepted = 'Accepted',
   merged = 'Merged',
+  rejected = 'Rejected',
   discarded = 'Discarded',
   harness_proposed = 'HarnessProposed',
   harness_applied = 'HarnessApplied',
@@ -1261,6 +1308,7 @@ M.requests = {
   ['arbor/refine.run'] = { params = 'arbor.RefineRunParams', result = 'arbor.RefineRunResult' },
   ['arbor/session.accept'] = { params = 'arbor.AcceptParams', result = 'arbor.AcceptResult' },
   ['arbor/session.attach'] = { params = 'arbor.AttachParams', result = 'arbor.AttachResult' },
+  ['arbor/session.conflicts'] = { params = 'arbor.SessionRef', result = 'arbor.ConflictsResult' },
   ['arbor/session.create'] = { params = 'arbor.SessionCreateParams', result = 'arbor.Session' },
   ['arbor/session.detach'] = { params = 'arbor.SessionRef', result = 'arbor.Empty' },
   ['arbor/session.diff'] = { params = 'arbor.DiffParams', result = 'arbor.DiffResult' },
@@ -1269,7 +1317,8 @@ M.requests = {
   ['arbor/session.fork'] = { params = 'arbor.ForkParams', result = 'arbor.Session' },
   ['arbor/session.get'] = { params = 'arbor.SessionRef', result = 'arbor.Session' },
   ['arbor/session.log'] = { params = 'arbor.LogParams', result = 'arbor.LogResult' },
-  ['arbor/session.merge'] = { params = 'arbor.SessionRef', result = 'arbor.AcceptResult' },
+  ['arbor/session.merge'] = { params = 'arbor.MergeParams', result = 'arbor.AcceptResult' },
+  ['arbor/session.reject'] = { params = 'arbor.RejectParams', result = 'arbor.RejectResult' },
   ['arbor/session.send'] = { params = 'arbor.SendParams', result = 'arbor.SendResult' },
   ['arbor/session.stop'] = { params = 'arbor.SessionRef', result = 'arbor.Session' },
   ['arbor/sessions'] = { params = 'arbor.SessionsParams', result = 'arbor.SessionsResult' },
@@ -1309,6 +1358,7 @@ M.event_types = {
   'forked',
   'accepted',
   'merged',
+  'rejected',
   'discarded',
   'harness_proposed',
   'harness_applied',

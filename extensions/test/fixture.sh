@@ -21,7 +21,9 @@ arbor_fixture_repo() {
 # count.txt and prints a timestamp every 250 ms for 3 s; "many cells" runs 1000 cells that print to
 # stdout and stderr (a 5,000-event session, with maxTurnSteps raised); the cell of "import a missing
 # module" fails, and a refine with the focus "missing imports" proposes a note citing that failure.
-# Sets FAKE_PID and URL; files go to DIR.
+# Tasks starting "view " are the VS Code views test's (e2e/views.e2e.js): a 1,700-step turn, a cell
+# printing a timestamp every 100 ms, a turn with a subagent and a file, a session-scope note written
+# twice. Sets FAKE_PID and URL; files go to DIR.
 arbor_fixture_model() {
   local dir=$1
   cat > "$dir/script.json" <<'JSON'
@@ -35,6 +37,14 @@ arbor_fixture_model() {
     {"when": {"task": "import a missing module", "turn": 1}, "code": "import no_such_module_xyz"},
     {"when": {"system": "You refine the harness", "last": "(?s)Focus given by the user: missing imports.*\\[seq (\\d+) tool_finished error"},
      "text": "{\"summary\":\"imports fail\",\"edits\":[{\"op\":\"create\",\"entry\":{\"kind\":\"note\",\"id\":\"check-imports\",\"title\":\"Check imports\",\"body\":\"Before importing a module, check it is installed.\"},\"trigger\":[{{last.1}}],\"rationale\":\"the import failed\",\"intended\":\"no failed imports\"}]}"},
+    {"when": {"task": "^view a big session", "turn": 1700}, "text": "a big session done"},
+    {"when": {"task": "^view a big session"}, "code": "x = 1"},
+    {"when": {"task": "^view streamed output", "turn": 1},
+     "code": "import time\ntime.sleep(4)\nfor i in range(40):\n    print(f'tick {time.time():.3f}', flush=True)\n    time.sleep(0.1)"},
+    {"when": {"task": "^view a turn", "turn": 1},
+     "code": "h = await rlm('view the kid', name='kid')\nopen('view.txt', 'w').write('v\\n')\nprint('wrote view.txt')"},
+    {"when": {"task": "^view the harness", "turn": 1},
+     "code": "await harness.notes.create('plan', 'The plan', body='first version')\nawait harness.notes.update('plan', body='second version')\nprint('noted')"},
     {"when": {"task": "add one and one", "turn": 1},
      "code": "h = await rlm('write the tests', name='tests')\nopen('sum.txt', 'w').write(str(1+1) + '\\n')\nprint(1+1)"},
     {"when": {"task": "write the tests"}, "text": "tests written"},

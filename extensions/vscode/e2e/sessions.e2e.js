@@ -111,20 +111,20 @@ test('Arbor: New Task starts a session that appears idle in the Sessions view', 
 
   await page.screenshot({ path: SHOT.replace(/\.png$/, '-sessions.png') }).catch(() => undefined);
 
-  // Clicking the row opens its transcript; at its end, the model's final answer.
+  // Clicking the row opens its transcript (a webview); at its end, the model's final answer.
   await idle.first().click();
-  const transcript = page.locator('.monaco-editor .view-lines', { hasText: 'session_created' });
-  await expectVisible(transcript, 'clicking the session did not open its transcript', 20000);
-  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: '→ **running**' }),
-    'the transcript does not show the session\'s states', 20000);
+  const transcript = await webviewWith('#title', TASK, 'clicking the session did not open its transcript', 20000);
+  await transcript.waitForSelector('.entry[data-type="session_created"]', { timeout: 20000 });
+  await transcript.waitForSelector('.entry[data-type="state_changed"] >> text=→ running', { timeout: 20000 })
+    .catch(() => { throw new Error('the transcript does not show the session\'s states'); });
   await page.screenshot({ path: SHOT.replace(/\.png$/, '-transcript.png') }).catch(() => undefined);
-  await transcript.first().click();
-  await page.keyboard.press('Control+End');
-  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: 'the sum is two' }),
-    'the transcript does not end with the final answer "the sum is two"', 20000);
-  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: '→ **idle**' }),
-    'the transcript does not end with the session idle', 20000);
+  await transcript.waitForSelector('.s-assistant .text >> text=the sum is two', { timeout: 20000 })
+    .catch(() => { throw new Error('the transcript does not end with the final answer "the sum is two"'); });
+  assert.equal(await transcript.locator('.entry[data-type="state_changed"] .label').last().innerText(), '→ idle',
+    'the transcript does not end with the session idle');
+  await transcript.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
   await page.screenshot({ path: SHOT.replace(/\.png$/, '-transcript-end.png') }).catch(() => undefined);
+  await page.locator('.monaco-workbench .part.statusbar').click();
 
   // F1 → "Arbor: Review Diff" → the session → sum.txt opens a diff editor (vscode.diff over arbor-file:).
   await page.keyboard.press('F1');
@@ -143,6 +143,19 @@ test('Arbor: New Task starts a session that appears idle in the Sessions view', 
     'picking sum.txt did not open a diff editor showing its new content', 20000);
   t.diagnostic(`UI part took ${Date.now() - t0} ms`);
 });
+
+/** The frame of the webview in which selector's text includes text (VS Code nests each webview in frames). */
+async function webviewWith(selector, text, what, ms) {
+  const end = Date.now() + ms;
+  for (;;) {
+    for (const f of page.frames()) {
+      const got = await f.evaluate(sel => document.querySelector(sel)?.textContent ?? null, selector).catch(() => null);
+      if (got && got.includes(text)) return f;
+    }
+    if (Date.now() > end) throw new Error(`${what} (no webview after ${ms} ms)`);
+    await new Promise(r => setTimeout(r, 100));
+  }
+}
 
 /** The daemon's record of the workspace's proposals, from the real CLI (`arbor proposals --json`). */
 function daemonProposals() {

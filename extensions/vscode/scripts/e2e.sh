@@ -26,7 +26,7 @@ s=$SECONDS
 echo "vscode-e2e: extension built in $((SECONDS-s))s"
 
 source "$HERE/e2e-env.sh"
-RUN=$ARBOR_E2E_CACHE/run
+RUN=${ARBOR_E2E_RUN:-$ARBOR_E2E_CACHE/run}   # ARBOR_E2E_RUN: another run dir, so two runs do not share one
 FAKE_PID=
 cleanup() {
   local rc=$?
@@ -78,13 +78,16 @@ export ARBOR_MODEL_BASE_URL=$URL ARBOR_MODEL=scripted ARBOR_KERNEL_PYTHON=${ARBO
 export XDG_STATE_HOME=$RUN/xdg/state XDG_DATA_HOME=$RUN/xdg/data XDG_CONFIG_HOME=$RUN/xdg/config XDG_RUNTIME_DIR=$RUN/sock
 # A free port unless one is given.
 E2E_PORT=${E2E_PORT:-$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')}
-export E2E_RUN=$RUN E2E_WS=$WS E2E_PORT E2E_SHOT=$ARBOR_E2E_CACHE/arbor-e2e.png
+export E2E_RUN=$RUN E2E_WS=$WS E2E_PORT E2E_SHOT=${E2E_SHOT:-$ARBOR_E2E_CACHE/arbor-e2e.png}
 export NODE_PATH=$ARBOR_E2E_CACHE/tools/node_modules
 
 # 4. The test.
 s=$SECONDS
 set +e
-node --test --test-reporter=spec "$EXT/e2e/sessions.e2e.js"
+# E2E_FILES: some of the test files (e.g. "views"), by default all of them, one after another.
+files=()
+for f in ${E2E_FILES:-sessions views}; do files+=("$EXT/e2e/$f.e2e.js"); done
+node --test --test-concurrency=1 --test-reporter=spec "${files[@]}"
 rc=$?
 set -e
 echo "vscode-e2e: UI test took $((SECONDS-s))s; screenshot: $E2E_SHOT"

@@ -18,7 +18,7 @@ export class Commands {
 
   /** Registers every command; the ids are also the ones the languageclient must not register. */
   static readonly ids = [P.CmdNewTask, P.CmdSpawnSubagent, P.CmdStop, P.CmdSend, P.CmdFork,
-    'arbor.openTranscript', 'arbor.reviewDiff', P.CmdDiscard, 'arbor.refresh', 'arbor.daemonStatus', 'arbor.trust'];
+    'arbor.openTranscriptMarkdown', 'arbor.reviewDiff', P.CmdDiscard, 'arbor.refresh', 'arbor.daemonStatus', 'arbor.trust'];
 
   register(): vscode.Disposable[] {
     const r = (id: string, fn: (arg: Arg) => Promise<unknown>) =>
@@ -29,7 +29,7 @@ export class Commands {
       r(P.CmdStop, this.stop),
       r(P.CmdSend, this.send),
       r(P.CmdFork, this.fork),
-      r('arbor.openTranscript', this.openTranscript),
+      r('arbor.openTranscriptMarkdown', this.openTranscript),
       r('arbor.reviewDiff', this.reviewDiff),
       r(P.CmdDiscard, this.discardCommand),
       r('arbor.refresh', this.refresh),
@@ -81,15 +81,16 @@ export class Commands {
     vscode.window.setStatusBarMessage(`Arbor: message ${res.status}`, 4000);
   }
 
-  async fork(arg: Arg): Promise<void> {
+  async fork(arg: Arg): Promise<P.Session | undefined> {
     const s = await this.session(arg, 'Fork which session?');
-    if (!s) return;
+    if (!s) return undefined;
     const f = await withTrust(() => this.client.fork({ id: s.id, atSeq: typeof arg === 'object' ? arg.atSeq : undefined }), this.trustUI);
     if (f?.id) { this.store.upsert(f); this.reveal(f.id); }
+    return f;
   }
 
   async openTranscript(arg: Arg): Promise<void> {
-    const s = await this.session(arg, 'Open the transcript of which session?');
+    const s = await this.session(arg, 'Open the Markdown transcript of which session?');
     if (!s) return;
     const doc = await vscode.workspace.openTextDocument(transcriptUri(s));
     await vscode.languages.setTextDocumentLanguage(doc, 'markdown');

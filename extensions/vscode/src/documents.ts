@@ -94,6 +94,11 @@ export class TranscriptProvider implements vscode.TextDocumentContentProvider {
     }, 100);
   }
 
+  /** Whether a Markdown transcript follows session id (then it stays attached). */
+  follows(id: string): boolean {
+    return this.buffers.has(id);
+  }
+
   onFellBehind(p: P.FellBehindParams): void {
     const buf = this.buffers.get(p.session);
     if (buf) void this.attach(p.session, buf.lastSeq + 1).catch(e => this.warn(p.session, e));

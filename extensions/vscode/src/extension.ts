@@ -13,19 +13,27 @@ import { ProposalCommands, ProposalDocumentProvider, ProposalTreeProvider, propo
 import { isHarnessEvent } from './proposals';
 import { GoalCommands, GoalDocumentProvider, goalScheme } from './goalCommands';
 import { HeartbeatCommands } from './heartbeatCommands';
+import { TranscriptPanels, TurnDiffProvider, turnDiffScheme } from './transcriptPanel';
+import { TranscriptCommands } from './transcriptCommands';
 
 let client: ArborClient | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel('Arbor', { log: true });
   const store = new SessionStore();
-  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids]));
+  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids, ...TranscriptCommands.ids]));
   const transcripts = new TranscriptProvider(client, store);
 
   const tree = new SessionTreeProvider(store, inWorkspace);
   const view = vscode.window.createTreeView('arbor.sessions', { treeDataProvider: tree, showCollapseAll: true });
   const reveal = (id: string) => { if (view.visible) void view.reveal(id, { select: true, focus: false }).then(undefined, () => undefined); };
   const commands = new Commands(client, store, reveal);
+  const panels: TranscriptPanels = new TranscriptPanels(client, store, vscode.Uri.joinPath(context.extensionUri, 'media'), {
+    fork: async (id, atSeq) => { await vscode.commands.executeCommand('arbor.forkFromEvent', { id, atSeq }); },
+    turnDiff: async (id, turn) => { await vscode.commands.executeCommand('arbor.turnDiff', { id, turn }); },
+    open: async id => { await vscode.commands.executeCommand('arbor.openTranscript', id); },
+  }, id => transcripts.follows(id));
+  const transcriptCommands = new TranscriptCommands(store, () => panels, (arg, title) => commands.session(arg, title), p => commands.fork(p));
 
   const goalDocs = new GoalDocumentProvider(client, store);
   const goalCommands = new GoalCommands(client, store, goalDocs, (arg, title, filter) => commands.session(arg, title, filter));
@@ -88,19 +96,23 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ...goalCommands.register(showError),
     ...heartbeatCommands.register(showError),
     ...commands.register(),
+    panels,
+    vscode.workspace.registerTextDocumentContentProvider(turnDiffScheme, new TurnDiffProvider(client, store)),
+    ...transcriptCommands.register(showError),
   );
 
   const handlers = {
     sessionTree: (p: P.SessionTreeParams) => {
       store.apply(p);
-      for (const s of p.sessions ?? []) { transcripts.onSessionChanged(s.id); goalDocs.onSessionChanged(s.id); }
+      for (const s of p.sessions ?? []) { transcripts.onSessionChanged(s.id); goalDocs.onSessionChanged(s.id); panels.onSessionChanged(s.id); }
     },
     event: (e: P.Event) => {
       transcripts.onEvent(e);
+      panels.onEvent(e);
       if (isHarnessEvent(e)) proposals.schedule();
     },
-    fellBehind: (p: P.FellBehindParams) => transcripts.onFellBehind(p),
-    restarted: () => { void transcripts.reattachAll(); void proposals.refresh(); },
+    fellBehind: (p: P.FellBehindParams) => { transcripts.onFellBehind(p); panels.onFellBehind(p); },
+    restarted: () => { void transcripts.reattachAll(); void panels.reattachAll(); void proposals.refresh(); },
   };
 
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async e => {

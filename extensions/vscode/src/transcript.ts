@@ -283,6 +283,11 @@ function raw(data: unknown): string[] {
     : fenced(JSON.stringify(d, null, 2), 'json')];
 }
 
+/** The Markdown paragraphs of one event, without its heading. */
+export function eventBody(e: P.Event): string[] {
+  return isKnownEvent(e) ? body(e) : raw(e.data);
+}
+
 /** Markdown for one event: a heading with its type, seq and time, then what it says. */
 export function renderEvent(e: P.Event): string {
   const time = (e.ts ?? '').replace(/^.*T/, '').replace(/\.\d+/, '').replace('Z', '');

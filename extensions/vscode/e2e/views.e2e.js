@@ -202,3 +202,36 @@ test('the transcript: messages, cells with code and output, the subagent as a li
   assert.match(await ff.locator('.entry[data-type="forked"] .line').innerText(), new RegExp(`^from ${s.id.slice(0, 8)} at event ${seq} `));
   await shot('fork');
 });
+test('streamed output: a cell\'s prints reach the webview while it runs (latency p50)', async (t) => {
+  const TASK = 'view streamed output';
+  await run(TASK);
+  await clickRow(TASK);
+  const f = await transcriptFrame(TASK);
+  // Record when each output chunk reaches the DOM, and when the cell ends.
+  await f.evaluate(() => {
+    window.__seen = [];
+    new MutationObserver(muts => {
+      const now = Date.now();
+      for (const m of muts) {
+        for (const n of m.addedNodes) if (n.nodeType === 1 && n.matches('span.stdout')) window.__seen.push({ t: now, text: n.textContent });
+        if (m.type === 'attributes' && m.attributeName === 'data-finished') window.__finished = now;
+      }
+    }).observe(document.getElementById('entries'), { subtree: true, childList: true, attributes: true, attributeFilter: ['data-finished'] });
+  });
+  await f.waitForSelector('.s-cell.running span.stdout', { timeout: 40000 });
+  await shot('streaming');
+  await f.waitForSelector('.s-cell[data-finished]', { timeout: 40000 });
+  const { seen, finished } = await f.evaluate(() => ({ seen: window.__seen, finished: window.__finished }));
+  const before = seen.filter(c => c.t < finished);
+  assert.ok(before.length >= 10, `only ${before.length} output chunks reached the webview before the cell ended`);
+  const lat = [];
+  for (const c of before) for (const m of c.text.matchAll(/tick (\d+\.\d+)/g)) lat.push(c.t - Number(m[1]) * 1000);
+  lat.sort((a, b) => a - b);
+  assert.ok(lat.length >= 20, `only ${lat.length} ticks were streamed`);
+  const p = q => lat[Math.min(lat.length - 1, Math.floor(q * lat.length))].toFixed(0);
+  figures.push(`streamed output latency, print → webview DOM: p50 ${p(0.5)} ms, p90 ${p(0.9)} ms, max ${p(1)} ms (${lat.length} prints, ${before.length} chunks; the daemon batches a cell's output per ~100 ms)`);
+  t.diagnostic(figures.at(-1));
+  // The finished cell's output is the whole of what it printed.
+  const text = await f.locator('.s-cell').first().locator('details.output pre').innerText();
+  assert.equal(text.trim().split('\n').length, 40, text);
+});

@@ -41,15 +41,6 @@ export type Op =
   | { op: 'output'; callId: string; seq: number; stream: string; text: string; truncated?: boolean }
   | { op: 'finish'; callId: string; seq: number; status: string; meta: string; output: string; error?: string; extra?: string };
 
-/** The tool_output event (contract §5) as the webview needs it. */
-interface ToolOutput {
-  callId: string;
-  stream: string;
-  text: string;
-  truncated?: boolean;
-}
-export const EventToolOutput = 'tool_output';
-
 /** ANSI escape sequences (colours in tracebacks) that a DOM text node would show as garbage. */
 const ansi = /\x1b\[[0-9;?]*[ -\/]*[@-~]/g;
 
@@ -88,8 +79,8 @@ export class TranscriptModel {
   /** The ops that show event e. */
   ops(e: P.Event): Op[] {
     const base = { seq: e.seq, type: e.type, time: time(e.ts) };
-    if (e.type === EventToolOutput) {
-      const d = (e.data ?? {}) as Partial<ToolOutput>;
+    if (e.type === P.EventToolOutput) {
+      const d = (e.data ?? {}) as Partial<P.ToolOutput>;
       const callId = d.callId ?? '';
       const out: Op[] = [];
       if (!this.cells.has(callId)) out.push(this.cell(base, callId, ''));

@@ -15,11 +15,12 @@ func cmdDiff(ctx context.Context, args []string) error {
 	stat := fs.Bool("stat", false, "files with added and deleted line counts")
 	asJSON := fs.Bool("json", false, "files and hunks as JSON")
 	turn := fs.Int("turn", 0, "only the change of this turn")
+	all := fs.Bool("all", false, "the whole change, also what was accepted already (default: what remains to review)")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos, 1, "diff ID [--stat] [--json] [--turn N]"); err != nil {
+	if err := needArgs(pos, 1, "diff ID [--stat] [--json] [--turn N] [--all]"); err != nil {
 		return err
 	}
 	c, err := connect(ctx, true, nil)
@@ -27,7 +28,7 @@ func cmdDiff(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	d, err := server.SessionDiff.Call(ctx, c, server.DiffParams{ID: pos[0], Turn: *turn})
+	d, err := server.SessionDiff.Call(ctx, c, server.DiffParams{ID: pos[0], Turn: *turn, All: *all})
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func init() {
 		{"ls", "[--json] [--all]", "list sessions of this repository (--all: every repository)", cmdLs},
 		{"tree", "[--json]", "show the session tree with states and rolled-up usage", cmdTree},
 		{"log", "ID [--json] [--follow]", "print a session's events (--follow until it settles)", cmdLog},
-		{"diff", "ID [--stat] [--json] [--turn N]", "the session's change against its merge-base (or one turn's)", cmdDiff},
+		{"diff", "ID [--stat] [--json] [--turn N] [--all]", "what remains to review of a session's change (all: also what was accepted; turn: one turn's)", cmdDiff},
 		{"fork", "ID [--at SEQ] [--name N]", "a new session from a session's history up to event SEQ, on its own branch", cmdFork},
 		{"accept", "ID [--files a,b] [--hunk path#i ...] [--merge]", "commit a session's change (or part) onto your current branch", cmdAccept},
 		{"reject", "ID [--files a,b] [--hunk path#i ...]", "revert a session's remaining change (or part) on its own branch; it is told", cmdReject},

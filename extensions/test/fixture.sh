@@ -23,12 +23,14 @@ arbor_fixture_repo() {
 # module" fails, and a refine with the focus "missing imports" proposes a note citing that failure.
 # Tasks starting "view " are the VS Code views test's (e2e/views.e2e.js): a 1,700-step turn, a cell
 # printing a timestamp every 100 ms, a turn with a subagent and a file, a session-scope note written
-# twice. Sets FAKE_PID and URL; files go to DIR.
+# twice. A task or message that says "arbor-test-py HEX" runs the Python code HEX encodes (a test's
+# own steps, kept in its own file). Sets FAKE_PID and URL; files go to DIR.
 arbor_fixture_model() {
   local dir=$1
   cat > "$dir/script.json" <<'JSON'
 {
   "rules": [
+    {"when": {"last": "arbor-test-py ([0-9a-f]+)"}, "code": "exec(bytes.fromhex('{{last.1}}').decode())"},
     {"when": {"task": "stream a count", "turn": 1},
      "code": "h = await rlm('help with the count', name='helper')\nopen('count.txt', 'w').write('12\\n')\nimport time, sys\nfor i in range(12):\n    print(f't={time.time():.6f}', flush=True)\n    if i % 4 == 3:\n        print(f'warn {i}', file=sys.stderr, flush=True)\n    time.sleep(0.25)\n40 + 2"},
     {"when": {"task": "help with the count"}, "text": "helped"},

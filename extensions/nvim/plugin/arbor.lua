@@ -72,6 +72,10 @@ cmd('ArborMerge', function(o)
   arbor().merge(o.args)
 end, { nargs = '?', complete = complete_id, desc = "Arbor: merge a child session into its parent's branch" })
 
+cmd('ArborMergeRetry', function(o)
+  arbor().merge_retry(o.args)
+end, { nargs = '?', complete = complete_id, desc = 'Arbor: send the resolved conflicts of a merge and merge again' })
+
 cmd('ArborStatus', function()
   arbor().daemon_status()
 end, { desc = 'Arbor: daemon status' })

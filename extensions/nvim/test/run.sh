@@ -2,7 +2,7 @@
 # Headless Neovim test of the Arbor plugin against the real daemon on the scripted model:
 # :ArborSessions, :ArborRun, the tree shows the session idle on its arbor/… branch, the transcript,
 # the diff, the review of harness proposals and goals (set, pause, resume, replace, show, progress, clear)
-# and heartbeats (add, list, delete). Usage: ARBOR_BIN=/abs/path/to/arbor extensions/nvim/test/run.sh
+# and heartbeats (add, list, delete); then e2e_review.lua (hunk review, merge conflicts). Usage: ARBOR_BIN=/abs/path/to/arbor extensions/nvim/test/run.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PLUGIN=$(cd "$HERE/.." && pwd)
@@ -53,8 +53,10 @@ arbor_fixture_model "$TMP"
 export ARBOR_MODEL_BASE_URL=$URL ARBOR_MODEL=scripted
 
 cd "$REPO"
-# ARBOR_NVIM_E2E=views runs only e2e_views.lua (after the unit checks); the default runs both.
-if [ "${ARBOR_NVIM_E2E:-all}" != views ]; then
+# ARBOR_NVIM_E2E=views (or review) runs only e2e_views.lua (or e2e_review.lua) after the unit
+# checks; the default runs all three.
+E2E=${ARBOR_NVIM_E2E:-all}
+if [ "$E2E" = all ]; then
 start=$SECONDS
 set +e
 ARBOR_TEST_OUT=$TMP/result.txt timeout 180 nvim --headless --clean \
@@ -70,12 +72,13 @@ else
 fi
 else
   ARBOR_TEST_OUT=$TMP/result.txt timeout 60 nvim --headless --clean --cmd "set rtp^=$PLUGIN" \
-    -c "luafile $HERE/unit.lua" -c 'qa!' 2>&1 | awk '{ print "  nvim| " $0; fflush() }'
+    -c "luafile $HERE/unit.lua" -c "luafile $HERE/unit_review.lua" -c 'qa!' 2>&1 | awk '{ print "  nvim| " $0; fflush() }'
   [ ! -s "$TMP/result.txt" ] || fail "$(cat "$TMP/result.txt")"
 fi
 
 # The views (transcript, streaming, fork, per-turn diff, harness panel, progress) and their
 # figures, in a second Neovim against the same daemon.
+if [ "$E2E" = all ] || [ "$E2E" = views ]; then
 start=$SECONDS
 set +e
 ARBOR_TEST_OUT=$TMP/views.txt timeout 420 nvim --headless --clean \
@@ -88,4 +91,23 @@ else
   reason=$(cat "$TMP/views.txt" 2>/dev/null || true)
   [ $rc -eq 124 ] && reason="timed out after 420s; $reason"
   fail "views: ${reason:-nvim exited $rc without a result}"
+fi
+fi
+
+# Review by hunk, reject, merge with a conflict resolved, discard's archive, status and progress:
+# in a repository of its own (under $TMP), in a third Neovim against the same daemon.
+if [ "$E2E" = all ] || [ "$E2E" = review ]; then
+start=$SECONDS
+set +e
+ARBOR_TEST_OUT=$TMP/review.txt ARBOR_TEST_TMP=$TMP timeout 180 nvim --headless --clean \
+  --cmd "set rtp^=$PLUGIN" -c "luafile $HERE/e2e_review.lua" 2>&1 | awk '{ print "  nvim review| " $0; fflush() }'
+rc=${PIPESTATUS[0]}
+set -e
+if [ $rc -eq 0 ] && grep -q '^PASS' "$TMP/review.txt" 2>/dev/null; then
+  echo "nvim-test: review PASS ($((SECONDS-start))s): $(sed -n 's/^PASS //p' "$TMP/review.txt")"
+else
+  reason=$(cat "$TMP/review.txt" 2>/dev/null || true)
+  [ $rc -eq 124 ] && reason="timed out after 180s; $reason"
+  fail "review: ${reason:-nvim exited $rc without a result}"
+fi
 fi

@@ -19,6 +19,7 @@ local arbor = require('arbor')
 local store = require('arbor.store')
 local client = require('arbor.client')
 local saved_sessions = store.all()
+local P = require('arbor.protocol')
 
 -- The tree marks forks "fork of <short> @<seq>" and discarded sessions "⊘ discarded" with the
 -- archive; only live, undiscarded sessions can take a subagent; the statusline counts running
@@ -229,6 +230,178 @@ for _, topic in ipairs({ 'arbor', 'arbor-status', ':ArborDiscard' }) do
   check(ok and vim.bo.filetype == 'help', ':help ' .. topic .. ': ' .. tostring(err))
   vim.cmd('helpclose')
 end
+
+-- Review by hunk. hunk_at maps a cursor line of either side to the hunk covering it.
+local diff = require('arbor.diff')
+local fdiff = { path = 'f.txt', status = 'modified', additions = 3, deletions = 2, hunks = {
+  { oldStart = 1, oldLines = 5, newStart = 1, newLines = 5, lines = {} },   -- line 2 changed
+  { oldStart = 12, oldLines = 7, newStart = 12, newLines = 8, lines = {} }, -- line 15 changed, one added
+  { oldStart = 27, oldLines = 1, newStart = 28, newLines = 0, lines = {} }, -- line 27 removed
+} }
+check(diff.hunk_at(fdiff, 'head', 2) == 0 and diff.hunk_at(fdiff, 'head', 5) == 0 and diff.hunk_at(fdiff, 'head', 6) == nil, 'hunk_at head 1')
+check(diff.hunk_at(fdiff, 'head', 19) == 1 and diff.hunk_at(fdiff, 'base', 18) == 1 and diff.hunk_at(fdiff, 'base', 19) == nil, 'hunk_at 2')
+check(diff.hunk_at(fdiff, 'base', 27) == 2 and diff.hunk_at(fdiff, 'head', 28) == 2 and diff.hunk_at(fdiff, 'head', 29) == 2
+  and diff.hunk_at(fdiff, 'head', 30) == nil, 'hunk_at a removal')
+check(diff.hunk_at({ path = 'g', hunks = { { oldStart = 0, oldLines = 0, newStart = 1, newLines = 2 } } }, 'base', 1) == 0, 'hunk_at an added file')
+-- The params of each action.
+local method, params = diff.action('accept', 'hunk', 'S1', 'h1', { path = 'f.txt', index = 1 })
+check(method == 'arbor/session.accept' and vim.deep_equal(params, { id = 'S1', head = 'h1', hunks = { 'f.txt#1' } }), 'accept hunk: ' .. vim.inspect(params))
+method, params = diff.action('reject', 'file', 'S1', 'h1', { path = 'g.txt' })
+check(method == 'arbor/session.reject' and vim.deep_equal(params, { id = 'S1', head = 'h1', files = { 'g.txt' } }), 'reject file: ' .. vim.inspect({ method, params }))
+method, params = diff.action('reject', 'session', 'S1', 'h1', {})
+check(method == 'arbor/session.reject' and vim.deep_equal(params, { id = 'S1', head = 'h1' }), 'reject all: ' .. vim.inspect(params))
+check(diff.done_message('reject', 'hunk', { path = 'f.txt', index = 0 }, { commit = 'abcdef1234' })
+  == "rejected hunk 1 of f.txt: reverted on the session's branch as abcdef12 (the agent is told at its next turn)", 'reject message')
+-- The patch buffer: each line's file and hunk.
+local patch = table.concat({
+  'diff --git a/f.txt b/f.txt', 'index 1..2 100644', '--- a/f.txt', '+++ b/f.txt',
+  '@@ -1,5 +1,5 @@', ' line 1', '-line 2', '+LINE 2', ' line 3',
+  '@@ -12,7 +12,8 @@', ' line 12', '-line 15', '+LINE 15', '+extra',
+  'diff --git a/g.txt b/g.txt', 'new file mode 100644', '--- /dev/null', '+++ b/g.txt', '@@ -0,0 +1 @@', '+new', '' }, '\n')
+local gdiff = { path = 'g.txt', status = 'added', additions = 1, deletions = 0, hunks = { { oldStart = 0, oldLines = 0, newStart = 1, newLines = 1 } } }
+local res1 = { base = 'b0b0b0b0b0', head = 'h1h1h1h1h1', files = { fdiff, gdiff }, patch = patch }
+local plines, powners, phunks = diff.render('the task', res1)
+local function row_of_text(lines_, text)
+  for i, l in ipairs(lines_) do
+    if l == text then
+      return i
+    end
+  end
+end
+local r15 = row_of_text(plines, '+LINE 15')
+check(phunks[r15] and phunks[r15].file == fdiff and phunks[r15].index == 1, 'render: +LINE 15 is hunk 1 of f.txt: ' .. vim.inspect(phunks[r15]))
+check(phunks[row_of_text(plines, '+LINE 2')].index == 0 and phunks[row_of_text(plines, '+new')].file == gdiff
+  and phunks[row_of_text(plines, '+new')].index == 0 and not phunks[row_of_text(plines, '+++ b/g.txt')]
+  and powners[row_of_text(plines, '+++ b/g.txt')] == gdiff, 'render: hunks of the patch lines')
+check(plines[1]:find('2 files, b0b0b0b0..h1h1h1h1', 1, true), 'render header: ' .. plines[1])
+local none = diff.render('t', { base = 'a', head = 'a', files = {}, patch = '', accepted = 'c0ffee00aa' })
+check(table.concat(none, '\n'):find('nothing left to review', 1, true) and none[1]:find('accept of c0ffee00', 1, true), 'empty remaining diff: ' .. vim.inspect(none))
+
+-- The review keys send those params with the head shown, then diff again and redraw.
+local remaining = { res1, { base = 'acc1acc1', head = 'h1h1h1h1h1', accepted = 'acc1acc1', files = { fdiff }, patch = table.concat(vim.list_slice(vim.split(patch, '\n'), 1, 14), '\n') } }
+sent = {}
+client.request = function(m_, p_, cb)
+  table.insert(sent, { method = m_, params = p_ })
+  if m_ == 'arbor/session.diff' then
+    cb(nil, remaining[1])
+    if #remaining > 1 then
+      table.remove(remaining, 1)
+    end
+  elseif m_ == 'arbor/session.fileAt' then
+    cb(nil, { content = p_.side .. ' of ' .. p_.path .. '\nline 2\n' })
+  else
+    cb(nil, { commit = 'c0c0c0c0c0', files = { 'g.txt' } })
+  end
+end
+notes = {}
+store.replace({ { id = 'S1S1S1S1xx', task = 'the task', state = 'idle', branch = 'arbor/t', created = '1' } })
+vim.cmd('tabnew')
+diff.open('S1S1S1S1xx')
+local pb = vim.fn.bufnr('arbor://diff/S1S1S1S1xx')
+check(pb ~= -1 and vim.fn.bufwinid(pb) ~= -1, 'diff.open shows arbor://diff/S1S1S1S1xx')
+vim.api.nvim_set_current_win(vim.fn.bufwinid(pb))
+local function at(text)
+  local row = row_of_text(vim.api.nvim_buf_get_lines(pb, 0, -1, false), text)
+  check(row, 'the patch buffer lacks ' .. text .. ':\n' .. table.concat(vim.api.nvim_buf_get_lines(pb, 0, -1, false), '\n'))
+  vim.api.nvim_win_set_cursor(0, { row, 0 })
+end
+local function key(k)
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(k, true, false, true), 'x', false)
+end
+at('+LINE 15')
+sent = {}
+key('a')
+check(sent[1] and sent[1].method == 'arbor/session.accept' and vim.deep_equal(sent[1].params, { id = 'S1S1S1S1xx', head = 'h1h1h1h1h1', hunks = { 'f.txt#1' } })
+  and sent[2] and sent[2].method == 'arbor/session.diff', '`a` on a hunk line sent ' .. vim.inspect(sent))
+check(notes[#notes]:find('accepted hunk 2 of f.txt onto your branch as c0c0c0c0', 1, true), '`a` said ' .. vim.inspect(notes))
+check(vim.api.nvim_buf_get_lines(pb, 0, 1, false)[1]:find('accept of acc1acc1', 1, true) and not row_of_text(vim.api.nvim_buf_get_lines(pb, 0, -1, false), '+new'),
+  'the patch buffer was not redrawn from the remaining diff')
+at('+LINE 2')
+sent = {}
+key('X')
+check(sent[1].method == 'arbor/session.reject' and vim.deep_equal(sent[1].params.files, { 'f.txt' }), '`X` sent ' .. vim.inspect(sent))
+-- <CR> opens the side-by-side tab; `x` there rejects the hunk under the cursor of that side.
+at('+LINE 2')
+key('<CR>')
+local hb = vim.fn.bufnr('arbor://head/S1S1S1S/f.txt')
+hb = vim.fn.bufnr('arbor://head/S1S1S1S1/f.txt')
+check(hb ~= -1 and vim.fn.bufwinid(hb) ~= -1 and vim.api.nvim_buf_get_lines(hb, 0, 1, false)[1] == 'head of f.txt', 'side-by-side head pane')
+vim.api.nvim_set_current_win(vim.fn.bufwinid(hb))
+vim.api.nvim_win_set_cursor(0, { 2, 0 })
+sent = {}
+key('x')
+check(sent[1].method == 'arbor/session.reject' and vim.deep_equal(sent[1].params, { id = 'S1S1S1S1xx', head = 'h1h1h1h1h1', hunks = { 'f.txt#0' } }),
+  '`x` in the head pane sent ' .. vim.inspect(sent))
+check(sent[3] and sent[3].method == 'arbor/session.fileAt', 'the tab was not drawn again after the reject: ' .. vim.inspect(sent))
+-- ga asks first; declined, nothing is sent.
+vim.fn.confirm = function() return 2 end
+sent = {}
+key('ga')
+check(#sent == 0, 'a declined ga sent ' .. vim.inspect(sent))
+vim.cmd('tabonly!')
+
+-- Merge conflicts: the list, the tab of the three versions over the result, the retry.
+local merge = require('arbor.merge')
+check(merge.marker_line({ 'a', '<<<<<<< ours', 'x', '=======', 'y', '>>>>>>> theirs' }) == 2 and merge.marker_line({ 'a', '=======' }) == nil, 'marker_line')
+local rdone, rleft = merge.resolutions({ ['a.txt'] = { 'resolved' }, ['b.txt'] = { '<<<<<<< HEAD', 'x', '=======', 'y', '>>>>>>> child' }, ['c.txt'] = {} })
+check(vim.deep_equal(rdone, { ['a.txt'] = 'resolved\n', ['c.txt'] = '' }) and vim.deep_equal(rleft, { 'b.txt' }), 'resolutions: ' .. vim.inspect({ rdone, rleft }))
+store.replace({ { id = 'PPPP0000pp', task = 'parent', state = 'idle', branch = 'arbor/parent', created = '1' },
+  { id = 'CCCC1111cc', parent = 'PPPP0000pp', task = 'child', state = 'idle', branch = 'arbor/child', created = '2' } })
+local conflict = { child = 'CCCC1111cc', parent = 'PPPP0000pp', files = {
+  { path = 'conflict.txt', base = 'base\n', ours = 'parent\n', theirs = 'child\n',
+    merged = '<<<<<<< ours\nparent\n=======\nchild\n>>>>>>> theirs\n' } } }
+local merges = 0
+sent = {}
+client.request = function(m_, p_, cb)
+  table.insert(sent, { method = m_, params = p_ })
+  if m_ == 'arbor/session.merge' then
+    merges = merges + 1
+    if merges == 1 then
+      cb({ code = P.CodeConflict, message = 'merge conflict', data = { kind = 'conflict', into = 'arbor/parent', files = { 'conflict.txt' } } })
+    else
+      cb(nil, { commit = 'm3m3m3m3m3', files = { 'conflict.txt' } })
+    end
+  else
+    cb(nil, conflict)
+  end
+end
+notes = {}
+vim.cmd('ArborMerge CCCC1111') -- a prefix, as typed
+check(sent[2] and sent[2].method == P.MethodSessionConflicts and sent[2].params.id == 'CCCC1111cc', 'conflicts asked: ' .. vim.inspect(sent))
+local qf = vim.fn.getqflist({ items = 0, title = 0, context = 0 })
+check(#qf.items == 1 and qf.title:find('1 file in conflict', 1, true) and qf.context.arbor_merge == 'CCCC1111cc' and qf.items[1].lnum == 1
+  and vim.api.nvim_buf_get_name(qf.items[1].bufnr):find('arbor://merge/CCCC1111/conflict.txt', 1, true), 'quickfix: ' .. vim.inspect(qf))
+check(notes[#notes]:find('1 file in conflict (conflict.txt)', 1, true), 'conflict message: ' .. vim.inspect(notes))
+-- Retrying with the markers still there sends nothing and names the file.
+sent = {}
+vim.cmd('ArborMergeRetry')
+check(#sent == 0 and notes[#notes]:find('conflict.txt still has conflict markers', 1, true), 'retry with markers: ' .. vim.inspect({ sent, notes }))
+-- :cfirst shows the result; its tab opens with ours, base and theirs read-only.
+vim.cmd('cfirst')
+vim.wait(1000, function() return vim.t.arbor_merge ~= nil end, 10)
+local tabwins = vim.api.nvim_tabpage_list_wins(0)
+local names = {}
+for _, w in ipairs(tabwins) do
+  local b = vim.api.nvim_win_get_buf(w)
+  table.insert(names, vim.api.nvim_buf_get_name(b):match('arbor://merge/CCCC1111/(.*)') .. (vim.bo[b].modifiable and ' (editable)' or ''))
+end
+table.sort(names)
+check(vim.t.arbor_merge == 'CCCC1111cc:conflict.txt' and vim.deep_equal(names, { 'base/conflict.txt', 'conflict.txt (editable)', 'ours/conflict.txt', 'theirs/conflict.txt' }),
+  'the merge tab: ' .. vim.inspect(names))
+local ours = vim.fn.bufnr('arbor://merge/CCCC1111/ours/conflict.txt')
+check(vim.api.nvim_buf_get_lines(ours, 0, -1, false)[1] == 'parent' and vim.bo[ours].buftype == 'nofile', 'ours pane')
+local resb = vim.api.nvim_get_current_buf()
+check(vim.api.nvim_buf_get_name(resb):find('arbor://merge/CCCC1111/conflict.txt', 1, true) and vim.api.nvim_win_get_cursor(0)[1] == 1, 'cursor on the result')
+vim.api.nvim_buf_set_lines(resb, 0, -1, false, { 'resolved' })
+vim.cmd('write')
+check(not vim.bo[resb].modified, ':w keeps the result')
+sent = {}
+vim.cmd('ArborMergeRetry')
+check(sent[1] and sent[1].method == 'arbor/session.merge' and vim.deep_equal(sent[1].params, { id = 'CCCC1111cc', resolutions = { ['conflict.txt'] = 'resolved\n' } }),
+  'retry sent ' .. vim.inspect(sent))
+check(notes[#notes]:find('merged CCCC1111 into PPPP0000 (arbor/parent) as m3m3m3m3', 1, true) and #vim.api.nvim_list_tabpages() == 1
+  and vim.fn.bufnr('arbor://merge/CCCC1111/conflict.txt') == -1 and #vim.fn.getqflist() == 0, 'after the merge: ' .. vim.inspect(notes))
+vim.cmd('silent! only')
 
 client.request = request
 vim.fn.confirm = confirm

@@ -283,6 +283,12 @@ function M.merge(id)
   end)
 end
 
+--- Sends the resolved results of the pending merge of id (default: the merge of the current
+--- tab, or the only one) again: arbor/session.merge {id, resolutions}.
+function M.merge_retry(id)
+  require('arbor.merge').retry(id)
+end
+
 --- What discarding a session will do, for the question asked first: res is its remaining
 --- diff (nil when it could not be read). Without force, work no other branch holds is kept
 --- under refs/arbor/archive/…; with force it is dropped.

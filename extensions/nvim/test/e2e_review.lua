@@ -102,6 +102,10 @@ local function show(rev, path)
   return rc == 0 and text or nil
 end
 
+local function client_message(err)
+  return type(err) == 'table' and tostring(err.message) or tostring(err)
+end
+
 local function key(k)
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(k, true, false, true), 'x', false)
 end
@@ -136,10 +140,11 @@ local function run()
     wait_for('arbor/session.create did not answer within 20s', 20000, function() return s ~= nil end)
     return s
   end
-  local function settled(id, since)
+  -- Waits for session id to be idle with done() true (its turn's checkpoint is on its branch).
+  local function settled(id, done)
     wait_for(nil, 60000, function()
       local x = store.get(id)
-      return x and (x.state == 'failed' or x.state == 'stopped' or (x.state == 'idle' and (x.lastSeq or 0) > (since or 0)))
+      return x and (x.state == 'failed' or x.state == 'stopped' or (x.state == 'idle' and done(x)))
     end)
     local x = store.get(id)
     if x.state ~= 'idle' then
@@ -156,7 +161,7 @@ open('f.txt', 'w').write('\n'.join(lines))
 open('g.txt', 'w').write('accept me\n')
 open('h.txt', 'w').write('reject me\n')
 ]]), { name = 'three hunks' })
-  s = settled(s.id)
+  s = settled(s.id, function(x) return show(x.branch, 'h.txt') ~= nil end)
   local branch = s.branch
   local session_f = show(branch, 'f.txt')
   if not session_f or not session_f:find('LINE 2\n', 1, true) or not show(branch, 'h.txt') then
@@ -304,11 +309,17 @@ open('h.txt', 'w').write('reject me\n')
 
   -- A child and its parent change conflict.txt apart: :ArborMerge conflicts; the quickfix list
   -- opens the merge tab; the result is edited and :ArborMergeRetry merges it into the parent.
-  local parent = settled(start(py("open('conflict.txt', 'w').write('base\\n')"), { name = 'parent' }).id)
-  local child = settled(start(py("open('conflict.txt', 'w').write('child\\n')"), { parent = parent.id, name = 'child' }).id)
-  local seq = store.get(parent.id).lastSeq
+  local function has(path, text)
+    return function(x) return show(x.branch, path) == text end
+  end
+  local parent = settled(start(py("open('conflict.txt', 'w').write('base\\n')"), { name = 'parent' }).id, has('conflict.txt', 'base\n'))
+  local child = settled(start(py("open('conflict.txt', 'w').write('child\\n')"), { parent = parent.id, name = 'child' }).id,
+    has('conflict.txt', 'child\n'))
   vim.cmd('ArborSend ' .. parent.id:sub(1, 8) .. ' ' .. py("open('conflict.txt', 'w').write('parent\\n')"))
-  parent = settled(parent.id, seq)
+  -- The message's own record moves lastSeq on before its turn runs: wait for the turn's checkpoint.
+  wait_for(nil, 60000, function()
+    return show(parent.branch, 'conflict.txt') == 'parent\n' and store.get(parent.id).state == 'idle'
+  end)
   if show(parent.branch, 'conflict.txt') ~= 'parent\n' or show(child.branch, 'conflict.txt') ~= 'child\n' then
     error(string.format('conflict.txt: parent %q, child %q', tostring(show(parent.branch, 'conflict.txt')), tostring(show(child.branch, 'conflict.txt'))), 0)
   end
@@ -348,6 +359,86 @@ open('h.txt', 'w').write('reject me\n')
     error('the merge tab or the quickfix list stayed after the merge', 0)
   end
   table.insert(passed, 'merge conflict on conflict.txt resolved in the merge tab: ' .. said_it('merged ' .. short .. ' into '))
+
+  -- The statusline counts the live sessions (the parent and the child wait; the discarded one
+  -- is not counted) and $/progress reached the plugin on this Neovim.
+  wait_for(nil, 10000, function() return arbor.status() == 'arbor: 2 waiting' end)
+  local st = require('arbor.status')
+  if arbor.status() ~= 'arbor: 2 waiting' or not st.last or not st.last:find(': idle$') or #st.active() ~= 0 then
+    error(string.format('status() %q; last progress %q; active %s', arbor.status(), tostring(st.last), vim.inspect(st.active())), 0)
+  end
+  table.insert(passed, 'status() "' .. arbor.status() .. '"; $/progress last shown "' .. st.last:sub(-40) .. '"')
+
+  -- `c` in the tree on the discarded session is refused before a task is asked for.
+  local ui_input, asked_input = vim.ui.input, nil
+  vim.ui.input = function(o, cb_)
+    asked_input = o
+    cb_(nil)
+  end
+  table.insert(expected, 'is discarded: a subagent needs a live parent')
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+  for i, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
+    if l:find('] ' .. s.id:sub(1, 8), 1, true) then
+      vim.api.nvim_win_set_cursor(0, { i, 0 })
+    end
+  end
+  key('c')
+  if asked_input or not said_it(s.id:sub(1, 8) .. ' is discarded: a subagent needs a live parent') then
+    error('`c` on the discarded session: asked ' .. vim.inspect(asked_input) .. '; said ' .. tostring(said[#said]), 0)
+  end
+  -- A create the daemon refuses keeps the typed task for the next prompt.
+  vim.fn.mkdir(tmp .. '/not-a-repo', 'p')
+  table.insert(expected, 'could not start the task')
+  local refused
+  arbor.run('a task for nowhere', { dir = tmp .. '/not-a-repo', on_error = function(e) refused = e end })
+  wait_for('the create in a directory outside git was not refused', 15000, function() return refused ~= nil end)
+  arbor.run()
+  if not asked_input or asked_input.default ~= 'a task for nowhere' then
+    error('after the refused create the prompt offers ' .. vim.inspect(asked_input) .. ' (refusal: ' .. client_message(refused) .. ')', 0)
+  end
+  vim.ui.input = ui_input
+  table.insert(passed, '`c` on a discarded session refused; a refused create (' .. client_message(refused) .. ') keeps its task')
+
+  -- "Refactor with agent…" from the real daemon sends the buffer's unsaved lines.
+  vim.cmd('edit ' .. vim.fn.fnameescape(repo .. '/f.txt'))
+  local buf = vim.api.nvim_get_current_buf()
+  vim.api.nvim_buf_set_lines(buf, 0, 1, false, { 'UNSAVED first line' })
+  require('arbor.client').attach_buffer(buf)
+  local answers = vim.lsp.buf_request_sync(buf, 'textDocument/codeAction', {
+    textDocument = { uri = vim.uri_from_bufnr(buf) },
+    range = { start = { line = 0, character = 0 }, ['end'] = { line = 1, character = 0 } },
+    context = { diagnostics = {} },
+  }, 10000) or {}
+  local refactor
+  for _, a in pairs(answers) do
+    for _, action in ipairs(a.result or {}) do
+      if action.title == 'Refactor with agent…' then
+        refactor = action
+      end
+    end
+  end
+  if not refactor then
+    error('the daemon offered no "Refactor with agent…": ' .. vim.inspect(answers), 0)
+  end
+  vim.ui.input = function(_, cb_) cb_('look at the selection') end
+  vim.lsp.commands[refactor.command.command](refactor.command, { bufnr = buf })
+  vim.ui.input = ui_input
+  local looked
+  wait_for('"Refactor with agent…" started no session', 20000, function()
+    for _, x in ipairs(store.all()) do
+      if x.task == 'look at the selection' then
+        looked = x
+        return true
+      end
+    end
+  end)
+  local first = vim.fn.json_decode(vim.fn.systemlist({ bin, 'log', looked.id, '--json' })[1])
+  local selection = type(first.data) == 'table' and first.data.selection or ''
+  if first.type ~= 'session_created' or not selection:find('UNSAVED first line\nline 2\n', 1, true) then
+    error('the session got the selection ' .. vim.inspect(selection) .. ', not the unsaved buffer text', 0)
+  end
+  vim.cmd('bwipeout!')
+  table.insert(passed, '"Refactor with agent…" sent the unsaved line: ' .. vim.inspect(selection))
 
   vim.wait(300, function() return false end, 50)
   if #complaints > 0 then

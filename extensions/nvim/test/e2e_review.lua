@@ -360,12 +360,31 @@ open('h.txt', 'w').write('reject me\n')
   end
   table.insert(passed, 'merge conflict on conflict.txt resolved in the merge tab: ' .. said_it('merged ' .. short .. ' into '))
 
-  -- The statusline counts the live sessions (the parent and the child wait; the discarded one
-  -- is not counted) and $/progress reached the plugin on this Neovim.
-  wait_for(nil, 10000, function() return arbor.status() == 'arbor: 2 waiting' end)
+  -- The statusline counts the live sessions of the daemon (other tests' too): the parent and the
+  -- child wait, the discarded one is not counted; $/progress reached the plugin on this Neovim.
+  local function want_status()
+    local waiting, running = 0, 0
+    for _, x in ipairs(store.all()) do
+      if not x.discarded and (x.state == 'idle' or x.state == 'inactive') then
+        waiting = waiting + 1
+      elseif not x.discarded and (x.state == 'running' or x.state == 'admitted') then
+        running = running + 1
+      end
+    end
+    local parts = {}
+    if running > 0 then
+      table.insert(parts, running .. ' running')
+    end
+    table.insert(parts, waiting .. ' waiting')
+    return 'arbor: ' .. table.concat(parts, ', '), waiting
+  end
+  arbor.refresh()
+  wait_for(nil, 10000, function() return arbor.status() == want_status() and store.get(parent.id).state == 'idle' end)
   local st = require('arbor.status')
-  if arbor.status() ~= 'arbor: 2 waiting' or not st.last or not st.last:find(': idle$') or #st.active() ~= 0 then
-    error(string.format('status() %q; last progress %q; active %s', arbor.status(), tostring(st.last), vim.inspect(st.active())), 0)
+  local want, waiting = want_status()
+  if arbor.status() ~= want or waiting < 2 or not store.get(s.id).discarded or store.get(s.id).state ~= 'stopped'
+    or not st.last or not st.last:find(': idle$') or #st.active() ~= 0 then
+    error(string.format('status() %q (want %q); last progress %q; active %s', arbor.status(), want, tostring(st.last), vim.inspect(st.active())), 0)
   end
   table.insert(passed, 'status() "' .. arbor.status() .. '"; $/progress last shown "' .. st.last:sub(-40) .. '"')
 

@@ -261,9 +261,25 @@ open('h.txt', 'w').write('reject me\n')
   end
   table.insert(passed, '`X` rejected h.txt')
 
-  -- `ga` accepts what is left (LINE 28); nothing is left to review and the f.txt tab closes.
+  -- With f.txt edited and not committed in the user's worktree the accept is refused, and the
+  -- warning names the file (the daemon's ConflictData), not just "dirty".
   local confirm = vim.fn.confirm
   vim.fn.confirm = function() return 1 end
+  local user_f = vim.fn.readfile(repo .. '/f.txt')
+  vim.fn.writefile(vim.list_extend(vim.deepcopy(user_f), { 'typed by the user' }), repo .. '/f.txt')
+  table.insert(expected, 'uncommitted changes in')
+  local main_before = git('rev-parse', 'main')
+  at('+LINE 28')
+  key('ga')
+  acted('uncommitted changes in', '`ga` over an uncommitted f.txt')
+  local refusal = said_it('uncommitted changes in')
+  if not refusal:find('f.txt', 1, true) or git('rev-parse', 'main') ~= main_before then
+    error('the refused accept: ' .. refusal .. '; main moved: ' .. tostring(git('rev-parse', 'main') ~= main_before), 0)
+  end
+  vim.fn.writefile(user_f, repo .. '/f.txt')
+  table.insert(passed, 'an accept over the user\'s uncommitted f.txt is refused naming it: ' .. refusal)
+
+  -- `ga` accepts what is left (LINE 28); nothing is left to review and the f.txt tab closes.
   at('+LINE 28')
   key('ga')
   vim.fn.confirm = confirm

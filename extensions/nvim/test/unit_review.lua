@@ -252,6 +252,11 @@ method, params = diff.action('reject', 'session', 'S1', 'h1', {})
 check(method == 'arbor/session.reject' and vim.deep_equal(params, { id = 'S1', head = 'h1' }), 'reject all: ' .. vim.inspect(params))
 check(diff.done_message('reject', 'hunk', { path = 'f.txt', index = 0 }, { commit = 'abcdef1234' })
   == "rejected hunk 1 of f.txt: reverted on the session's branch as abcdef12 (the agent is told at its next turn)", 'reject message')
+check(diff.error_text('accept', { code = P.CodeConflict, message = 'your working tree has uncommitted changes',
+  data = { kind = 'dirty', into = '/repo', files = { 'a.py', 'b.py' } } })
+  == 'accept: your working tree has uncommitted changes — uncommitted changes in /repo: a.py, b.py', 'error_text dirty')
+check(diff.error_text('accept', { code = P.CodeConflict, message = '/repo has uncommitted changes in a.py',
+  data = { kind = 'dirty', into = '/repo', files = { 'a.py' } } }) == 'accept: /repo has uncommitted changes in a.py', 'error_text: named already')
 -- The patch buffer: each line's file and hunk.
 local patch = table.concat({
   'diff --git a/f.txt b/f.txt', 'index 1..2 100644', '--- a/f.txt', '+++ b/f.txt',

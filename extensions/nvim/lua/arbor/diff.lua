@@ -61,6 +61,22 @@ function M.done_message(kind, scope, target, res)
   return string.format("rejected %s: reverted on the session's branch as %s (the agent is told at its next turn)", what, commit)
 end
 
+--- The warning for a refused review action: the files of a conflict or of dirty files
+--- (ConflictData) are named when the message does not name them all.
+function M.error_text(kind, err)
+  local msg = kind .. ': ' .. client.error_message(err)
+  local data = type(err) == 'table' and type(err.data) == 'table' and err.data or nil
+  local named = true
+  for _, f in ipairs(data and type(data.files) == 'table' and data.files or {}) do
+    named = named and msg:find(f, 1, true) ~= nil
+  end
+  if data and type(data.files) == 'table' and #data.files > 0 and not named then
+    local what = data.kind == 'dirty' and 'uncommitted changes' or 'conflicts'
+    msg = msg .. string.format(' — %s in %s: %s', what, present(data.into) and data.into or 'the target', table.concat(data.files, ', '))
+  end
+  return msg
+end
+
 --- Buffer lines for a diff result; per line the file it belongs to and, on a hunk's lines,
 --- { file, index } of that hunk (index counting from 0 in the file's hunks).
 function M.render(sess_title, res)
@@ -333,7 +349,7 @@ act = function(id, kind, target, opts)
   client.request(method, params, function(err, res)
     r.busy = false
     if err then
-      warn(kind .. ': ' .. client.error_message(err))
+      warn(M.error_text(kind, err))
     else
       client.notify(M.done_message(kind, target.scope, target, res))
       if kind == 'accept' then

@@ -295,8 +295,7 @@ local function answered(child, err, res, opts)
     end)
     return
   end
-  local files = data and type(data.files) == 'table' and #data.files > 0 and (' (' .. list_text(data.files) .. ')') or ''
-  warn('merge: ' .. client.error_message(err) .. files)
+  warn(require('arbor.diff').error_text('merge', err))
   if opts.on_done then
     opts.on_done(err)
   end

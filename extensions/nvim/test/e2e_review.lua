@@ -295,6 +295,29 @@ open('h.txt', 'w').write('reject me\n')
   screen('nothing left to review')
   table.insert(passed, '`ga` accepted the rest: main has line 2, LINE 15, LINE 28 and g.txt')
 
+  -- `gx` rejects the whole remaining change of another session: its branch is back at its base.
+  local r = start(py("open('r.txt', 'w').write('take it back\\n')"), { name = 'reject all' })
+  r = settled(r.id, function(x) return show(x.branch, 'r.txt') ~= nil end)
+  arbor.diff(r.id)
+  local rb
+  wait_for(':ArborDiff showed no r.txt', 15000, function()
+    rb = vim.fn.bufnr('arbor://diff/' .. r.id)
+    return rb ~= -1 and buffer_text(rb):find('+take it back', 1, true) ~= nil
+  end)
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(rb))
+  vim.fn.confirm = function() return 1 end
+  key('gx')
+  vim.fn.confirm = confirm
+  acted("rejected the whole change: reverted on the session's branch", '`gx`')
+  wait_for('the patch buffer of ' .. r.id:sub(1, 8) .. ' does not say nothing is left', 10000, function()
+    return buffer_text(rb):find('nothing left to review', 1, true) ~= nil
+  end)
+  if show(r.branch, 'r.txt') or show('main', 'r.txt') then
+    error('after `gx` r.txt is still on ' .. (show(r.branch, 'r.txt') and r.branch or 'main'), 0)
+  end
+  pcall(vim.cmd, 'bwipeout ' .. rb)
+  table.insert(passed, '`gx` rejected everything of ' .. r.id:sub(1, 8) .. ': r.txt gone from ' .. r.branch)
+
   -- :ArborDiscard (no !) asks, naming nothing unaccepted, and keeps the commits no branch holds
   -- under refs/arbor/archive/…; the tree marks the session discarded.
   local asked
@@ -341,7 +364,14 @@ open('h.txt', 'w').write('reject me\n')
   end
   table.insert(expected, 'in conflict (conflict.txt)')
   local parent_head = git('rev-parse', parent.branch)
-  vim.cmd('ArborMerge ' .. child.id:sub(1, 8))
+  -- `M` on the child's row in the tree (what :ArborMerge {id} runs).
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+  for i, l in ipairs(vim.api.nvim_buf_get_lines(tree, 0, -1, false)) do
+    if l:find('] ' .. child.id:sub(1, 8), 1, true) then
+      vim.api.nvim_win_set_cursor(0, { i, 0 })
+    end
+  end
+  key('M')
   wait_for('no conflict message after :ArborMerge', 15000, function() return said_it('in conflict (conflict.txt)') ~= nil end)
   local qf = vim.fn.getqflist({ items = 0, title = 0 })
   if #qf.items ~= 1 or not vim.api.nvim_buf_get_name(qf.items[1].bufnr):find('conflict.txt', 1, true) then

@@ -2,7 +2,7 @@
 GO ?= go
 ARBOR := $(CURDIR)/bin/arbor
 
-.PHONY: all deps build generate demo test test-go test-e2e test-nvim test-vscode test-vscode-e2e bench soak lint clean
+.PHONY: all deps build generate demo test test-go test-e2e test-nvim test-vscode test-vscode-e2e bench soak lint clean vsix
 
 all: build
 
@@ -11,6 +11,13 @@ deps:
 
 build:
 	$(GO) build -o bin/arbor ./cmd/arbor
+
+# The VS Code extension as a .vsix (install: code --install-extension bin/arbor.vsix).
+VSIX ?= $(CURDIR)/bin/arbor.vsix
+vsix:
+	@mkdir -p $(dir $(VSIX))
+	cd extensions/vscode && npm ci --no-audit --no-fund --loglevel=error && npm run --silent compile \
+		&& npx vsce package --skip-license --out $(VSIX)
 
 demo: deps build
 	$(ARBOR) demo

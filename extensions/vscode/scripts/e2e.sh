@@ -20,10 +20,13 @@ s=$SECONDS
 bash "$HERE/e2e-install.sh" || fail "installing code-server/chromium/playwright failed (see above)"
 echo "vscode-e2e: install check took $((SECONDS-s))s"
 
-# 2. The extension, built with the system Node (the same build `npm ci && npm run compile` makes).
+# 2. The extension, built with the system Node and packaged as the README says (`make vsix`);
+# review.e2e.js installs that .vsix with `code-server --install-extension`.
 s=$SECONDS
-(cd "$EXT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npm run --silent compile) || fail "building the extension failed"
-echo "vscode-e2e: extension built in $((SECONDS-s))s"
+# Beside the run dir (ARBOR_E2E_RUN, below), so two runs do not share one.
+export E2E_VSIX=${ARBOR_E2E_RUN:-${ARBOR_E2E_CACHE:-$HOME/.cache/arbor-vscode-e2e}/run}.vsix
+make -s -C "$EXT/../.." vsix VSIX="$E2E_VSIX" >/dev/null || fail "building the extension (make vsix) failed"
+echo "vscode-e2e: extension built and packaged in $((SECONDS-s))s"
 
 source "$HERE/e2e-env.sh"
 RUN=${ARBOR_E2E_RUN:-$ARBOR_E2E_CACHE/run}   # ARBOR_E2E_RUN: another run dir, so two runs do not share one
@@ -39,8 +42,8 @@ cleanup() {
   if [ $rc -ne 0 ]; then
     echo "--- logs under $RUN (kept for inspection) ---" >&2
     for f in "$RUN"/code-server.log "$RUN"/fake.err; do [ -f "$f" ] && { echo "== $f" >&2; tail -30 "$f" >&2; }; done
-    find "$RUN/data/logs" -name '*Arbor*' -type f 2>/dev/null | while read -r f; do echo "== $f" >&2; tail -30 "$f" >&2; done
-    find "$RUN/state" "$RUN/xdg" -name '*.log' -type f 2>/dev/null | while read -r f; do echo "== $f" >&2; tail -30 "$f" >&2; done
+    find "$RUN/data/logs" "$RUN/review/data/logs" -name '*Arbor*' -type f 2>/dev/null | while read -r f; do echo "== $f" >&2; tail -30 "$f" >&2; done
+    find "$RUN/state" "$RUN/xdg" "$RUN/review/state" -name '*.log' -type f 2>/dev/null | while read -r f; do echo "== $f" >&2; tail -30 "$f" >&2; done
   fi
   exit $rc
 }
@@ -86,10 +89,10 @@ s=$SECONDS
 set +e
 # E2E_FILES: some of the test files (e.g. "views"), by default all of them, one after another.
 files=()
-for f in ${E2E_FILES:-sessions views}; do files+=("$EXT/e2e/$f.e2e.js"); done
+for f in ${E2E_FILES:-sessions views review}; do files+=("$EXT/e2e/$f.e2e.js"); done
 node --test --test-concurrency=1 --test-reporter=spec "${files[@]}"
 rc=$?
 set -e
-echo "vscode-e2e: UI test took $((SECONDS-s))s; screenshot: $E2E_SHOT"
+echo "vscode-e2e: UI test took $((SECONDS-s))s; screenshots: $ARBOR_E2E_CACHE/arbor-e2e*.png"
 [ $rc -eq 0 ] || fail "the real-VS-Code test failed (see above; screenshot $E2E_SHOT)"
 echo "vscode-e2e: PASS ($((SECONDS-total))s in all)"

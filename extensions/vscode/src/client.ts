@@ -1,6 +1,4 @@
 // Starts `arbor lsp` through vscode-languageclient and wraps the arbor/* requests with their types.
-import * as os from 'os';
-import * as path from 'path';
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, StaticFeature, DynamicFeature, State } from 'vscode-languageclient/node';
 import * as P from './protocol';
@@ -27,16 +25,6 @@ class ArborLanguageClient extends LanguageClient {
   }
 }
 
-/** arbor.path as a command: `~/…` from the home directory, `./…` from the first workspace folder. */
-export function resolveBinary(p: string): string {
-  if (p === '~' || p.startsWith('~/')) return path.join(os.homedir(), p.slice(1));
-  if (!path.isAbsolute(p) && p.includes('/')) {
-    const root = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-    if (root) return path.resolve(root, p);
-  }
-  return p;
-}
-
 export interface Handlers {
   sessionTree(p: P.SessionTreeParams): void;
   event(e: P.Event): void;
@@ -50,10 +38,8 @@ export class ArborClient implements vscode.Disposable {
 
   constructor(private readonly output: vscode.LogOutputChannel, private readonly owned: ReadonlySet<string>) {}
 
-  /** Starts `<arbor.path> lsp`; resolves once the LSP handshake is done. */
-  async start(h: Handlers): Promise<void> {
-    const cfg = vscode.workspace.getConfiguration('arbor');
-    const command = resolveBinary(cfg.get<string>('path') || 'arbor');
+  /** Starts `<command> lsp` (command: the binary findBinary chose); resolves once the LSP handshake is done. */
+  async start(h: Handlers, command: string): Promise<void> {
     const server: ServerOptions = { command, args: ['lsp'], options: { env: { ...process.env } } };
     const options: LanguageClientOptions = {
       documentSelector: [{ scheme: 'file' }],

@@ -3,8 +3,10 @@
 import * as vscode from 'vscode';
 import * as P from './protocol';
 import { ArborClient } from './client';
-import { SessionStore, sessionTitle, sessionDescription } from './sessions';
+import { SessionStore, canParent, sessionTitle, sessionDescription } from './sessions';
+import { discardOutcome } from './reviewModel';
 import { fileUri, transcriptUri } from './documents';
+import { patchUri } from './patch';
 import { TrustUI, trustPrompt, withTrust } from './trust';
 
 type Arg = string | Partial<P.SessionCreateParams & P.SendParams & P.ForkParams> | undefined;
@@ -40,27 +42,46 @@ export class Commands {
 
   async newTask(arg: Arg, parent?: string): Promise<P.Session | undefined> {
     const given = typeof arg === 'object' ? arg : {};
-    const task = given.task || await vscode.window.showInputBox({
-      title: parent ? `Arbor: New subagent of ${sessionTitle(this.store.get(parent)!, 40)}` : 'Arbor: New Task',
-      prompt: given.selection ? 'What should the agent do with the selection?' : 'What should the agent do?',
-      placeHolder: 'e.g. rename Foo to Bar across the package and fix the tests',
-      ignoreFocusOut: true,
-    });
-    if (!task) return undefined;
+    const up = given.parent || parent;
+    const ps = up ? this.store.get(up) : undefined;
+    if (ps && !canParent(ps)) throw new Error(`${sessionTitle(ps, 40)} is ${ps.discarded ? 'discarded' : ps.state}: it cannot take a subagent`);
     const dir = given.dir || workspaceDir();
     if (!dir) throw new Error('open a folder inside a git repository first: Arbor runs each task on a branch of that repository');
     const model = given.model || vscode.workspace.getConfiguration('arbor').get<string>('model') || undefined;
-    const params: P.SessionCreateParams = { task, dir, model, parent: given.parent || parent, name: given.name, selection: given.selection };
-    const s = await withTrust(() => this.client.create(params), this.trustUI);
-    if (!s) return undefined;
-    this.store.upsert(s);
-    this.reveal(s.id);
-    vscode.window.setStatusBarMessage(`Arbor: started ${sessionTitle(s, 40)} on ${s.branch}`, 5000);
-    return s;
+    // The editor's buffer, unsaved lines included, not the file on disk that the daemon read.
+    const selection = given.selection && bufferSelection(given.selection);
+    let task = given.task;
+    let failure: string | undefined;
+    for (;;) {
+      if (!task || failure) {
+        task = await vscode.window.showInputBox({
+          title: up ? `Arbor: New subagent of ${sessionTitle(ps ?? { id: up, task: up } as P.Session, 40)}` : 'Arbor: New Task',
+          prompt: failure ? `Not started: ${failure} — edit the task and press Enter to try again`
+            : given.selection ? 'What should the agent do with the selection?' : 'What should the agent do?',
+          placeHolder: 'e.g. rename Foo to Bar across the package and fix the tests',
+          value: task,
+          ignoreFocusOut: true,
+        });
+      }
+      if (!task) return undefined;
+      const params: P.SessionCreateParams = { task, dir, model, parent: up, name: given.name, selection };
+      try {
+        const s = await withTrust(() => this.client.create(params), this.trustUI);
+        if (!s) return undefined;
+        this.store.upsert(s);
+        this.reveal(s.id);
+        vscode.window.setStatusBarMessage(`Arbor: started ${sessionTitle(s, 40)} on ${s.branch}`, 5000);
+        return s;
+      } catch (e) {
+        // The typed task is offered again, prefilled, with the reason.
+        failure = e instanceof Error ? e.message : String(e);
+        showError(e);
+      }
+    }
   }
 
   async spawnSubagent(arg: Arg): Promise<unknown> {
-    const parent = typeof arg === 'string' ? arg : arg?.parent || (await this.pick('Spawn a subagent of which session?'))?.id;
+    const parent = typeof arg === 'string' ? arg : arg?.parent || (await this.pick('Spawn a subagent of which session?', canParent))?.id;
     if (!parent) return undefined;
     return this.newTask(typeof arg === 'object' ? arg : undefined, parent);
   }
@@ -128,8 +149,10 @@ export class Commands {
     if (pick.action === 'accept') return void await this.accept(s, undefined, d.head);
     if (pick.action === 'discard') return void await this.discard(s);
     if (!pick.file) {
-      const doc = await vscode.workspace.openTextDocument({ content: d.patch, language: 'diff' });
-      await vscode.window.showTextDocument(doc);
+      // A read-only virtual document: closing it asks nothing, and it is never saved by mistake.
+      const doc = await vscode.workspace.openTextDocument(patchUri(s));
+      await vscode.languages.setTextDocumentLanguage(doc, 'diff');
+      await vscode.window.showTextDocument(doc, { preview: true });
       return;
     }
     const f = pick.file;
@@ -157,7 +180,7 @@ export class Commands {
     if (!ok) return;
     const res = await this.client.discard({ id: s.id, force: ok === 'Discard anyway' });
     if (res?.session) this.store.upsert(res.session);
-    const where = res?.branchDeleted ? `branch ${s.branch} deleted` : res?.archived ? `its work kept at ${res.archived}` : `branch ${s.branch} kept`;
+    const where = discardOutcome(s.branch, res);
     vscode.window.showInformationMessage(`Arbor: discarded ${sessionTitle(s, 40)}; ${where}.`);
   }
 
@@ -224,6 +247,18 @@ export class Commands {
       list.map(s => ({ label: sessionTitle(s), description: sessionDescription(s), id: s.id })), { title });
     return pick ? this.store.get(pick.id) : undefined;
   }
+}
+
+/**
+ * The selection with its text from the editor's buffer when the document is open (unsaved lines
+ * included): the daemon's code action read the file on disk.
+ */
+function bufferSelection(sel: P.Selection): P.Selection {
+  const doc = vscode.workspace.textDocuments.find(d => d.uri.toString() === sel.uri || d.uri.toString() === vscode.Uri.parse(sel.uri).toString());
+  if (!doc) return sel;
+  const end = Math.min(sel.endLine, doc.lineCount - 1);
+  const start = Math.min(sel.startLine, end);
+  return { ...sel, text: doc.getText(new vscode.Range(start, 0, end, doc.lineAt(end).text.length)) };
 }
 
 /** The folder of the active editor, else the first workspace folder. */

@@ -111,6 +111,9 @@ export class TranscriptProvider implements vscode.TextDocumentContentProvider {
 }
 
 export class FileAtProvider implements vscode.TextDocumentContentProvider {
+  private readonly changed = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.changed.event;
+
   constructor(private readonly client: ArborClient) {}
 
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
@@ -118,5 +121,12 @@ export class FileAtProvider implements vscode.TextDocumentContentProvider {
     if (q.get('absent')) return '';
     const res = await this.client.fileAt({ id: q.get('id') ?? '', path: uri.path.replace(/^\//, ''), side: (q.get('side') ?? 'head') as Side });
     return res.missing ? '' : res.content;
+  }
+
+  /** Reads both sides of a session's open files again (after an accept or reject moved them). */
+  refresh(id: string): void {
+    for (const d of vscode.workspace.textDocuments) {
+      if (d.uri.scheme === fileScheme && new URLSearchParams(d.uri.query).get('id') === id) this.changed.fire(d.uri);
+    }
   }
 }

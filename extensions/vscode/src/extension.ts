@@ -1,14 +1,17 @@
 // Arbor for VS Code: starts `arbor lsp` (which starts the daemon when none runs) and shows the
 // daemon's session tree, transcripts and diffs. All logic lives in the daemon; this is a view.
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import * as P from './protocol';
 import { ArborClient } from './client';
+import { findBinary, found, notFoundMessage } from './binary';
 import { Commands, showError, workspaceDir } from './commands';
 import { FileAtProvider, TranscriptProvider, fileScheme, transcriptScheme } from './documents';
-import { SessionStore, isBusy, sandboxWarning } from './sessions';
+import { SessionStore, sandboxWarning, statusText } from './sessions';
 import { SessionTreeProvider } from './tree';
+import { PatchProvider, patchScheme } from './patch';
 import { ProposalCommands, ProposalDocumentProvider, ProposalTreeProvider, proposalScheme } from './proposalView';
 import { isHarnessEvent } from './proposals';
 import { GoalCommands, GoalDocumentProvider, goalScheme } from './goalCommands';
@@ -23,6 +26,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const store = new SessionStore();
   client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids, ...TranscriptCommands.ids]));
   const transcripts = new TranscriptProvider(client, store);
+  const files = new FileAtProvider(client);
+  const patches = new PatchProvider(client);
 
   const tree = new SessionTreeProvider(store, inWorkspace);
   const view = vscode.window.createTreeView('arbor.sessions', { treeDataProvider: tree, showCollapseAll: true });
@@ -61,9 +66,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   status.command = 'workbench.view.extension.arbor';
   const updateStatus = () => {
     const mine = store.all().filter(inWorkspace);
-    const busy = mine.filter(isBusy).length;
-    status.text = busy ? `$(sync~spin) Arbor: ${busy} running` : `$(type-hierarchy) Arbor: ${mine.length}`;
-    status.tooltip = 'Arbor sessions of this workspace';
+    status.text = statusText(mine);
+    status.tooltip = `Arbor sessions of this workspace running or waiting for a slot (${mine.length} in all)`;
     status.show();
   };
   store.onDidChange(updateStatus);
@@ -89,7 +93,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     output, view, proposalView, status, client,
     vscode.workspace.registerTextDocumentContentProvider(transcriptScheme, transcripts),
-    vscode.workspace.registerTextDocumentContentProvider(fileScheme, new FileAtProvider(client)),
+    vscode.workspace.registerTextDocumentContentProvider(fileScheme, files),
+    vscode.workspace.registerTextDocumentContentProvider(patchScheme, patches),
     vscode.workspace.registerTextDocumentContentProvider(proposalScheme, proposalDocs),
     vscode.workspace.registerTextDocumentContentProvider(goalScheme, goalDocs),
     ...proposalCommands.register(showError),
@@ -118,19 +123,27 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async e => {
     if (!e.affectsConfiguration('arbor.path') || !client) return;
     await client.stop();
-    await startClient(client, handlers, view, store, transcripts);
+    await startClient(client, handlers, view, store, transcripts, output);
     if (client.running) void proposals.refresh();
   }));
 
   view.message = 'Connecting to the Arbor daemon…';
-  await startClient(client, handlers, view, store, transcripts);
+  await startClient(client, handlers, view, store, transcripts, output);
   if (client.running) void proposals.refresh();
 }
 
 async function startClient(c: ArborClient, handlers: Parameters<ArborClient['start']>[0], view: vscode.TreeView<string>,
-  store: SessionStore, transcripts: TranscriptProvider): Promise<void> {
+  store: SessionStore, transcripts: TranscriptProvider, output: vscode.LogOutputChannel): Promise<void> {
+  const setting = vscode.workspace.getConfiguration('arbor').get<string>('path') ?? '';
+  const bin = findBinary({ setting, envPath: process.env.PATH ?? '', home: os.homedir(), folders: (vscode.workspace.workspaceFolders ?? []).map(f => f.uri.fsPath) });
+  if (!found(bin)) {
+    view.message = 'Arbor cannot find the arbor binary.';
+    void offerChooseBinary(notFoundMessage(bin));
+    return;
+  }
+  output.info(`arbor binary: ${bin.path} (${bin.source === 'setting' ? 'arbor.path' : bin.source === 'PATH' ? 'found on PATH' : 'found at an install location'})`);
   try {
-    await c.start(handlers);
+    await c.start(handlers, bin.path);
     view.message = undefined;
     void warnUnsandboxed(c);
     // The daemon sends arbor/sessionTree after initialized; ask too, so an older daemon also works.
@@ -140,11 +153,16 @@ async function startClient(c: ArborClient, handlers: Parameters<ArborClient['sta
   } catch (err) {
     const msg = err instanceof Error ? err.message : String(err);
     view.message = `Arbor is not running: ${msg}`;
-    const choice = await vscode.window.showErrorMessage(
-      `Arbor: could not start \`${vscode.workspace.getConfiguration('arbor').get('path')} lsp\`: ${msg}. Set "arbor.path" to the arbor binary.`,
-      'Open Settings');
-    if (choice) await vscode.commands.executeCommand('workbench.action.openSettings', 'arbor.path');
+    void offerChooseBinary(`Arbor: could not start \`${bin.path} lsp\`: ${msg}.`);
   }
+}
+
+/** One message with one button: the user picks the binary, which becomes arbor.path (and restarts the client). */
+async function offerChooseBinary(message: string): Promise<void> {
+  const choose = 'Choose arbor binary…';
+  if (await vscode.window.showErrorMessage(message, choose) !== choose) return;
+  const picked = await vscode.window.showOpenDialog({ canSelectFiles: true, canSelectFolders: false, canSelectMany: false, openLabel: 'Use this arbor', title: 'Arbor: the arbor binary' });
+  if (picked?.[0]) await vscode.workspace.getConfiguration('arbor').update('path', picked[0].fsPath, vscode.ConfigurationTarget.Global);
 }
 
 /** Says so, once per connection, when the daemon's kernels cannot be sandboxed here. */

@@ -1,6 +1,6 @@
 // The client's picture of the daemon's session tree, fed by arbor/sessionTree and arbor/sessions.
 // No vscode import: the protocol tests load it from plain Node.
-import { DaemonStatusResult, Session, SessionTreeParams, Usage, StateRunning, StateAdmitted } from './protocol';
+import { DaemonStatusResult, Session, SessionTreeParams, Usage, StateRunning, StateAdmitted, StateIdle, StateInactive } from './protocol';
 import { goalLabel } from './goals';
 
 export class SessionStore {
@@ -78,9 +78,11 @@ export function sessionTitle(s: Session, max = 60): string {
   return t.length > max ? t.slice(0, max - 1) + '…' : t;
 }
 
-/** The description column of a tree row: state, the goal's status, model, total tokens, branch. */
+/** The description column of a tree row: state (or "discarded"), where a fork comes from, the goal's status, model, total tokens, branch. */
 export function sessionDescription(s: Session): string {
-  const parts: string[] = [s.state];
+  const parts: string[] = [s.discarded ? 'discarded' : s.state];
+  const origin = sessionOrigin(s);
+  if (origin) parts.push(origin);
   const goal = goalLabel(s.goal);
   if (goal) parts.push(goal);
   if (s.model) parts.push(s.model);
@@ -89,9 +91,25 @@ export function sessionDescription(s: Session): string {
   return parts.join(' · ');
 }
 
-/** Where a session came from when it is a fork: "fork of 8e6a9ede at event 20". */
+/** Where a session came from when it is a fork: "fork of 8e6a9ede @20" (forked at event 20). */
 export function sessionOrigin(s: Session): string | undefined {
-  return s.forkOf ? `fork of ${s.forkOf.slice(0, 8)} at event ${s.forkSeq ?? 0}` : undefined;
+  return s.forkOf ? `fork of ${s.forkOf.slice(0, 8)} @${s.forkSeq ?? 0}` : undefined;
+}
+
+/** Whether a session can take a child: it still holds a turn or may resume one, and is not discarded. */
+export function canParent(s: Session): boolean {
+  return (s.state === StateRunning || s.state === StateAdmitted || s.state === StateIdle || s.state === StateInactive) && !s.discarded;
+}
+
+/** The status bar's text: sessions running and waiting for a slot (admitted); finished ones are not counted. */
+export function statusText(sessions: Session[]): string {
+  const running = sessions.filter(s => s.state === StateRunning).length;
+  const waiting = sessions.filter(s => s.state === StateAdmitted).length;
+  if (!running && !waiting) return '$(type-hierarchy) Arbor: none running';
+  const parts = [];
+  if (running) parts.push(`${running} running`);
+  if (waiting) parts.push(`${waiting} waiting`);
+  return `$(sync~spin) Arbor: ${parts.join(', ')}`;
 }
 
 export function isBusy(s: Session): boolean {

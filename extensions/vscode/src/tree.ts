@@ -38,9 +38,11 @@ export class SessionTreeProvider implements vscode.TreeDataProvider<string> {
     const item = new vscode.TreeItem(sessionTitle(s), hasChildren ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
     item.id = s.id;
     item.description = sessionDescription(s);
-    const [icon, color] = stateIcons[s.state] ?? ['circle-outline', undefined];
+    const discarded = s.discarded;
+    const [icon, color] = discarded ? ['trash', undefined] : stateIcons[s.state] ?? ['circle-outline', undefined];
     item.iconPath = new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
-    item.contextValue = P.liveStates.has(s.state) ? 'session.live' : 'session.done';
+    // "session.live" / "session.done", then ".child" for a session with a parent (Merge into parent).
+    item.contextValue = (P.liveStates.has(s.state) && !discarded ? 'session.live' : 'session.done') + (s.parent ? '.child' : '');
     item.tooltip = tooltip(s);
     item.command = { command: 'arbor.openTranscript', title: 'Open Transcript', arguments: [s.id] };
     return item;
@@ -57,6 +59,7 @@ function tooltip(s: P.Session): vscode.MarkdownString {
   if (s.worktree) md.appendMarkdown(`- worktree: \`${s.worktree}\`\n`);
   const origin = sessionOrigin(s);
   if (origin) md.appendMarkdown(`- ${origin}\n`);
+  if (s.discarded) md.appendMarkdown(`- discarded${s.archived ? `; its work is kept at \`${s.archived}\`` : ''}\n`);
   if (s.goal) md.appendMarkdown(`- goal (${s.goal.status.replace(/_/g, ' ')}${s.goal.waiting ? `, waiting on ${s.goal.waiting}` : ''}): ${escape(s.goal.objective)}${s.goal.until ? ` — until \`${s.goal.until}\`` : ''}\n`);
   if (t) md.appendMarkdown(`- tokens (with descendants): ${t.inputTokens} in / ${t.outputTokens} out, ${t.modelCalls} model calls${t.costUSD ? `, $${t.costUSD.toFixed(4)}` : ''}\n`);
   return md;

@@ -74,7 +74,7 @@ test('labels show state, model, rolled-up tokens, branch, and where a fork came 
   assert.equal(sessionTitle(session('root')), 'rename area_of to rect_area');
   assert.equal(sessionTitle({ ...session('root'), task: 'first line\nsecond' }), 'first line');
   assert.equal(sessionTitle({ ...session('root'), task: 'x'.repeat(100) }, 10).length, 10);
-  assert.equal(sessionOrigin(session('fork')), 'fork of 8e6a9ede at event 20');
+  assert.equal(sessionOrigin(session('fork')), 'fork of 8e6a9ede @20');
   assert.equal(sessionOrigin(session('root')), undefined);
   assert.match(session('failure').error, /the model refused this request$/);
 });

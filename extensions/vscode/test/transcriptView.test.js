@@ -149,5 +149,5 @@ test('helpers: plain text of Markdown, ANSI stripping, batches, seq parsing, the
   const doc = turnDiffText('add one', 2, { base: 'a'.repeat(40), head: 'b'.repeat(40), files: [{ path: 'sum.txt', status: 'added', additions: 1, deletions: 0 }], patch: 'diff --git a/sum.txt b/sum.txt\n+2\n' });
   assert.equal(doc, `# turn 2 of add one: ${'a'.repeat(12)}..${'b'.repeat(12)}\n#   added    sum.txt  +1 −0\n\ndiff --git a/sum.txt b/sum.txt\n+2\n`);
   assert.match(turnDiffText('t', 1, { base: 'a', head: 'a', files: [], patch: '' }), /the turn changed no files/);
-  assert.equal(aboutLine({ state: 'idle', branch: 'arbor/x', forkOf: '0123456789', forkSeq: 4, model: 'scripted' }), 'idle · arbor/x · fork of 01234567 at event 4 · scripted');
+  assert.equal(aboutLine({ state: 'idle', branch: 'arbor/x', forkOf: '0123456789', forkSeq: 4, model: 'scripted' }), 'idle · arbor/x · fork of 01234567 @4 · scripted');
 });

@@ -20,7 +20,8 @@ arbor_fixture_repo() {
 # session write done.txt and claim the goal (goal.complete); "stream a count" starts a helper, writes
 # count.txt and prints a timestamp every 250 ms for 3 s; "many cells" runs 1000 cells that print to
 # stdout and stderr (a 5,000-event session, with maxTurnSteps raised); the cell of "import a missing
-# module" fails, and a refine with the focus "missing imports" proposes a note citing that failure.
+# module" fails, and a refine with the focus "missing imports" proposes a note citing that failure
+# (that rule comes first: a refiner's prompt quotes the session's task, which the task rules match).
 # Tasks starting "view " are the VS Code views test's (e2e/views.e2e.js): a 1,700-step turn, a cell
 # printing a timestamp every 100 ms, a turn with a subagent and a file, a session-scope note written
 # twice. A task or message that says "arbor-test-py HEX" runs the Python code HEX encodes (a test's
@@ -30,6 +31,8 @@ arbor_fixture_model() {
   cat > "$dir/script.json" <<'JSON'
 {
   "rules": [
+    {"when": {"system": "You refine the harness", "last": "(?s)Focus given by the user: missing imports.*\\[seq (\\d+) tool_finished error"},
+     "text": "{\"summary\":\"imports fail\",\"edits\":[{\"op\":\"create\",\"entry\":{\"kind\":\"note\",\"id\":\"check-imports\",\"title\":\"Check imports\",\"body\":\"Before importing a module, check it is installed.\"},\"trigger\":[{{last.1}}],\"rationale\":\"the import failed\",\"intended\":\"no failed imports\"}]}"},
     {"when": {"last": "arbor-test-py ([0-9a-f]+)"}, "code": "exec(bytes.fromhex('{{last.1}}').decode())"},
     {"when": {"task": "stream a count", "turn": 1},
      "code": "h = await rlm('help with the count', name='helper')\nopen('count.txt', 'w').write('12\\n')\nimport time, sys\nfor i in range(12):\n    print(f't={time.time():.6f}', flush=True)\n    if i % 4 == 3:\n        print(f'warn {i}', file=sys.stderr, flush=True)\n    time.sleep(0.25)\n40 + 2"},
@@ -37,8 +40,6 @@ arbor_fixture_model() {
     {"when": {"task": "many cells", "last": "^n=1000\\b"}, "text": "done many"},
     {"when": {"task": "many cells"}, "code": "import sys\nn = globals().get('n', 0) + 1\nprint(f'n={n}')\nprint(n, file=sys.stderr)"},
     {"when": {"task": "import a missing module", "turn": 1}, "code": "import no_such_module_xyz"},
-    {"when": {"system": "You refine the harness", "last": "(?s)Focus given by the user: missing imports.*\\[seq (\\d+) tool_finished error"},
-     "text": "{\"summary\":\"imports fail\",\"edits\":[{\"op\":\"create\",\"entry\":{\"kind\":\"note\",\"id\":\"check-imports\",\"title\":\"Check imports\",\"body\":\"Before importing a module, check it is installed.\"},\"trigger\":[{{last.1}}],\"rationale\":\"the import failed\",\"intended\":\"no failed imports\"}]}"},
     {"when": {"task": "^view a big session", "turn": 1700}, "text": "a big session done"},
     {"when": {"task": "^view a big session"}, "code": "x = 1"},
     {"when": {"task": "^view streamed output", "turn": 1},

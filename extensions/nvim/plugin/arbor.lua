@@ -113,6 +113,10 @@ cmd('ArborProposalReject', function(o)
   arbor().reject_proposal(id, reason)
 end, { nargs = '*', complete = complete_proposal, desc = 'Arbor: reject a harness proposal {pid} [reason]' })
 
+cmd('ArborHarness', function(o)
+  arbor().harness(o.args)
+end, { nargs = '?', complete = complete_id, desc = 'Arbor: the harness panel (of session {id}): entries, versions, proposals, refine now' })
+
 cmd('ArborRefine', function(o)
   arbor().refine(o.args)
 end, { nargs = '*', desc = 'Arbor: /refine the current session [focus]: propose harness edits from what went wrong' })
@@ -134,7 +138,7 @@ end, { nargs = '?', complete = complete_id, desc = "Arbor: a session's goal: sta
 
 cmd('ArborProgress', function(o)
   arbor().progress(o.args)
-end, { nargs = '?', complete = complete_id, desc = "Arbor: a session's cost-progress series as a table" })
+end, { nargs = '?', complete = complete_id, desc = 'Arbor: the cost–progress summary of a session tree (sparklines) and its series' })
 
 cmd('ArborHeartbeat', function(o)
   local id, instruction = o.args:match('^(%S*)%s*(.*)$')

@@ -94,7 +94,8 @@ local function run()
   vim.fn.confirm = function() return 1 end
 
   -- The 5,000-event session runs in the background while the other views are tried.
-  vim.fn.writefile({ vim.fn.json_encode({ maxTurnSteps = 1100 }) }, 'arbor.json')
+  -- arbor.json: room for 1000 cells in a turn, and a workspace gate (trusted at the first create).
+  vim.fn.writefile({ vim.fn.json_encode({ maxTurnSteps = 1100, harness = { workspace = { gate = 'echo gate ok' } } }) }, 'arbor.json')
   local many
   arbor.run('many cells', { on_created = function(x) many = x end })
   wait_for('arbor/session.create of "many cells" did not answer within 20s', 20000, function() return many ~= nil end)
@@ -145,8 +146,8 @@ local function run()
     error('only ' .. #samples .. ' of the 12 timestamps reached the buffer:\n' .. text_of(bufnr), 0)
   end
   local p50 = percentile(samples, 0.5)
-  table.insert(figures, string.format('streamed output print → buffer p50 %.1f ms (p90 %.1f ms, %d prints)', p50,
-    percentile(samples, 0.9), #samples))
+  table.insert(figures, string.format('streamed output print → buffer p50 %.1f ms (p90 %.1f ms, %d prints 250 ms apart; '
+    .. 'the daemon sends at most one tool_output per stream per 100 ms)', p50, percentile(samples, 0.9), #samples))
   table.insert(passed, 'streamed cell seen before it ended (' .. while_running.lines .. ' prints)')
 
   wait_for(nil, 60000, function()
@@ -290,6 +291,225 @@ local function run()
   end
   table.insert(passed, ':ArborFork id ' .. at2 .. ' forked as ' .. fork2.id:sub(1, 8))
 
+  -- The cost–progress summary of the streaming session's tree (it and its helper): sparklines
+  -- of verified progress against tokens and cost, the helper's line, then the series.
+  vim.cmd('ArborProgress ' .. id:sub(1, 8))
+  local pbuf = vim.fn.bufnr('arbor://progress/' .. id)
+  wait_for(nil, 10000, function() return pbuf ~= -1 and text_of(pbuf):find('\ncost ', 1, true) ~= nil end)
+  local ptext = text_of(pbuf)
+  local cliprog = cli_json({ 'progress', id, '--json' })
+  local cps = 0
+  for _, p in ipairs(cliprog.points) do
+    if p.kind == 'checkpoint' then
+      cps = cps + 1
+    end
+  end
+  local lastsp = cliprog.points[#cliprog.points].spend
+  local vline = ptext:match('\n(verified  [^\n]*)')
+  local tline = ptext:match('\n(tokens    [^\n]*)')
+  if not vline or not vline:find('[▁▂▃▄▅▆▇█]') or not vline:find(string.format('  %d (%d checkpoint', cps, cps), 1, true)
+    or not tline or not tline:find('[▁▂▃▄▅▆▇█]') or not ptext:find('(the session tree: 2 sessions)', 1, true)
+    or not ptext:find('└─ helper  ' .. helper:sub(1, 8), 1, true) or not ptext:find(string.format('$%.4f', lastsp.costUSD), 1, true) then
+    error(string.format(':ArborProgress summary (daemon: %d checkpoints, %d tokens):\n%s', cps, lastsp.tokens, ptext), 0)
+  end
+  screen('the cost–progress summary of a session tree')
+  vim.cmd('close')
+  table.insert(passed, ':ArborProgress: ' .. vline)
+
+  -- The harness panel. Two sessions whose cell fails; "Refine now" (n) on the first into its
+  -- session scope (policy apply): the note lands as an entry; its view lists the version with
+  -- the trailers (refine, the trigger = the failed cell's seq); a second version, the diff of
+  -- each, a rollback to the first (checked with git). Then a refine of each into the workspace
+  -- scope (policy review): two pending proposals with their evidence; x rejects one, a accepts
+  -- the other and the workspace gate passes it (checked with arbor proposals).
+  -- (A refine reads what happened since the session's last refine: one session per refine.)
+  local imp, imp2, imp3
+  arbor.run('import a missing module', { on_created = function(x) imp = x end })
+  arbor.run('import a missing module', { on_created = function(x) imp2 = x end })
+  arbor.run('import a missing module', { on_created = function(x) imp3 = x end })
+  wait_for('the import sessions did not start', 20000, function() return imp and imp2 and imp3 end)
+  wait_for(nil, 90000, function()
+    for _, x in ipairs({ imp, imp2, imp3 }) do
+      local y = arbor.store.get(x.id)
+      if not y or y.state ~= 'idle' then
+        return false
+      end
+    end
+    return true
+  end)
+  local function failed_cell(sid)
+    for _, l in ipairs(vim.fn.systemlist({ bin, 'log', sid, '--json' })) do
+      local ev = vim.fn.json_decode(l)
+      if ev.type == 'tool_finished' and ev.data.status == 'error' then
+        return ev.seq
+      end
+    end
+    error('session ' .. sid .. ' has no failed cell', 0)
+  end
+  local failed_seq = failed_cell(imp.id)
+  vim.cmd('ArborHarness ' .. imp.id:sub(1, 8))
+  local hbuf = vim.fn.bufnr(require('arbor.harness').name)
+  wait_for(nil, 10000, function() return hbuf ~= -1 and text_of(hbuf):find('session scope (' .. imp.id:sub(1, 8) .. ')', 1, true) ~= nil end)
+  if hbuf == -1 or not text_of(hbuf):find('workspace scope  refs/arbor/harness/workspace', 1, true) then
+    error(':ArborHarness did not list the session and workspace scopes:\n' .. text_of(hbuf), 0)
+  end
+  local select, input = vim.ui.select, vim.ui.input
+  local function refine_into(scope, who)
+    vim.ui.select = function(items, _, on_choice) on_choice(vim.tbl_contains(items, scope) and scope or nil) end
+    vim.ui.input = function(_, on_confirm) on_confirm('missing imports') end
+    vim.api.nvim_set_current_win(vim.fn.bufwinid(hbuf))
+    local n = #said
+    vim.api.nvim_feedkeys('n', 'x', false)
+    local want = 'refine of ' .. who:sub(1, 8) .. ' (' .. scope .. ' scope'
+    wait_for(nil, 60000, function()
+      for i = n + 1, #said do
+        if said[i]:find(want, 1, true) then
+          return true
+        end
+      end
+    end)
+    vim.ui.select, vim.ui.input = select, input
+    local msg = said_it(want)
+    if not msg or not msg:find('1 proposed', 1, true) then
+      error('refine now into the ' .. scope .. ' scope: ' .. vim.inspect(said), 0)
+    end
+    return msg
+  end
+  refine_into('session', imp.id)
+  local erow
+  wait_for(nil, 10000, function()
+    erow = line_of(hbuf, '^  note%s+check%-imports%s+Check imports', false)
+    return erow ~= nil
+  end)
+  if not erow then
+    error('the applied note is not an entry of the session scope:\n' .. text_of(hbuf), 0)
+  end
+  vim.api.nvim_win_set_cursor(0, { erow, 0 })
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<CR>', true, false, true), 'x', false)
+  local ebuf = vim.fn.bufnr('arbor://harness/session/note/check-imports')
+  wait_for(nil, 10000, function() return ebuf ~= -1 and text_of(ebuf):find('Now:', 1, true) ~= nil end)
+  local etext = text_of(ebuf)
+  local trail = 'refine, session ' .. imp.id:sub(1, 8)
+  if not etext:find(trail, 1, true) or not etext:find('trigger #' .. failed_seq, 1, true) or not etext:find('intended: no failed imports', 1, true)
+    or not etext:find('Now:\n  Before importing a module, check it is installed.', 1, true) then
+    error('the entry view lacks the trailers (refine, trigger #' .. failed_seq .. ', intended) or the body:\n' .. etext, 0)
+  end
+  -- A second version (as another client would write it), then the diff of each version.
+  local st
+  require('arbor.client').request('arbor/harness.get', { dir = vim.fn.getcwd(), scope = 'session', session = imp.id, kind = 'note', id = 'check-imports' },
+    function(err, e)
+      require('arbor.client').request('arbor/harness.put', { dir = vim.fn.getcwd(), scope = 'session', session = imp.id, base = e.version,
+        entry = { kind = 'note', id = 'check-imports', title = 'Check imports', body = 'Import whatever you like.' } }, function(perr, res)
+        st = { err = perr or err, res = res }
+      end)
+    end)
+  wait_for(nil, 10000, function() return st ~= nil end)
+  if st.err then
+    error('harness.put: ' .. vim.inspect(st.err), 0)
+  end
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(ebuf))
+  vim.api.nvim_feedkeys('r', 'x', false)
+  wait_for(nil, 10000, function() return text_of(ebuf):find('Now:\n  Import whatever you like.', 1, true) ~= nil end)
+  -- Rows 5-6 are the newest version (its subject, its trailers), 7-8 the first.
+  local v2, v1 = 5, 7
+  local vrows = vim.api.nvim_buf_get_lines(ebuf, 4, 8, false)
+  if not (vrows[1] or ''):match('^  %x+  ') or not (vrows[3] or ''):match('^  %x+  ') or not (vrows[4] or ''):find(trail, 1, true)
+    or not (vrows[2] or ''):find('user', 1, true) then
+    error('the entry view does not list two versions, newest first:\n' .. text_of(ebuf), 0)
+  end
+  local function diff_of(row)
+    vim.api.nvim_set_current_win(vim.fn.bufwinid(ebuf))
+    vim.api.nvim_win_set_cursor(0, { row, 0 })
+    vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<CR>', true, false, true), 'x', false)
+    local b
+    wait_for(nil, 10000, function()
+      b = vim.api.nvim_get_current_buf()
+      return vim.api.nvim_buf_get_name(b):find('arbor://harness-diff/', 1, true) ~= nil and vim.bo[b].filetype == 'diff'
+    end)
+    local t = text_of(b)
+    vim.cmd('close')
+    return t
+  end
+  local d1, d2 = diff_of(v1), diff_of(v2)
+  if not d1:find('\n+Before importing a module, check it is installed.', 1, true) or not d2:find('\n-Before importing a module, check it is installed.', 1, true)
+    or not d2:find('\n+Import whatever you like.', 1, true) or not d1:find('# ' .. trail, 1, true) then
+    error('the version diffs:\n' .. d1 .. '\n----\n' .. d2, 0)
+  end
+  -- R on the first version rolls back to it: a third version, the body as it was.
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(ebuf))
+  vim.api.nvim_win_set_cursor(0, { v1, 0 })
+  vim.api.nvim_feedkeys('R', 'x', false)
+  wait_for(nil, 10000, function() return said_it('rolled note check-imports back to ') ~= nil and text_of(ebuf):find('Now:\n  Before importing', 1, true) ~= nil end)
+  local ref = 'refs/arbor/harness/session/' .. imp.id
+  local body = vim.fn.system({ 'git', 'show', ref .. ':notes/check-imports.md' })
+  local count = vim.trim(vim.fn.system({ 'git', 'rev-list', '--count', ref }))
+  if not body:find('Before importing a module, check it is installed.', 1, true) or tonumber(count) ~= 3 then
+    error(string.format('after the rollback %s holds %q in %s commits', ref, body, count), 0)
+  end
+  screen('a harness entry: its versions with their trailers')
+  vim.cmd('close')
+  table.insert(passed, 'harness panel: refine now → entry, versions with trailers (trigger #' .. failed_seq .. '), diffs, rollback (3 commits)')
+
+  -- Refines into the workspace scope: pending proposals with their evidence.
+  for _, x in ipairs({ imp2, imp3 }) do
+    vim.cmd('ArborHarness ' .. x.id:sub(1, 8))
+    wait_for(nil, 10000, function() return text_of(hbuf):find('session scope (' .. x.id:sub(1, 8) .. ')', 1, true) ~= nil end)
+    refine_into('workspace', x.id)
+  end
+  imp, imp2 = imp2, imp3
+  failed_seq = failed_cell(imp.id)
+  local function prow(sid)
+    for i, l in ipairs(vim.api.nvim_buf_get_lines(hbuf, 0, -1, false)) do
+      local pid = l:match('^  (p%x+)%s+pending%s+workspace%s+create note check%-imports')
+      if pid and l:find('session ' .. sid:sub(1, 8), 1, true) then
+        return i, pid
+      end
+    end
+  end
+  wait_for(nil, 10000, function() return prow(imp.id) and prow(imp2.id) end)
+  local r1, pa = prow(imp.id)
+  local r2, pb = prow(imp2.id)
+  if not r1 or not r2 then
+    error('the panel does not list both pending workspace proposals:\n' .. text_of(hbuf), 0)
+  end
+  local lines = vim.api.nvim_buf_get_lines(hbuf, r1, r1 + 6, false)
+  local block = table.concat(lines, '\n')
+  if not block:find('> the import failed', 1, true) or not block:find('evidence: #' .. failed_seq .. ' tool_finished: result (error)', 1, true)
+    or not block:find('gate: not run yet', 1, true) then
+    error('the pending proposal lacks its rationale, evidence (#' .. failed_seq .. ') or gate line:\n' .. text_of(hbuf), 0)
+  end
+  screen('the harness panel with two pending proposals')
+  -- x rejects the second one with a reason.
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(hbuf))
+  vim.api.nvim_win_set_cursor(0, { r2, 0 })
+  local finput = vim.fn.input
+  vim.fn.input = function() return 'one note is enough' end
+  vim.api.nvim_feedkeys('x', 'x', false)
+  vim.fn.input = finput
+  wait_for(nil, 10000, function() return said_it('rejected ' .. pb) ~= nil and prow(imp2.id) == nil end)
+  -- a accepts the first; the workspace gate judges it and passes it.
+  r1 = prow(imp.id)
+  vim.api.nvim_win_set_cursor(0, { r1, 0 })
+  vim.api.nvim_feedkeys('a', 'x', false)
+  wait_for(nil, 20000, function() return said_it(pa .. ' applied to the workspace harness as ') ~= nil and prow(imp.id) == nil end)
+  local recs = {}
+  for _, p in ipairs(cli_json({ 'proposals', '--status', 'all', '--json', '--dir', vim.fn.getcwd() })) do
+    recs[p.id] = p
+  end
+  if not recs[pa] or recs[pa].status ~= 'applied' or type(recs[pa].gate) ~= 'table' or recs[pa].gate.passed ~= true
+    or not recs[pb] or recs[pb].status ~= 'rejected' or recs[pb].reason ~= 'one note is enough' then
+    error('arbor proposals records ' .. vim.inspect({ recs[pa], recs[pb] }), 0)
+  end
+  -- s lists decided ones too: the gate's verdict and the decision.
+  vim.api.nvim_feedkeys('s', 'x', false)
+  wait_for(nil, 10000, function() return text_of(hbuf):find('gate `echo gate ok` passed (exit 0)', 1, true) ~= nil end)
+  if not text_of(hbuf):find('gate `echo gate ok` passed (exit 0)', 1, true) or not text_of(hbuf):find('rejected by user: one note is enough', 1, true) then
+    error('the panel (all) does not show the gate verdict and the rejection:\n' .. text_of(hbuf), 0)
+  end
+  screen('the harness panel listing decided proposals')
+  vim.cmd('close')
+  table.insert(passed, 'harness panel: evidence #' .. failed_seq .. ', x rejected ' .. pb .. ', a accepted ' .. pa .. ' (gate passed)')
+
   -- The figure: attach → the whole transcript of the 5,000-event session rendered.
   wait_for(nil, 240000, function()
     local x = arbor.store.get(many.id)
@@ -316,7 +536,17 @@ local function run()
     error(string.format('the many-cells transcript shows %d events (want ≥ 5000), %d lines', v.t.last_seq, nlines), 0)
   end
   local _, streamed = mtext:gsub('\n```\nn=%d+\n%d+\n```', '')
-  table.insert(figures, string.format('attach → %d-event transcript rendered: %.0f ms (%d lines, %d streamed cells)', v.t.last_seq, ms, nlines, streamed))
+  -- References in the same run: reading the same log with the CLI, and the transcript model
+  -- alone on those events (no buffer, no request).
+  local c0 = vim.loop.hrtime()
+  local rawlog = vim.fn.systemlist({ bin, 'log', many.id, '--json' })
+  local cli_ms = (vim.loop.hrtime() - c0) / 1e6
+  local evs = vim.tbl_map(vim.fn.json_decode, rawlog)
+  local m0 = vim.loop.hrtime()
+  log.render_log(evs, arbor.store.get(many.id), many.id)
+  local model_ms = (vim.loop.hrtime() - m0) / 1e6
+  table.insert(figures, string.format('attach → %d-event transcript rendered: %.0f ms (%d lines, %d streamed cells; same run: '
+    .. '`arbor log --json` of it %.0f ms, the transcript model alone %.0f ms)', v.t.last_seq, ms, nlines, streamed, cli_ms, model_ms))
   table.insert(passed, 'the ' .. v.t.last_seq .. '-event transcript')
 
   vim.fn.confirm = confirm

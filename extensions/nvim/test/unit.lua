@@ -58,6 +58,8 @@ check(#store.all() == 0, 'full=true replaces the list')
 local sum = require('arbor.log').summary({ session = 'x', seq = 3, ts = '2026-01-01T10:11:12.5Z', type = 'tool_finished',
   data = { status = 'ok', output = '2\n' } })
 check(sum == '#3 tool_finished: result (ok)', 'summary: ' .. vim.inspect(sum))
+sum = require('arbor.log').summary({ seq = 8, type = 'tool_finished', data = { status = 'error', output = 'Traceback\n', error = 'ModuleNotFoundError: x' } })
+check(sum == '#8 tool_finished: result (error) — ModuleNotFoundError: x', 'summary with the error: ' .. vim.inspect(sum))
 local unknown = table.concat(require('arbor.log').render_log({ { seq = 4, type = 'something_new', data = { k = 1 } },
   { seq = 5, type = 'something_new', data = { k = { x = 1 } } } }), '\n')
 check(unknown:find('something_new: k=1', 1, true) and unknown:find('something_new: k={"x": 1}', 1, true),
@@ -534,6 +536,83 @@ check(hbm.state_text(hb) == 'next due 10:30:05 · 2/3 runs delivered · 1 pendin
 local hlines, hrows = hbm.render({ hb }, nil)
 check(hlines[3] == 'hb12ab  aaaa1111  every 10m          next due 10:30:05 · 2/3 runs delivered · 1 pending' and hlines[4] == '    check CI'
   and hrows[3] == hb and hrows[4] == hb and not hrows[1], 'heartbeat list: ' .. vim.inspect(hlines))
+-- The cost–progress summary: sparklines over time of verified progress (checkpoints and passed
+-- checks of the whole tree) against the tokens and cost the tree spent (the root's points carry
+-- the subtree's spending).
+do
+  local prog = require('arbor.progress')
+  check(prog.seconds('2026-01-01T10:00:10.5Z') - prog.seconds('2026-01-01T10:00:00Z') == 10.5, 'progress.seconds')
+  check(prog.sparkline({ { 0, 0 }, { 5, 5 }, { 10, 10 } }, 0, 10, 10) == '▁▁▁▁▅▅▅▅▅█', 'sparkline: ' .. prog.sparkline({ { 0, 0 }, { 5, 5 }, { 10, 10 } }, 0, 10, 10))
+  check(prog.sparkline({ { 6, 3 } }, 0, 10, 5) == '  ███', 'a series starting late is blank before: ' .. prog.sparkline({ { 6, 3 } }, 0, 10, 5))
+  check(prog.sparkline({}, 0, 1, 3) == '   ', 'no points, no line')
+  local function pt(sec, kind, status, tokens, cost)
+    return { seq = sec, time = string.format('2026-01-01T10:00:%02dZ', sec), kind = kind, status = status,
+      spend = { tokens = tokens, costUSD = cost, modelCalls = sec } }
+  end
+  local root = wrap({ session = 'r', points = { pt(0, 'goal_set', 'active', 0, 0), pt(10, 'checkpoint', nil, 1000, 0.01),
+    pt(20, 'verified', 'failed', 3000, 0.03), pt(40, 'verified', 'passed', 9000, 0.09) } }, 'arbor.ProgressResult')
+  local kid = wrap({ session = 'k', points = { pt(30, 'checkpoint', nil, 500, 0.005) } }, 'arbor.ProgressResult')
+  local sum = prog.summary('the task', root, { { session = 'k', label = '└─ helper  kkkk1111', points = kid.points } }, 8)
+  local text = table.concat(sum, '\n')
+  has(text, '# Progress of the task (the session tree: 2 sessions)', 'summary title')
+  has(text, 'verified   ▃▃▃▃▆▆█  3 (2 checkpoints, 1 check passed, 1 failed)', 'verified sparkline (blank before the first)')
+  has(text, 'tokens    ▁▂▂▃▃▃▃█  9.0k', 'tokens sparkline')
+  has(text, 'cost      ▁▂▂▃▃▃▃█  $0.0900', 'cost sparkline')
+  has(text, '10:00:00 → 10:00:40 (40s), 5 points; 40 model calls', 'the time span')
+  has(text, '└─ helper  kkkk1111  1 checkpoint, 0 checks passed · 500 tok · $0.0050', 'the child line')
+  has(table.concat(prog.summary('none', { points = {} }, {}, 8), '\n'), 'No progress points yet', 'an empty series')
+  local one = table.concat(prog.summary('one', { points = { pt(5, 'checkpoint', nil, 10, 0) } }, {}, 8), '\n')
+  has(one, 'verified  █  1 (1 checkpoint, 0 checks passed)', 'a single moment is one cell')
+  has(one, '(0s), 1 point; 5 model calls', 'one point')
+end
+
+-- The harness panel: proposals with their evidence and gate, then each scope's entries; an
+-- entry's view: its versions with their trailers, then what it is now.
+do
+  local harness = require('arbor.harness')
+  local ch = wrap({ author = 'refine', session = 'ssss1111zzzz', turn = 2, trigger = { 8, 9 }, intended = 'no failed imports',
+    observed = 'fewer errors' }, 'arbor.HarnessChange')
+  check(harness.trailers(ch) == 'refine, session ssss1111 turn 2 · trigger #8 #9 · intended: no failed imports · observed: fewer errors',
+    'trailers: ' .. harness.trailers(ch))
+  local p = wrap({ id = 'p0a1b2c3d', scope = 'workspace', ref = 'r', author = 'refine', session = 'ssss1111zzzz', trigger = { 8 },
+    rationale = 'the import failed', intended = 'no failed imports', edits = { { op = 'create', kind = 'note', id = 'check-imports',
+    title = 'Check imports' } }, commit = 'c', created = 'x', status = 'pending' }, 'arbor.Proposal')
+  local decided = wrap({ id = 'p9', scope = 'workspace', ref = 'r', author = 'agent', edits = {}, commit = 'c', created = 'x',
+    status = 'applied', applied = 'abcdef0123456789', decidedBy = 'user',
+    gate = { command = 'make test', passed = true, exitCode = 0, durationMs = 12, output = '' } }, 'arbor.Proposal')
+  local entry = wrap({ kind = 'note', id = 'check-imports', title = 'Check imports', body = 'Check first.', version = '0123456789abcdef' }, 'arbor.HarnessEntry')
+  local lines, owners = harness.render({ repo = '/r', status = 'all', session = { id = 'ssss1111zzzz', title = 'compute' },
+    proposals = { p, decided }, evidence = { p0a1b2c3d = { '#8 tool_finished: result (error)' } },
+    lists = { { scope = 'session', result = wrap({ scope = 'session', ref = 'refs/arbor/harness/session/ssss1111zzzz', head = '0123456789abcdef',
+      entries = { entry } }, 'arbor.HarnessListResult') }, { scope = 'global', result = { scope = 'global', ref = 'refs/arbor/harness/global', head = '', entries = {} } },
+      { scope = 'workspace', error = 'boom' } } })
+  local text = table.concat(lines, '\n')
+  has(lines[1], 'Arbor harness of /r · session ssss1111 compute', 'the panel title')
+  has(text, 'Proposals: 2 in all\n  p0a1b2c3d  pending  workspace create note check-imports (Check imports)  (refine, session ssss1111)', 'a proposal row')
+  has(text, '      > the import failed\n      intended: no failed imports\n      evidence: #8 tool_finished: result (error)\n      gate: not run yet', 'evidence and gate')
+  has(text, '      gate `make test` passed (exit 0), 12 ms\n      applied as abcdef0123 by user', 'a decided proposal with its gate')
+  check(select(2, text:gsub('gate: not run yet', '')) == 1, 'only the pending proposal says its gate has not run:\n' .. text)
+  has(text, 'session scope (ssss1111)  refs/arbor/harness/session/ssss1111zzzz @ 0123456789\n  note      check-imports            Check imports', 'an entry row')
+  has(text, 'global scope  refs/arbor/harness/global @ (no change yet)\n  (no entries)', 'an empty scope')
+  has(text, 'workspace scope: boom', 'a scope that failed to list')
+  local erow
+  for i, l in ipairs(lines) do
+    if l:find('^  note') then
+      erow = i
+    end
+  end
+  check(owners[erow] and owners[erow].entry.id == 'check-imports' and owners[erow].scope == 'session', 'the entry row owns the entry')
+  check(owners[5] and owners[5].proposal.id == 'p0a1b2c3d' and owners[1] == nil, 'the proposal rows own the proposal')
+  local vs = { wrap({ commit = 'bbbbbbbbbbbb', time = '2026-01-01T10:00:05Z', subject = 'harness: update note check-imports', change = { author = 'user' } }, 'arbor.HarnessVersion'),
+    wrap({ commit = 'aaaaaaaaaaaa', time = '2026-01-01T10:00:00Z', subject = 'harness: create note check-imports', change = ch }, 'arbor.HarnessVersion') }
+  local elines, eowners = harness.render_entry('session', entry, vs)
+  local etext = table.concat(elines, '\n')
+  has(etext, '# note check-imports (session scope): Check imports — version 0123456789', 'entry title')
+  has(etext, 'Versions, newest first:\n  bbbbbbbbbb  2026-01-01 10:00:05  harness: update note check-imports\n      user\n  aaaaaaaaaa', 'versions')
+  has(etext, 'Now:\n  Check first.', 'the entry now')
+  check(eowners[5].index == 1 and eowners[6].index == 1 and eowners[7].index == 2, 'version rows: ' .. vim.inspect(eowners))
+end
+
 local bad = vim.tbl_keys(unknown_fields)
 table.sort(bad)
 check(#bad == 0, 'proposals.lua reads fields the protocol does not have: ' .. table.concat(bad, ', '))

@@ -225,11 +225,13 @@ local function fill(bufnr)
   local store = require('arbor.store')
   local sess = store.get(v.id)
   local title = sess and store.title(sess, 200) or v.id
-  local method, params = P.MethodGoalGet, { session = v.id }
   if v.kind == 'progress' then
-    method = P.MethodProgress
+    require('arbor.progress').load(v.id, title, function(lines)
+      require('arbor.buffers').set_lines(bufnr, lines)
+    end)
+    return
   end
-  client.request(method, params, function(err, res)
+  client.request(P.MethodGoalGet, { session = v.id }, function(err, res)
     local lines
     if err then
       lines = { '# ' .. title, '', 'error: ' .. client.error_message(err) }

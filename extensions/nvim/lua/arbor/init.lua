@@ -378,6 +378,21 @@ function M.refine(focus, id, opts)
   end)
 end
 
+--- Opens the harness panel (entries per scope and kind, their versions, diffs and rollback, the
+--- proposals with evidence and gate verdict, "Refine now"): of session id, else of the session
+--- under the cursor in the tree or of the transcript in the window, else without a session scope.
+function M.harness(id, opts)
+  client.start()
+  opts = opts or {}
+  if not id or id == '' then
+    if vim.bo.filetype == 'arbor-sessions' then
+      id = require('arbor.tree').current()
+    end
+    id = id or require('arbor.log').session_of()
+  end
+  return require('arbor.harness').open(vim.tbl_extend('force', opts, { session = id ~= '' and id or nil }))
+end
+
 --- Opens the list of harness proposals (status: pending by default, applied, rejected or all).
 function M.proposals(status)
   return require('arbor.proposals').open({ status = status })

@@ -395,14 +395,15 @@ end
 --- One line for an event: "#12 tool_finished: result (error) [2] · 688 ms" (evidence lists).
 function M.summary(ev)
   local lines = M.render_event(ev)
-  local first
+  local first, err
   for _, l in ipairs(lines) do
-    if l:match('%S') and not l:match('^```') then
+    if not first and l:match('%S') and not l:match('^```') then
       first = l
-      break
+    elseif first and l:match('^error: ') then
+      err = l:sub(8)
     end
   end
-  return string.format('#%s %s: %s', tostring(ev.seq or '?'), ev.type or '?', first or '')
+  return string.format('#%s %s: %s%s', tostring(ev.seq or '?'), ev.type or '?', first or '', err and (' — ' .. err) or '')
 end
 
 --- The state line of a transcript's header: "idle · branch arbor/x · fork of 8e6a9ede at event 20".

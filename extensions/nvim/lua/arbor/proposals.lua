@@ -304,18 +304,20 @@ end
 -- Esc at the reason prompt: no reject at all (an empty answer rejects without a reason).
 local cancelled = '\27arbor-cancelled'
 
---- Asks for an optional reason (vim.fn.input), then rejects id.
-function M.ask_reject(id)
+--- Asks for an optional reason (vim.fn.input), then rejects id; cb(err, proposal) after.
+function M.ask_reject(id, cb)
   local reason = vim.fn.input({ prompt = 'Reject ' .. id .. ', reason (optional): ', cancelreturn = cancelled })
   if reason == cancelled then
     return
   end
-  M.reject(id, reason)
+  M.reject(id, reason, cb)
 end
 
-local function confirm_accept(id, what)
+--- Asks whether to accept proposal id (what: its edits).
+function M.confirm_accept(id, what)
   return vim.fn.confirm('Accept ' .. id .. ' (' .. what .. ')? The scope\'s gate still checks it.', '&Yes\n&No', 2) == 1
 end
+local confirm_accept = M.confirm_accept
 
 --- Opens proposal id's diff in a filetype=diff scratch buffer (`a` accept, `x` reject there too).
 function M.diff(id, cb)

@@ -215,6 +215,12 @@ local cp = line_of(ct, '◆ checkpoint 13e347442b52 after turn 1 — D: the diff
 check(cp and ct:entry(cp).checkpoint == 1, 'child.jsonl: the checkpoint line, with its turn: ' .. child)
 check(ct:entry(line_of(ct, '- subagent of 8e6a9ede')).child == golden.root[1].session, 'the child links its parent')
 
+if P.EventRejected then
+  local rej = table.concat(log.render_event({ seq = 9, type = P.EventRejected, data = wrap({ commit = 'abcdef0123456789',
+    files = { 'f.txt' }, hunks = { 'f.txt#0', 'f.txt#2' } }, 'arbor.Rejected') }), '\n')
+  has(rej, '✗ rejected by the user, reverted on this branch as abcdef0123: hunks f.txt#0, f.txt#2', 'rejected')
+end
+
 local fork = transcript('fork')
 has(fork, '- fork of 8e6a9ede at event 20', 'fork.jsonl: session_created forkOf/forkSeq')
 has(fork, 'forked from 8e6a9ede at event 20 (checkpoint 6f3f75592f, 2 turns)', 'fork.jsonl: forked')

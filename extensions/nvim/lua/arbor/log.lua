@@ -246,6 +246,13 @@ render[P.EventAccepted] = function(d, lines)
     s(d.mode) or '?', files(d.files)))
 end
 
+if P.EventRejected then
+  render[P.EventRejected] = function(d, lines)
+    local what = #list(d.hunks) > 0 and ('hunks ' .. table.concat(list(d.hunks), ', ')) or files(d.files)
+    table.insert(lines, string.format('✗ rejected by the user, reverted on this branch as %s: %s', short(d.commit, 10), what))
+  end
+end
+
 render[P.EventMerged] = function(d, lines)
   table.insert(lines, string.format('merged subagent %s (%s) as %s: %s', short(d.child), s(d.branch) or '?',
     short(d.commit, 10), files(d.files)))

@@ -24,8 +24,23 @@ local function short(v, n)
   return (s(v) or ''):sub(1, n or 8)
 end
 
+-- The lines of text (a plain split on newlines; vim.split is several times slower, and a long
+-- transcript splits every message, code and output).
+local function lines_of(text)
+  local out, i = {}, 1
+  while true do
+    local j = text:find('\n', i, true)
+    if not j then
+      out[#out + 1] = text:sub(i)
+      return out
+    end
+    out[#out + 1] = text:sub(i, j - 1)
+    i = j + 1
+  end
+end
+
 local function split(text)
-  return vim.split((text:gsub('\n$', '')), '\n', { plain = true })
+  return lines_of((text:gsub('\n$', '')))
 end
 
 local T = {}
@@ -147,7 +162,7 @@ function T:output(ev, d, e)
   local group = stream == 'stderr' and 'WarningMsg' or nil
   local text = s(d.text) or ''
   if text ~= '' then
-    local pieces = vim.split(text, '\n', { plain = true })
+    local pieces = lines_of(text)
     local ends = pieces[#pieces] == ''
     if ends then
       table.remove(pieces)

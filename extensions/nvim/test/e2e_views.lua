@@ -292,22 +292,51 @@ local function run()
   table.insert(passed, ':ArborFork id ' .. at2 .. ' forked as ' .. fork2.id:sub(1, 8))
 
   -- The cost–progress summary of the streaming session's tree (it and its helper): sparklines
-  -- of verified progress against tokens and cost, the helper's line, then the series.
+  -- of verified progress against tokens and cost, the helper's line, then the series. A goal
+  -- with an end condition first gives it points over time: the goal set, a second checkpoint,
+  -- the end condition passed, the goal complete.
+  local gdone
+  require('arbor.client').request('arbor/goal.set', { session = id, objective = 'write done.txt', ['until'] = 'test -f done.txt' },
+    function(err) gdone = err or false end)
+  wait_for(nil, 10000, function() return gdone ~= nil end)
+  if gdone then
+    error('goal.set: ' .. vim.inspect(gdone), 0)
+  end
+  wait_for(nil, 60000, function()
+    for _, p in ipairs(cli_json({ 'progress', id, '--json' }).points) do
+      if p.kind == 'goal_changed' and p.status == 'complete' then
+        return true
+      end
+    end
+    vim.wait(300, function() return false end)
+  end)
   vim.cmd('ArborProgress ' .. id:sub(1, 8))
   local pbuf = vim.fn.bufnr('arbor://progress/' .. id)
   wait_for(nil, 10000, function() return pbuf ~= -1 and text_of(pbuf):find('\ncost ', 1, true) ~= nil end)
   local ptext = text_of(pbuf)
   local cliprog = cli_json({ 'progress', id, '--json' })
-  local cps = 0
+  local cps, passes = 0, 0
   for _, p in ipairs(cliprog.points) do
     if p.kind == 'checkpoint' then
       cps = cps + 1
+    elseif p.kind == 'verified' and p.status == 'passed' then
+      passes = passes + 1
     end
   end
   local lastsp = cliprog.points[#cliprog.points].spend
   local vline = ptext:match('\n(verified  [^\n]*)')
   local tline = ptext:match('\n(tokens    [^\n]*)')
-  if not vline or not vline:find('[▁▂▃▄▅▆▇█]') or not vline:find(string.format('  %d (%d checkpoint', cps, cps), 1, true)
+  local spark = vline and vline:match('^verified  (.-)  %d')
+  -- A cumulative series: its cells never go down, it ends full and it rose on the way.
+  local rising, prev, levels = true, 0, {}
+  for i = 0, vim.fn.strchars(spark or '') - 1 do
+    local c = vim.fn.strcharpart(spark, i, 1)
+    local lvl = c == ' ' and 0 or (vim.fn.index({ '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█' }, c) + 1)
+    rising = rising and lvl >= prev
+    prev, levels[lvl] = lvl, true
+  end
+  if cps < 2 or passes < 1 or not spark or vim.fn.strchars(spark) ~= 40 or not rising or prev ~= 8 or vim.tbl_count(levels) < 2
+    or not vline:find(string.format('  %d (%d checkpoints, %d check', cps + passes, cps, passes), 1, true)
     or not tline or not tline:find('[▁▂▃▄▅▆▇█]') or not ptext:find('(the session tree: 2 sessions)', 1, true)
     or not ptext:find('└─ helper  ' .. helper:sub(1, 8), 1, true) or not ptext:find(string.format('$%.4f', lastsp.costUSD), 1, true) then
     error(string.format(':ArborProgress summary (daemon: %d checkpoints, %d tokens):\n%s', cps, lastsp.tokens, ptext), 0)

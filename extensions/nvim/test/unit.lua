@@ -286,6 +286,14 @@ do
     'the state line follows and the state is outside the turn: ' .. vim.inspect(last))
   check(#first.marks >= 2 and first.marks[1][2] == '#1 10:00:01', 'quiet marks: ' .. vim.inspect(first.marks))
   check(not t:add({ seq = 3, type = P.EventKernel, data = {} }), 'an event already shown is skipped')
+  -- A stopped cell keeps what it streamed: the interrupt and the aborted result add to it.
+  add(P.EventTurnStarted, { turn = 2 })
+  add(P.EventToolStarted, { callId = 'c4', code = 'slow()' })
+  add(OUT, { callId = 'c4', stream = 'stdout', text = 'step 1\nstep 2\n' })
+  add(P.EventInterrupted, { turn = 2, reason = 'stopped by the user' })
+  add(P.EventToolFinished, { callId = 'c4', status = 'aborted', output = '' })
+  has(table.concat(t.lines, '\n'), '▸ cell · aborted\n```python\nslow()\n```\n```\nstep 1\nstep 2\n```\nturn 2 interrupted: stopped by the user',
+    'a stopped cell keeps its streamed output')
 end
 
 local compaction = transcript('compaction')

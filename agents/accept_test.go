@@ -188,10 +188,10 @@ func TestAcceptAtTheReviewedHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.settled(s)
-	if _, err := e.svc.AcceptAt(ctx, s.meta.ID, "0123456789012345678901234567890123456789", nil, nil, false); !errors.Is(err, ErrInvalidState) {
+	if _, err := e.svc.AcceptAt(ctx, s.meta.ID, Review{Head: "0123456789012345678901234567890123456789"}, nil, nil, false); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("accept at a foreign head: %v; want ErrInvalidState", err)
 	}
-	res, err := e.svc.AcceptAt(ctx, s.meta.ID, d.Head, nil, nil, false)
+	res, err := e.svc.AcceptAt(ctx, s.meta.ID, Review{Head: d.Head}, nil, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,13 +17,21 @@ import (
 // conflict refuses it with a *gitstate.DirtyError or *gitstate.ConflictError naming the files,
 // and leaves the user's tree as it was.
 func (s *Service) Accept(ctx context.Context, id string, files []string, hunks map[string][]int, merge bool) (*gitstate.AcceptResult, error) {
-	return s.AcceptAt(ctx, id, "", files, hunks, merge)
+	return s.AcceptAt(ctx, id, Review{}, files, hunks, merge)
 }
 
-// AcceptAt is Accept of the session's change up to commit head — the head of the diff the user
-// reviewed — so a checkpoint made since then is not taken unseen, and hunk indexes refer to that
-// diff. An empty head means the branch as it is now.
-func (s *Service) AcceptAt(ctx context.Context, id, head string, files []string, hunks map[string][]int, merge bool) (*gitstate.AcceptResult, error) {
+// Review is the diff a user reviewed before accepting or rejecting part of it: its head
+// (DiffResult.Head) and, when given, the accepted point it started from (DiffResult.Accepted,
+// "" for none). A checkpoint made since, or an accept by someone else meanwhile, refuses the
+// request: its hunk indexes would point at other hunks. Zero: the diff as it is now.
+type Review struct {
+	Head     string
+	Accepted *string
+}
+
+// AcceptAt is Accept of the session's change as the user reviewed it (see Review), so a
+// checkpoint made since then is not taken unseen, and hunk indexes refer to that diff.
+func (s *Service) AcceptAt(ctx context.Context, id string, rev Review, files []string, hunks map[string][]int, merge bool) (*gitstate.AcceptResult, error) {
 	sess, err := s.Get(id)
 	if err != nil {
 		return nil, err
@@ -31,6 +39,9 @@ func (s *Service) AcceptAt(ctx context.Context, id, head string, files []string,
 	if sess.discarded() {
 		return nil, fmt.Errorf("%w: session %s was discarded; fork it or restore its archived branch to accept its work", ErrInvalidState, sess.meta.ID)
 	}
+	sess.reviewMu.Lock() // one accept or reject of a session at a time: each moves its accepted point
+	defer sess.reviewMu.Unlock()
+	head := rev.Head
 	sess.mu.Lock()
 	turns := sess.turn
 	sess.mu.Unlock()
@@ -43,8 +54,11 @@ func (s *Service) AcceptAt(ctx context.Context, id, head string, files []string,
 		}
 		o.Head = head
 	}
-	from, err := sess.reviewBase()
+	from, stored, err := sess.reviewBase(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkReviewed(sess, rev, from); err != nil {
 		return nil, err
 	}
 	if from != "" {
@@ -64,7 +78,7 @@ func (s *Service) AcceptAt(ctx context.Context, id, head string, files []string,
 		return nil, fmt.Errorf("session %s: %w", shortID(sess.meta.ID), err)
 	}
 	// What was taken leaves the remaining diff.
-	if err := sess.ws.Repo.SetAccepted(ctx, sess.meta.ID, res.Selected); err != nil {
+	if err := sess.ws.Repo.SetAccepted(ctx, sess.meta.ID, res.Selected, res.Commit, stored); err != nil {
 		s.log.Warn("record the accepted part", "session", sess.meta.ID, "err", err)
 	}
 	mode := "squash"
@@ -97,12 +111,12 @@ func acceptMessage(m Meta, turns int, files []string, hunks map[string][]int) st
 // checkpointing the parent so its own uncommitted work is kept apart. Conflicts are an error
 // listing the files, and leave the parent's worktree as it was.
 func (s *Service) Merge(ctx context.Context, id string) (*gitstate.AcceptResult, error) {
-	return s.MergeResolved(ctx, id, nil)
+	return s.MergeResolved(ctx, id, gitstate.Resolutions{})
 }
 
-// MergeResolved is Merge with the conflicts settled by the user: path → resolved content, for
-// every file [Service.Conflicts] lists.
-func (s *Service) MergeResolved(ctx context.Context, id string, resolutions map[string][]byte) (*gitstate.AcceptResult, error) {
+// MergeResolved is Merge with the conflicts settled by the user, for every file
+// [Service.Conflicts] lists, against the heads it returned.
+func (s *Service) MergeResolved(ctx context.Context, id string, resolutions gitstate.Resolutions) (*gitstate.AcceptResult, error) {
 	parent, child, release, err := s.reserveParent(id, "merge")
 	if err != nil {
 		return nil, err
@@ -143,9 +157,9 @@ func (s *Service) reserveParent(id, what string) (parent, child *Session, releas
 	return parent, child, parent.release, nil
 }
 
-// mergeChild merges child into parent's worktree, its conflicts settled by resolutions (nil:
+// mergeChild merges child into parent's worktree, its conflicts settled by resolutions (zero:
 // none); rlm.merge and Merge share it.
-func (s *Service) mergeChild(ctx context.Context, parent, child *Session, resolutions map[string][]byte) (*gitstate.AcceptResult, error) {
+func (s *Service) mergeChild(ctx context.Context, parent, child *Session, resolutions gitstate.Resolutions) (*gitstate.AcceptResult, error) {
 	if parent.discarded() || child.discarded() {
 		return nil, fmt.Errorf("%w: merge %s into %s: a discarded session has no worktree or branch", ErrInvalidState, shortID(child.meta.ID), shortID(parent.meta.ID))
 	}

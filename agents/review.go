@@ -15,9 +15,31 @@ import (
 // remaining diff), taking parts back (reject), and the conflicts of merging a child.
 
 // reviewBase is the commit a session's remaining diff starts from: its accepted point once
-// part of it was accepted, else "" (the merge-base of its base commit and branch).
-func (s *Session) reviewBase() (string, error) {
-	return s.ws.Repo.Accepted(s.meta.ID)
+// part of it was accepted, else "" (the merge-base of its base commit and branch). The point
+// holds while the user's current branch contains the commit that accept made: after a reset
+// or on another branch the whole change is to review again. stored is the point as recorded,
+// valid or not (what a new accept replaces).
+func (s *Session) reviewBase(ctx context.Context) (point, stored string, err error) {
+	point, onto, err := s.ws.Repo.Accepted(s.meta.ID)
+	if err != nil || point == "" {
+		return "", point, err
+	}
+	_, head, err := s.ws.Repo.Head(ctx)
+	if err != nil {
+		return "", point, err
+	}
+	if mb, err := s.ws.Repo.MergeBase(ctx, onto, head); err != nil || mb != onto {
+		return "", point, nil // the accept is not on this branch (any more)
+	}
+	return point, point, nil
+}
+
+// checkReviewed refuses a review whose accepted point is not the current one.
+func checkReviewed(s *Session, rev Review, point string) error {
+	if rev.Accepted != nil && *rev.Accepted != point {
+		return fmt.Errorf("%w: %s: part of the session was accepted since the diff you reviewed; diff again", ErrInvalidState, shortID(s.meta.ID))
+	}
+	return nil
 }
 
 // remainingDiff is the session's change not accepted yet, up to head ("" = its branch).
@@ -25,7 +47,7 @@ func (s *Session) remainingDiff(ctx context.Context, head string) (*gitstate.Dif
 	if head == "" {
 		head = s.meta.Branch
 	}
-	from, err := s.reviewBase()
+	from, _, err := s.reviewBase(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -37,12 +59,13 @@ func (s *Session) remainingDiff(ctx context.Context, head string) (*gitstate.Dif
 
 // ReviewBase returns the commit session id's remaining diff starts from when part of it was
 // accepted, "" when none was.
-func (s *Service) ReviewBase(id string) (string, error) {
+func (s *Service) ReviewBase(ctx context.Context, id string) (string, error) {
 	sess, err := s.Get(id)
 	if err != nil {
 		return "", err
 	}
-	return sess.reviewBase()
+	p, _, err := sess.reviewBase(ctx)
+	return p, err
 }
 
 // DiffAll returns the session's whole change against its merge-base, accepted parts included.
@@ -66,11 +89,14 @@ func (s *Service) DiffAll(ctx context.Context, id string) (*gitstate.Diff, error
 // remaining diff. head is the head of the diff the user reviewed (""= the branch as it is);
 // hunk indexes point into that diff. A session running a turn is refused: its model does not
 // expect its files to change under it.
-func (s *Service) Reject(ctx context.Context, id, head string, files []string, hunks map[string][]int) (string, []string, error) {
+func (s *Service) Reject(ctx context.Context, id string, rev Review, files []string, hunks map[string][]int) (string, []string, error) {
 	sess, err := s.Get(id)
 	if err != nil {
 		return "", nil, err
 	}
+	sess.reviewMu.Lock()
+	defer sess.reviewMu.Unlock()
+	head := rev.Head
 	if sess.discarded() {
 		return "", nil, fmt.Errorf("%w: session %s was discarded; it has no worktree to take changes back in", ErrInvalidState, shortID(sess.meta.ID))
 	}
@@ -87,6 +113,13 @@ func (s *Service) Reject(ctx context.Context, id, head string, files []string, h
 	}
 	d, err := sess.remainingDiff(ctx, "")
 	if err != nil {
+		return "", nil, err
+	}
+	point, _, err := sess.reviewBase(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := checkReviewed(sess, rev, point); err != nil {
 		return "", nil, err
 	}
 	if head == "" {
@@ -152,18 +185,29 @@ func describeSelection(files []string, hunks map[string][]int) string {
 // versions (base, the parent's, the child's, and git's merge with markers); none when the merge
 // is clean. The parent's worktree is checkpointed first, so its version is what a merge would
 // meet.
-func (s *Service) Conflicts(ctx context.Context, id string) (parent string, files []gitstate.ConflictFile, err error) {
+// Conflicts are a child's merge conflicts as [Service.Conflicts] finds them: the heads compared
+// go back with the resolutions, so a branch that moved meanwhile refuses them.
+type Conflicts struct {
+	Parent                string
+	ParentHead, ChildHead string
+	Files                 []gitstate.ConflictFile
+}
+
+func (s *Service) Conflicts(ctx context.Context, id string) (*Conflicts, error) {
 	p, child, release, err := s.reserveParent(id, "look at the merge")
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	defer release()
 	if p.discarded() || child.discarded() {
-		return "", nil, fmt.Errorf("%w: a discarded session has no worktree or branch to merge", ErrInvalidState)
+		return nil, fmt.Errorf("%w: a discarded session has no worktree or branch to merge", ErrInvalidState)
 	}
 	if _, err := p.commitWorktree(ctx, "before merging subagent "+child.label()); err != nil {
-		return "", nil, fmt.Errorf("checkpoint the parent first: %w", err)
+		return nil, fmt.Errorf("checkpoint the parent first: %w", err)
 	}
-	files, err = p.ws.Repo.Conflicts(ctx, child.meta.Branch, p.meta.Worktree)
-	return p.meta.ID, files, err
+	files, ph, ch, err := p.ws.Repo.Conflicts(ctx, child.meta.Branch, p.meta.Worktree)
+	if err != nil {
+		return nil, err
+	}
+	return &Conflicts{Parent: p.meta.ID, ParentHead: ph, ChildHead: ch, Files: files}, nil
 }

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/arborhq/arbor/agents/event"
+	"github.com/arborhq/arbor/gitstate"
 )
 
 // The review by hunk: accepting one hunk takes it out of the remaining diff; rejecting the
@@ -36,7 +38,7 @@ func TestReviewAcceptOneHunkRejectTheOther(t *testing.T) {
 	if got := paths(d); got != "extra.txt,long.txt" {
 		t.Fatalf("diff %s", got)
 	}
-	if _, err := e.svc.AcceptAt(ctx, s.meta.ID, d.Head, nil, map[string][]int{"long.txt": {1}}, false); err != nil {
+	if _, err := e.svc.AcceptAt(ctx, s.meta.ID, Review{Head: d.Head}, nil, map[string][]int{"long.txt": {1}}, false); err != nil {
 		t.Fatal(err)
 	}
 	mainAfterAccept := revParse(t, e.repo, "main")
@@ -55,14 +57,19 @@ func TestReviewAcceptOneHunkRejectTheOther(t *testing.T) {
 			t.Errorf("long.txt remaining hunks %+v", f.Hunks)
 		}
 	}
-	if b, err := e.svc.ReviewBase(s.meta.ID); err != nil || b == "" || b != rem.Base {
+	if b, err := e.svc.ReviewBase(ctx, s.meta.ID); err != nil || b == "" || b != rem.Base {
 		t.Errorf("review base %q %v, remaining diff base %s", b, err, rem.Base)
 	}
 	if base, err := e.svc.FileAt(ctx, s.meta.ID, "long.txt", "base"); err != nil || !strings.Contains(string(base), "CHANGED 40") {
 		t.Errorf("the remaining diff's base side of long.txt lacks the accepted hunk: %v", err)
 	}
 
-	commit, files, err := e.svc.Reject(ctx, s.meta.ID, rem.Head, nil, map[string][]int{"long.txt": {0}})
+	// A review of the diff from before the accept is refused: its hunk indexes point elsewhere.
+	none := ""
+	if _, _, err := e.svc.Reject(ctx, s.meta.ID, Review{Head: rem.Head, Accepted: &none}, nil, map[string][]int{"long.txt": {0}}); err == nil || !strings.Contains(err.Error(), "accepted since") {
+		t.Errorf("a reject reviewed before the accept: %v", err)
+	}
+	commit, files, err := e.svc.Reject(ctx, s.meta.ID, Review{Head: rem.Head, Accepted: &rem.Base}, nil, map[string][]int{"long.txt": {0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +86,7 @@ func TestReviewAcceptOneHunkRejectTheOther(t *testing.T) {
 		t.Error("the reject moved the user's branch")
 	}
 	// A stale review is refused.
-	if _, _, err := e.svc.Reject(ctx, s.meta.ID, rem.Head, []string{"extra.txt"}, nil); err == nil || !strings.Contains(err.Error(), "diff again") {
+	if _, _, err := e.svc.Reject(ctx, s.meta.ID, Review{Head: rem.Head}, []string{"extra.txt"}, nil); err == nil || !strings.Contains(err.Error(), "diff again") {
 		t.Errorf("reject with a stale head: %v", err)
 	}
 	if rem2, err := e.svc.Diff(ctx, s.meta.ID); err != nil || paths(rem2) != "extra.txt" {
@@ -90,6 +97,14 @@ func TestReviewAcceptOneHunkRejectTheOther(t *testing.T) {
 	}
 	if rj := e.events(s, event.TypeRejected); len(rj) != 1 || fmt.Sprint(rj[0]["hunks"]) != "[long.txt#0]" {
 		t.Errorf("rejected events %v", rj)
+	}
+	// The user resets their branch to before the accept: the whole change is to review again.
+	git(t, e.repo, "reset", "-q", "--hard", "HEAD~1")
+	if b, _ := e.svc.ReviewBase(ctx, s.meta.ID); b != "" {
+		t.Errorf("the accepted point holds after the user dropped the accept: %s", b)
+	}
+	if again, err := e.svc.Diff(ctx, s.meta.ID); err != nil || paths(again) != "extra.txt,long.txt" {
+		t.Errorf("after the reset the remaining diff is %s %v, want the accepted hunk back in review", paths(again), err)
 	}
 	told := func(svc *Service) bool {
 		s2, err := svc.Get(s.meta.ID)
@@ -125,14 +140,21 @@ func TestMergeConflictResolvedByTheUser(t *testing.T) {
 	if _, err := e.svc.Merge(ctx, beta.meta.ID); err == nil {
 		t.Fatal("beta merged without a conflict")
 	}
-	pid, cs, err := e.svc.Conflicts(ctx, beta.meta.ID)
-	if err != nil || pid != parent.meta.ID || len(cs) != 1 {
-		t.Fatalf("conflicts %s %+v %v", pid, cs, err)
+	con, err := e.svc.Conflicts(ctx, beta.meta.ID)
+	if err != nil || con.Parent != parent.meta.ID || len(con.Files) != 1 || con.ChildHead != revParse(t, e.repo, beta.meta.Branch) {
+		t.Fatalf("conflicts %+v %v", con, err)
 	}
+	cs := con.Files
 	if c := cs[0]; c.Path != "shared.txt" || string(c.Ours) != "alpha\n" || string(c.Theirs) != "beta\n" || c.Base != nil || !strings.Contains(string(c.Merged), "<<<<<<<") {
 		t.Errorf("shared.txt versions base=%q ours=%q theirs=%q merged=%q", c.Base, c.Ours, c.Theirs, c.Merged)
 	}
-	res, err := e.svc.MergeResolved(ctx, beta.meta.ID, map[string][]byte{"shared.txt": []byte("alpha and beta\n")})
+	// Resolved against a parent that moved since: refused.
+	if _, err := e.svc.MergeResolved(ctx, beta.meta.ID, gitstate.Resolutions{Content: map[string][]byte{"shared.txt": []byte("x\n")},
+		ParentHead: "0123456789012345678901234567890123456789"}); !errors.Is(err, gitstate.ErrBadResolution) {
+		t.Errorf("a resolution against a moved parent: %v", err)
+	}
+	res, err := e.svc.MergeResolved(ctx, beta.meta.ID, gitstate.Resolutions{Content: map[string][]byte{"shared.txt": []byte("alpha and beta\n")},
+		ParentHead: con.ParentHead, ChildHead: con.ChildHead})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,7 @@ type Session struct {
 	conv       []model.Message
 	head       string           // latest checkpoint commit (or the base)
 	archived   *event.Discarded // the session's discarded event, once it has one (shown in Info)
+	reviewMu   sync.Mutex       // held by an accept or reject of the session (see Review)
 	toldParent bool             // this turn sent a message to the parent
 	lastAnswer string           // the final text of the latest turn
 	idleTimer  *time.Timer

@@ -83,9 +83,10 @@ func (c *cellStream) onOutput(o kernel.Output) {
 	}
 	b.text.WriteString(o.Text)
 	if b.text.Len() > 2*streamChunk {
-		// Faster than the bound lets through: keep the newest, say how much was skipped.
-		t := b.text.String()
-		cut := len(t) - streamChunk
+		// Faster than the bound lets through: keep the newest, say how much was skipped. The
+		// text is redacted before the cut, so the cut cannot leave part of a secret.
+		t := c.redact(b.text.String())
+		cut := runeStart(t, len(t)-streamChunk)
 		if i := strings.IndexByte(t[cut:], '\n'); i >= 0 && i < len(t)-cut-1 {
 			cut += i + 1
 		}
@@ -159,10 +160,11 @@ func (c *cellStream) flush(final bool) (left bool) {
 			left = left || t != ""
 			continue
 		}
-		send, rest := t[:n], t[n:]
+		send, rest := c.redact(t[:n]), t[n:] // redacted whole, before any cut
 		if len(send) > streamChunk {
-			b.skipped += len(send) - streamChunk
-			send = send[len(send)-streamChunk:]
+			cut := runeStart(send, len(send)-streamChunk)
+			b.skipped += cut
+			send = send[cut:]
 		}
 		c.emit(stream, b.skipped, send)
 		b.skipped = 0
@@ -193,6 +195,14 @@ func (c *cellStream) emit(stream string, skipped int, text string) {
 	}
 	c.logged += len(ev.Text)
 	c.record(ev)
+}
+
+// runeStart moves i forward to the start of a character of s.
+func runeStart(s string, i int) int {
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return i
 }
 
 // clipUTF8 cuts s to at most n bytes without splitting a character.

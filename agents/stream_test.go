@@ -189,6 +189,22 @@ func TestCellStreamBounds(t *testing.T) {
 			t.Error("an event after the truncated one")
 		}
 	})
+	t.Run("a secret in a line too long to stream whole", func(t *testing.T) {
+		var r streamRecorder
+		c := r.stream(time.Hour) // nothing flushes until close: the long line is cut
+		// The secret straddles where the 4 KiB kept at the end of the line begins.
+		line := strings.Repeat("a", 3*streamChunk-streamChunk-5) + "s3cret-value" + strings.Repeat("b", streamChunk-6) + "\n"
+		c.onOutput(kernel.Output{Kind: kernel.KindStdout, Text: line[:len(line)/2]})
+		c.onOutput(kernel.Output{Kind: kernel.KindStdout, Text: line[len(line)/2:]})
+		c.close()
+		for _, ev := range r.events() {
+			for i := 4; i < len("s3cret-value"); i++ {
+				if strings.Contains(ev.Text, "s3cret-value"[len("s3cret-value")-i:]+"bbbb") {
+					t.Fatalf("part of the secret was streamed: %q", ev.Text[:80])
+				}
+			}
+		}
+	})
 	t.Run("redaction and partial lines", func(t *testing.T) {
 		var r streamRecorder
 		c := r.stream(10 * time.Millisecond)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/arborhq/arbor/gitstate"
+
 	"github.com/arborhq/arbor/agents/harness"
 )
 
@@ -190,7 +192,7 @@ func hostMergeChild(ctx context.Context, s *Session, raw json.RawMessage) (any, 
 	if c.State() == Running {
 		return nil, fmt.Errorf("%w: subagent %s is still running; wait for its message, or stop it first", ErrInvalidState, c.meta.Name)
 	}
-	res, err := s.svc.mergeChild(ctx, s, c, nil)
+	res, err := s.svc.mergeChild(ctx, s, c, gitstate.Resolutions{})
 	if err != nil {
 		return nil, fmt.Errorf("rlm.merge: %w", err)
 	}

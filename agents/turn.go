@@ -364,6 +364,7 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	cellTimeout, _ := s.cfg.Durations()
 	var res *kernel.Result
 	stream := newCellStream(ctx, s, call.ID)
+	defer stream.close() // also when Execute panics: nothing streamed lands after the turn's end
 	opts := execOptions(cellTimeout)
 	opts.OnOutput = stream.onOutput
 	s.ws.slots.lendWhile(ctx, s, func() { res, err = k.Execute(ctx, call.Code, opts) })

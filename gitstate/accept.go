@@ -39,9 +39,15 @@ type AcceptOptions struct {
 	// Message is the commit message; required for a squash.
 	Message string
 	// Resolutions settle a merge's conflicts: path → the content the user resolved it to.
-	// Every conflicted file needs one (those left are a ConflictError again); one for a path
-	// that does not conflict, or that still has conflict markers, is refused.
+	// Every conflicted file needs one, or a Take (those left are a ConflictError again); one
+	// for a path that does not conflict, or that still has conflict markers, is refused.
 	Resolutions map[string][]byte
+	// Take settles a conflicted file by taking one side whole: "ours" (the receiving branch's
+	// version) or "theirs" (the merged one's); a side without the file deletes it. For binary
+	// files, deletions and symlinks, which content cannot say.
+	Take map[string]string
+
+	expectInto, expectHead string // Merge's Resolutions.ParentHead and ChildHead
 }
 
 // Validate reports options that cannot work.
@@ -102,14 +108,24 @@ func (r *Repo) Accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 	return res, nil
 }
 
+// Resolutions settle a merge's conflicts as the user resolved them (see AcceptOptions), for
+// the versions they saw: when ParentHead or ChildHead is set and that branch has moved since,
+// the merge is refused (the conflicts may be others now).
+type Resolutions struct {
+	Content               map[string][]byte
+	Take                  map[string]string
+	ParentHead, ChildHead string
+}
+
 // Merge brings a child session's branch into the parent session's worktree at parentDir as a
-// merge commit, its conflicts settled by resolutions (see AcceptOptions.Resolutions; nil when
-// there are none). Checkpoint the parent first: uncommitted changes in involved files refuse it.
-func (r *Repo) Merge(ctx context.Context, child, parentDir, message string, resolutions map[string][]byte) (*AcceptResult, error) {
+// merge commit, its conflicts settled by res (zero when there are none). Checkpoint the parent
+// first: uncommitted changes in involved files refuse it.
+func (r *Repo) Merge(ctx context.Context, child, parentDir, message string, res Resolutions) (*AcceptResult, error) {
 	if message == "" {
 		message = "Merge " + child
 	}
-	return r.Accept(ctx, AcceptOptions{Head: child, Into: parentDir, Merge: true, Message: message, Resolutions: resolutions})
+	return r.Accept(ctx, AcceptOptions{Head: child, Into: parentDir, Merge: true, Message: message,
+		Resolutions: res.Content, Take: res.Take, expectInto: res.ParentHead, expectHead: res.ChildHead})
 }
 
 func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, error) {
@@ -138,6 +154,12 @@ func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 	if err != nil {
 		return nil, err
 	}
+	if o.expectInto != "" && o.expectInto != target.String() {
+		return nil, fmt.Errorf("%w: %s moved since the conflicts you resolved (%.10s, now %.10s); look at them again", ErrBadResolution, branch.Short(), o.expectInto, target)
+	}
+	if o.expectHead != "" && o.expectHead != head.String() {
+		return nil, fmt.Errorf("%w: %s moved since the conflicts you resolved (%.10s, now %.10s); look at them again", ErrBadResolution, o.Head, o.expectHead, head)
+	}
 	mb, err := r.mergeBase(target, head)
 	if err != nil {
 		return nil, err
@@ -165,7 +187,15 @@ func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 	} else if len(dirty) > 0 {
 		return nil, &DirtyError{Dir: dir, Files: dirty}
 	}
-	tree, err := r.mergeTrees(ctx, dir, target, mb, selected, o.Resolutions)
+	var tree string
+	if o.From != "" && from != mb {
+		// Merge over the accepted point, not the old merge-base: what the user took before
+		// is the common ground, so their edits since and the agent's new edits of those lines
+		// merge as changes from there.
+		tree, err = r.mergeOver(ctx, dir, from, target, selected)
+	} else {
+		tree, err = r.mergeTrees(ctx, dir, target, mb, selected, o.Resolutions, o.Take)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -245,8 +275,8 @@ func (r *Repo) dirtyAmong(ctx context.Context, dir string, files []string) ([]st
 // mergeTrees merges selected into target three-way over base and returns the tree, or a
 // ConflictError naming the conflicted files that resolutions do not settle. When target is
 // base the selection applies as it is.
-func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selected plumbing.Hash, resolutions map[string][]byte) (string, error) {
-	if target == base && len(resolutions) == 0 {
+func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selected plumbing.Hash, resolutions map[string][]byte, take map[string]string) (string, error) {
+	if target == base && len(resolutions) == 0 && len(take) == 0 {
 		c, err := r.git.CommitObject(selected)
 		if err != nil {
 			return "", err
@@ -265,10 +295,19 @@ func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selecte
 	for p := range resolutions {
 		paths = append(paths, p)
 	}
+	for p := range take {
+		if _, both := resolutions[p]; both {
+			return "", fmt.Errorf("%w: %s is given both a resolution and a side to take", ErrBadResolution, p)
+		}
+		paths = append(paths, p)
+	}
 	sort.Strings(paths)
 	for _, p := range paths {
 		if !inConflict[p] {
 			return "", fmt.Errorf("%w: a resolution for %s, which does not conflict (conflicted: %s)", ErrBadResolution, p, orNone(conflicted))
+		}
+		if side, ok := take[p]; ok && side != "ours" && side != "theirs" {
+			return "", fmt.Errorf("%w: take %q for %s: want \"ours\" or \"theirs\"", ErrBadResolution, side, p)
 		}
 		if hasConflictMarkers(resolutions[p]) {
 			return "", fmt.Errorf("%w: the resolution of %s still has conflict markers (<<<<<<<, =======, >>>>>>>)", ErrBadResolution, p)
@@ -276,25 +315,39 @@ func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selecte
 	}
 	var left []string
 	for _, f := range conflicted {
-		if _, ok := resolutions[f]; !ok {
+		_, resolved := resolutions[f]
+		_, taken := take[f]
+		if !resolved && !taken {
 			left = append(left, f)
 		}
 	}
 	if len(left) > 0 {
 		return "", &ConflictError{Into: dir, Files: left}
 	}
-	if len(resolutions) == 0 {
+	if len(paths) == 0 {
 		return tree, nil
 	}
 	// Every conflict is resolved: the merged tree with the user's versions of those files.
 	changes := map[string]*treeFile{}
 	for _, p := range paths {
+		if side, ok := take[p]; ok {
+			from := target
+			if side == "theirs" {
+				from = selected
+			}
+			e, err := r.entryAt(from, p)
+			if err != nil {
+				return "", err
+			}
+			changes[p] = e // nil: that side has no such file
+			continue
+		}
 		h, err := r.writeBlob(resolutions[p])
 		if err != nil {
 			return "", err
 		}
 		mode := filemode.Regular
-		if m, err := r.modeIn(plumbing.NewHash(tree), p); err == nil && m == filemode.Executable {
+		if m, err := r.modeIn(plumbing.NewHash(tree), p); err == nil && (m == filemode.Executable || m == filemode.Symlink) {
 			mode = m
 		}
 		changes[p] = &treeFile{path: p, mode: mode, hash: h}
@@ -401,32 +454,39 @@ type ConflictFile struct {
 }
 
 // Conflicts lists the files merging child into the branch of the worktree at dir would
-// conflict in, each in its versions; none when the merge is clean. Nothing is changed.
-func (r *Repo) Conflicts(ctx context.Context, child, dir string) ([]ConflictFile, error) {
+// conflict in, each in its versions; none when the merge is clean. Nothing is changed. The
+// heads are the commits compared: pass them back in Resolutions.
+func (r *Repo) Conflicts(ctx context.Context, child, dir string) (files []ConflictFile, parentHead, childHead string, err error) {
+	files, ph, ch, err := r.conflicts(ctx, child, dir)
+	return files, ph.String(), ch.String(), err
+}
+
+func (r *Repo) conflicts(ctx context.Context, child, dir string) ([]ConflictFile, plumbing.Hash, plumbing.Hash, error) {
+	z := plumbing.ZeroHash
 	unlock, err := r.lock(ctx)
 	if err != nil {
-		return nil, err
+		return nil, z, z, err
 	}
 	defer unlock()
 	admin, err := r.worktreeAdmin(filepath.Clean(dir))
 	if err != nil {
-		return nil, err
+		return nil, z, z, err
 	}
 	_, target, err := r.headAt(filepath.Join(admin, "HEAD"))
 	if err != nil {
-		return nil, err
+		return nil, z, z, err
 	}
 	head, err := r.resolve(child)
 	if err != nil {
-		return nil, err
+		return nil, z, z, err
 	}
 	mb, err := r.mergeBase(target, head)
 	if err != nil {
-		return nil, err
+		return nil, z, z, err
 	}
 	tree, files, err := r.mergeTree(ctx, dir, target, head)
 	if err != nil {
-		return nil, err
+		return nil, z, z, err
 	}
 	read := func(t plumbing.Hash, p string) []byte {
 		tr, err := object.GetTree(r.git.Storer, t)
@@ -461,5 +521,70 @@ func (r *Repo) Conflicts(ctx context.Context, child, dir string) ([]ConflictFile
 		}
 		out = append(out, cf)
 	}
-	return out, nil
+	return out, target, head, nil
+}
+
+// entryAt is path's entry in commit c's tree, nil when it has none.
+func (r *Repo) entryAt(c plumbing.Hash, p string) (*treeFile, error) {
+	co, err := r.git.CommitObject(c)
+	if err != nil {
+		return nil, err
+	}
+	t, err := object.GetTree(r.git.Storer, co.TreeHash)
+	if err != nil {
+		return nil, err
+	}
+	e, err := t.FindEntry(p)
+	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &treeFile{path: p, mode: e.Mode, hash: e.Hash}, nil
+}
+
+// mergeOver merges selected into target three-way over base's tree, whatever their history
+// says: stand-in commits with base's tree as their one parent carry target's and selected's
+// trees to git's merge. Conflicts are a ConflictError.
+func (r *Repo) mergeOver(ctx context.Context, dir string, base, target, selected plumbing.Hash) (string, error) {
+	treeOf := func(c plumbing.Hash) (plumbing.Hash, error) {
+		co, err := r.git.CommitObject(c)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		return co.TreeHash, nil
+	}
+	bt, err := treeOf(base)
+	if err != nil {
+		return "", err
+	}
+	tt, err := treeOf(target)
+	if err != nil {
+		return "", err
+	}
+	st, err := treeOf(selected)
+	if err != nil {
+		return "", err
+	}
+	x, err := r.commit(bt, "arbor: accepted point")
+	if err != nil {
+		return "", err
+	}
+	o, err := r.commit(tt, "arbor: target", x)
+	if err != nil {
+		return "", err
+	}
+	t, err := r.commit(st, "arbor: selection", x)
+	if err != nil {
+		return "", err
+	}
+	tree, conflicted, err := r.mergeTree(ctx, dir, o, t)
+	if err != nil {
+		return "", err
+	}
+	if len(conflicted) > 0 {
+		return "", &ConflictError{Into: dir, Files: conflicted}
+	}
+	return tree, nil
 }

@@ -176,7 +176,7 @@ func TestAcceptMergeAndChildIntoParent(t *testing.T) {
 	if _, _, err := r.Checkpoint(t.Context(), child, "child turn", nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Merge(t.Context(), "arbor/child", parent, "", nil)
+	res, err := r.Merge(t.Context(), "arbor/child", parent, "", Resolutions{})
 	if err != nil {
 		t.Fatal(err)
 	}

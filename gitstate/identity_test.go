@@ -54,7 +54,7 @@ func TestAcceptWithoutIdentity(t *testing.T) {
 	}
 	parentHead := git(t, parent, "rev-parse", "HEAD")
 	objects = git(t, root, "count-objects")
-	if _, err := r.Merge(t.Context(), "arbor/child", parent, "", nil); !errors.Is(err, ErrNoIdentity) {
+	if _, err := r.Merge(t.Context(), "arbor/child", parent, "", Resolutions{}); !errors.Is(err, ErrNoIdentity) {
 		t.Fatalf("Merge without identity = %v, want ErrNoIdentity", err)
 	}
 	if got := git(t, root, "rev-parse", "HEAD"); got != head {

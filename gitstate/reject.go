@@ -16,33 +16,61 @@ import (
 // was accepted: a commit whose tree is the session's base with every accepted file and hunk
 // applied. The session's remaining diff is that commit against its branch, so what the user
 // took leaves the review; a later accept or reject indexes hunks into that diff.
-const AcceptedPrefix = "refs/arbor/accepted/"
+// AcceptedOntoPrefix holds the commit the latest accept made on the user's branch: the point
+// holds only while that branch still contains it (a reset or another branch checked out
+// makes the whole change the review again).
+const (
+	AcceptedPrefix     = "refs/arbor/accepted/"
+	AcceptedOntoPrefix = "refs/arbor/accepted-onto/"
+)
 
-// Accepted returns the commit a session's remaining diff starts from, "" when nothing of it
-// was accepted.
-func (r *Repo) Accepted(session string) (string, error) {
-	ref, err := r.git.Storer.Reference(plumbing.ReferenceName(AcceptedPrefix + session))
-	if errors.Is(err, plumbing.ErrReferenceNotFound) {
-		return "", nil
+// Accepted returns the commit a session's remaining diff starts from and the accept commit it
+// was recorded with; "" when nothing of it was accepted.
+func (r *Repo) Accepted(session string) (point, onto string, err error) {
+	read := func(prefix string) (string, error) {
+		ref, err := r.git.Storer.Reference(plumbing.ReferenceName(prefix + session))
+		if errors.Is(err, plumbing.ErrReferenceNotFound) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("read %s%s: %w", prefix, session, err)
+		}
+		return ref.Hash().String(), nil
 	}
-	if err != nil {
-		return "", fmt.Errorf("read %s%s: %w", AcceptedPrefix, session, err)
+	if point, err = read(AcceptedPrefix); err != nil || point == "" {
+		return "", "", err
 	}
-	return ref.Hash().String(), nil
+	onto, err = read(AcceptedOntoPrefix)
+	return point, onto, err
 }
 
-// SetAccepted moves a session's accepted point to commit (AcceptResult.Selected).
-func (r *Repo) SetAccepted(ctx context.Context, session, commit string) error {
+// SetAccepted moves a session's accepted point to point (AcceptResult.Selected), recorded with
+// the accept commit onto; expect is the point the accept was reviewed from ("" = none), and a
+// point moved meanwhile (another accept) is an error.
+func (r *Repo) SetAccepted(ctx context.Context, session, point, onto, expect string) error {
 	unlock, err := r.lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	h, err := r.resolve(commit)
+	p, err := r.resolve(point)
 	if err != nil {
 		return err
 	}
-	return r.setRef(plumbing.ReferenceName(AcceptedPrefix+session), h, nil)
+	o, err := r.resolve(onto)
+	if err != nil {
+		return err
+	}
+	exp := plumbing.ZeroHash
+	if expect != "" {
+		if exp, err = r.resolve(expect); err != nil {
+			return err
+		}
+	}
+	if err := r.setRef(plumbing.ReferenceName(AcceptedPrefix+session), p, &exp); err != nil {
+		return err
+	}
+	return r.setRef(plumbing.ReferenceName(AcceptedOntoPrefix+session), o, nil)
 }
 
 // DropAccepted forgets a session's accepted point (its branch is gone).
@@ -52,11 +80,13 @@ func (r *Repo) DropAccepted(ctx context.Context, session string) error {
 		return err
 	}
 	defer unlock()
-	err = r.git.Storer.RemoveReference(plumbing.ReferenceName(AcceptedPrefix + session))
-	if errors.Is(err, plumbing.ErrReferenceNotFound) {
-		return nil
+	for _, prefix := range []string{AcceptedPrefix, AcceptedOntoPrefix} {
+		err = r.git.Storer.RemoveReference(plumbing.ReferenceName(prefix + session))
+		if err != nil && !errors.Is(err, plumbing.ErrReferenceNotFound) {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 // DiffFrom is the change from commit from to head as it is, without a merge-base: a

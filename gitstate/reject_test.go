@@ -102,12 +102,12 @@ func TestAcceptedPointLeavesRemainingDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetAccepted(t.Context(), "s", res.Selected); err != nil {
+	if err := r.SetAccepted(t.Context(), "s", res.Selected, res.Commit, ""); err != nil {
 		t.Fatal(err)
 	}
-	from, err := r.Accepted("s")
-	if err != nil || from != res.Selected {
-		t.Fatalf("accepted point %q %v", from, err)
+	from, onto, err := r.Accepted("s")
+	if err != nil || from != res.Selected || onto != res.Commit {
+		t.Fatalf("accepted point %q onto %q %v", from, onto, err)
 	}
 	rem, err := r.DiffFrom(t.Context(), from, "arbor/s")
 	if err != nil {
@@ -128,7 +128,12 @@ func TestAcceptedPointLeavesRemainingDiff(t *testing.T) {
 	if got := git(t, root, "diff", "--name-only", "HEAD~1", "HEAD"); got != "new.txt" {
 		t.Errorf("second accept changed %s", got)
 	}
-	r.SetAccepted(t.Context(), "s", res2.Selected)
+	if err := r.SetAccepted(t.Context(), "s", res2.Selected, res2.Commit, "0123456789012345678901234567890123456789"); err == nil {
+		t.Error("an accepted point moved meanwhile was replaced")
+	}
+	if err := r.SetAccepted(t.Context(), "s", res2.Selected, res2.Commit, from); err != nil {
+		t.Fatal(err)
+	}
 	rem2, _ := r.DiffFrom(t.Context(), res2.Selected, "arbor/s")
 	if got := strings.Join(paths3(rem2), ","); got != "a.go,dir/sub/c.txt" {
 		t.Errorf("remaining after the file: %s", got)
@@ -137,7 +142,9 @@ func TestAcceptedPointLeavesRemainingDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.SetAccepted(t.Context(), "s", res3.Selected)
+	if err := r.SetAccepted(t.Context(), "s", res3.Selected, res3.Commit, res2.Selected); err != nil {
+		t.Fatal(err)
+	}
 	if rem3, _ := r.DiffFrom(t.Context(), res3.Selected, "arbor/s"); len(rem3.Files) != 0 {
 		t.Errorf("remaining after all: %v", paths3(rem3))
 	}
@@ -147,7 +154,7 @@ func TestAcceptedPointLeavesRemainingDiff(t *testing.T) {
 	if err := r.DropAccepted(t.Context(), "s"); err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := r.Accepted("s"); a != "" {
+	if a, _, _ := r.Accepted("s"); a != "" {
 		t.Errorf("accepted point after drop: %s", a)
 	}
 	assertFsck(t, root)
@@ -173,12 +180,12 @@ func TestMergeConflictResolutions(t *testing.T) {
 		t.Fatal(err)
 	}
 	parentHead := git(t, parent, "rev-parse", "HEAD")
-	_, err := r.Merge(t.Context(), "arbor/child", parent, "merge", nil)
+	_, err := r.Merge(t.Context(), "arbor/child", parent, "merge", Resolutions{})
 	var ce *ConflictError
 	if !errors.As(err, &ce) || strings.Join(ce.Files, ",") != "b.go" {
 		t.Fatalf("merge: %v", err)
 	}
-	cs, err := r.Conflicts(t.Context(), "arbor/child", parent)
+	cs, _, _, err := r.Conflicts(t.Context(), "arbor/child", parent)
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("conflicts %+v %v", cs, err)
 	}
@@ -191,7 +198,7 @@ func TestMergeConflictResolutions(t *testing.T) {
 		{"b.go": []byte("x\n"), "child.txt": []byte("c\n")},
 		{"b.go": c.Merged},
 	} {
-		if _, err := r.Merge(t.Context(), "arbor/child", parent, "merge", bad); !errors.Is(err, ErrBadResolution) {
+		if _, err := r.Merge(t.Context(), "arbor/child", parent, "merge", Resolutions{Content: bad}); !errors.Is(err, ErrBadResolution) {
 			t.Errorf("resolutions %v: %v", bad, err)
 		}
 	}
@@ -199,7 +206,7 @@ func TestMergeConflictResolutions(t *testing.T) {
 		t.Fatal("a refused merge moved the parent")
 	}
 	resolved := "package a\n\nfunc Bar() int { return Foo() + 5 }\n"
-	res, err := r.Merge(t.Context(), "arbor/child", parent, "merge", map[string][]byte{"b.go": []byte(resolved)})
+	res, err := r.Merge(t.Context(), "arbor/child", parent, "merge", Resolutions{Content: map[string][]byte{"b.go": []byte(resolved)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +222,90 @@ func TestMergeConflictResolutions(t *testing.T) {
 	if st := git(t, parent, "status", "--porcelain"); st != "" {
 		t.Errorf("parent worktree after the merge:\n%s", st)
 	}
-	if cs, err := r.Conflicts(t.Context(), "arbor/child", parent); err != nil || len(cs) != 0 {
+	if cs, _, _, err := r.Conflicts(t.Context(), "arbor/child", parent); err != nil || len(cs) != 0 {
 		t.Errorf("conflicts after the merge: %v %v", cs, err)
+	}
+	assertFsck(t, root)
+}
+
+// The agent edits a line the user accepted, and the user edits another they accepted: the
+// next accept merges over the accepted point, so the agent's new edit lands and the user's
+// own edit stays — no false conflict, nothing accepted before comes back.
+func TestAcceptOverTheAcceptedPoint(t *testing.T) {
+	t.Parallel()
+	root, r, wt := acceptFixture(t)
+	d, err := r.Diff(t.Context(), "main", "arbor/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Accept(t.Context(), AcceptOptions{Head: d.Head, Base: d.Base, Message: "c.txt", Files: []string{"dir/sub/c.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent changes TEN again; the user changes ONE on their branch.
+	writeFiles(t, wt, map[string]string{"dir/sub/c.txt": "ONE\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nTEN-v2\n"})
+	if _, _, err := r.Checkpoint(t.Context(), wt, "turn 2", nil); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, root, map[string]string{"dir/sub/c.txt": "ONE (mine)\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nTEN\n"})
+	git(t, root, "commit", "-qam", "user edit")
+	rem, err := r.DiffFrom(t.Context(), res.Selected, "arbor/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Accept(t.Context(), AcceptOptions{Head: rem.Head, From: res.Selected, Message: "again", Files: []string{"dir/sub/c.txt"}}); err != nil {
+		t.Fatalf("accepting the agent's new edit of an accepted line: %v", err)
+	}
+	if got := git(t, root, "show", "HEAD:dir/sub/c.txt"); got != "ONE (mine)\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nTEN-v2" {
+		t.Errorf("c.txt after the second accept:\n%s", got)
+	}
+	if got := git(t, root, "diff", "--name-only", "HEAD~1", "HEAD"); got != "dir/sub/c.txt" {
+		t.Errorf("the second accept changed %s", got)
+	}
+	assertFsck(t, root)
+}
+
+// Conflicts settled by taking a side: the parent's deletion of a file the child modified, and
+// the child's version of another, whole.
+func TestMergeTakeASide(t *testing.T) {
+	t.Parallel()
+	root, r, parent := acceptFixture(t)
+	_, base, _ := r.Head(t.Context())
+	child := filepath.Join(r.CommonDir(), "arbor", "worktrees", "child")
+	if err := r.Fork(t.Context(), WorktreeSpec{Name: "child", Branch: "arbor/child", Base: base, Dir: child}); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, child, map[string]string{"b.go": "package a\n// child\n", "dir/d.bin": "\x00child"})
+	if _, _, err := r.Checkpoint(t.Context(), child, "child turn", nil); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(parent, "b.go"))
+	writeFiles(t, parent, map[string]string{"dir/d.bin": "\x00parent"})
+	if _, _, err := r.Checkpoint(t.Context(), parent, "parent turn", nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, ph, ch, err := r.Conflicts(t.Context(), "arbor/child", parent)
+	if err != nil || len(cs) != 2 || ph == "" || ch == "" {
+		t.Fatalf("conflicts %+v %v", cs, err)
+	}
+	for _, c := range cs {
+		if c.Path == "dir/d.bin" && !c.Binary || c.Path == "b.go" && c.Ours != nil {
+			t.Errorf("conflict %s: binary %v ours %q", c.Path, c.Binary, c.Ours)
+		}
+	}
+	if _, err := r.Merge(t.Context(), "arbor/child", parent, "m", Resolutions{Take: map[string]string{"b.go": "mine"}}); !errors.Is(err, ErrBadResolution) {
+		t.Errorf("take mine: %v", err)
+	}
+	res, err := r.Merge(t.Context(), "arbor/child", parent, "m", Resolutions{Take: map[string]string{"b.go": "ours", "dir/d.bin": "theirs"},
+		ParentHead: ph, ChildHead: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, root, "ls-tree", "--name-only", res.Commit, "b.go"); got != "" {
+		t.Errorf("b.go kept although the parent's deletion was taken")
+	}
+	if got := git(t, root, "show", res.Commit+":dir/d.bin"); got != "\x00child" {
+		t.Errorf("d.bin = %q, want the child's", got)
 	}
 	assertFsck(t, root)
 }

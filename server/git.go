@@ -28,7 +28,7 @@ func (c *conn) sessionDiff(ctx context.Context, p DiffParams) (*DiffResult, erro
 	}
 	res := toDiffResult(d)
 	if p.Turn == 0 && !p.All {
-		if res.Accepted, err = c.srv.agents.ReviewBase(p.ID); err != nil {
+		if res.Accepted, err = c.srv.agents.ReviewBase(ctx, p.ID); err != nil {
 			return nil, err
 		}
 	}

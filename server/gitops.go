@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/arborhq/arbor/agents"
+	"github.com/arborhq/arbor/gitstate"
 )
 
 // The git operations on sessions: fork, accept, child merge, discard.
@@ -30,7 +33,7 @@ func (c *conn) sessionAccept(ctx context.Context, p AcceptParams) (*AcceptResult
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.srv.agents.AcceptAt(ctx, p.ID, p.Head, p.Files, hunks, merge)
+	res, err := c.srv.agents.AcceptAt(ctx, p.ID, agents.Review{Head: p.Head, Accepted: p.Accepted}, p.Files, hunks, merge)
 	if err != nil {
 		return nil, err
 	}
@@ -55,15 +58,20 @@ func parseHunks(sel []string) (map[string][]int, error) {
 }
 
 func (c *conn) sessionMerge(ctx context.Context, p MergeParams) (*AcceptResult, error) {
-	var res map[string][]byte
+	res := gitstate.Resolutions{Take: p.Take, ParentHead: p.ParentHead, ChildHead: p.ChildHead}
+	for path := range p.Take {
+		if err := checkRelPath(path); err != nil {
+			return nil, err
+		}
+	}
 	for path, text := range p.Resolutions {
 		if err := checkRelPath(path); err != nil {
 			return nil, err
 		}
-		if res == nil {
-			res = map[string][]byte{}
+		if res.Content == nil {
+			res.Content = map[string][]byte{}
 		}
-		res[path] = []byte(text)
+		res.Content[path] = []byte(text)
 	}
 	out, err := c.srv.agents.MergeResolved(ctx, p.ID, res)
 	if err != nil {
@@ -82,7 +90,7 @@ func (c *conn) sessionReject(ctx context.Context, p RejectParams) (*RejectResult
 			return nil, err
 		}
 	}
-	commit, files, err := c.srv.agents.Reject(ctx, p.ID, p.Head, p.Files, hunks)
+	commit, files, err := c.srv.agents.Reject(ctx, p.ID, agents.Review{Head: p.Head, Accepted: p.Accepted}, p.Files, hunks)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +98,7 @@ func (c *conn) sessionReject(ctx context.Context, p RejectParams) (*RejectResult
 }
 
 func (c *conn) sessionConflicts(ctx context.Context, p SessionRef) (*ConflictsResult, error) {
-	parent, files, err := c.srv.agents.Conflicts(ctx, p.ID)
+	con, err := c.srv.agents.Conflicts(ctx, p.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -98,8 +106,8 @@ func (c *conn) sessionConflicts(ctx context.Context, p SessionRef) (*ConflictsRe
 	if err != nil {
 		return nil, err
 	}
-	out := &ConflictsResult{Child: sess.ID(), Parent: parent, Files: []ConflictFile{}}
-	for _, f := range files {
+	out := &ConflictsResult{Child: sess.ID(), Parent: con.Parent, ParentHead: con.ParentHead, ChildHead: con.ChildHead, Files: []ConflictFile{}}
+	for _, f := range con.Files {
 		cf := ConflictFile{Path: f.Path, BaseMissing: f.Base == nil, OursMissing: f.Ours == nil,
 			TheirsMissing: f.Theirs == nil, Binary: f.Binary}
 		if !f.Binary {

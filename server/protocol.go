@@ -374,6 +374,10 @@ type AcceptParams struct {
 	// Head is the head of the diff the user reviewed (DiffResult.Head): exactly that is
 	// accepted, not a checkpoint made since. Empty: the session's branch as it is now.
 	Head string `json:"head,omitempty"`
+	// Accepted is the reviewed diff's DiffResult.Accepted ("" when it had none): refused when
+	// part of the session was accepted since, as the hunk indexes would point elsewhere.
+	// Absent: not checked.
+	Accepted *string `json:"accepted,omitempty"`
 }
 
 // AcceptResult names the commit made on the user's branch.
@@ -391,6 +395,8 @@ type RejectParams struct {
 	Files []string `json:"files,omitempty"`
 	Hunks []string `json:"hunks,omitempty"` // "path#index"
 	Head  string   `json:"head,omitempty"`
+	// Accepted is the reviewed diff's DiffResult.Accepted, as for AcceptParams.
+	Accepted *string `json:"accepted,omitempty"`
 }
 
 // RejectResult names the checkpoint that reverted the change on the session's branch.
@@ -399,11 +405,18 @@ type RejectResult struct {
 	Files  []string `json:"files"`
 }
 
-// MergeParams merges a child session into its parent's worktree. Resolutions settle the
-// conflicts arbor/session.conflicts listed: path → the resolved content, one for each.
+// MergeParams merges a child session into its parent's worktree. Resolutions and Take settle
+// the conflicts arbor/session.conflicts listed, one for each file: the resolved (text)
+// content, or a side taken whole — "ours" (the parent's) or "theirs" (the child's); a side
+// without the file deletes it — for binary files, deletions and symlinks. ParentHead and
+// ChildHead are ConflictsResult's: when set, a branch that moved since refuses the merge
+// (its conflicts may be others now).
 type MergeParams struct {
 	ID          string            `json:"id"`
 	Resolutions map[string]string `json:"resolutions,omitempty"`
+	Take        map[string]string `json:"take,omitempty"`
+	ParentHead  string            `json:"parentHead,omitempty"`
+	ChildHead   string            `json:"childHead,omitempty"`
 }
 
 // ConflictData is the data of a CodeConflict error: Kind "conflict" (a merge could not
@@ -418,9 +431,11 @@ type ConflictData struct {
 // ConflictsResult lists the files merging Child into Parent conflicts in; empty when the
 // merge is clean.
 type ConflictsResult struct {
-	Child  string         `json:"child"`
-	Parent string         `json:"parent"`
-	Files  []ConflictFile `json:"files"`
+	Child      string         `json:"child"`
+	Parent     string         `json:"parent"`
+	ParentHead string         `json:"parentHead"` // the commits compared: send them back with the merge
+	ChildHead  string         `json:"childHead"`
+	Files      []ConflictFile `json:"files"`
 }
 
 // ConflictFile is one conflicted file in its versions: at the merge-base, in the parent

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,14 +57,15 @@ func cmdAccept(ctx context.Context, args []string) error {
 	var hunks listFlag
 	fs.Var(&hunks, "hunk", "path#i: take hunk i (from 0, as in `arbor diff ID --json`) of path; repeatable")
 	merge := fs.Bool("merge", false, "record a merge commit instead of one squashed commit")
+	head := fs.String("head", "", "the head the reviewed diff showed (`arbor diff ID --json`): refused if the session moved on since")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos, 1, "accept ID [--files a,b] [--hunk path#i ...] [--merge]"); err != nil {
+	if err := needArgs(pos, 1, "accept ID [--files a,b] [--hunk path#i ...] [--merge] [--head H]"); err != nil {
 		return err
 	}
-	p := &server.AcceptParams{ID: pos[0], Hunks: hunks, Mode: "squash"}
+	p := &server.AcceptParams{ID: pos[0], Hunks: hunks, Mode: "squash", Head: *head}
 	if *files != "" {
 		p.Files = strings.Split(*files, ",")
 	}
@@ -83,14 +85,15 @@ func cmdReject(ctx context.Context, args []string) error {
 	files := fs.String("files", "", "comma-separated paths to take back (default: all of the remaining change)")
 	var hunks listFlag
 	fs.Var(&hunks, "hunk", "path#i: take back hunk i (from 0, as in `arbor diff ID --json`) of path; repeatable")
+	head := fs.String("head", "", "the head the reviewed diff showed (`arbor diff ID --json`): refused if the session moved on since")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos, 1, "reject ID [--files a,b] [--hunk path#i ...]"); err != nil {
+	if err := needArgs(pos, 1, "reject ID [--files a,b] [--hunk path#i ...] [--head H]"); err != nil {
 		return err
 	}
-	p := server.RejectParams{ID: pos[0], Hunks: hunks}
+	p := server.RejectParams{ID: pos[0], Hunks: hunks, Head: *head}
 	if *files != "" {
 		p.Files = strings.Split(*files, ",")
 	}
@@ -104,12 +107,14 @@ func cmdReject(ctx context.Context, args []string) error {
 
 func cmdMerge(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("merge", flag.ContinueOnError)
-	resolved := fs.String("resolved", "", "a directory holding the resolved version of every conflicted file, at its path (as a conflicted merge writes them)")
+	resolved := fs.String("resolved", "", "the directory a conflicted merge wrote, holding the resolved version of each conflicted file at its path")
+	var take listFlag
+	fs.Var(&take, "take", "path=ours|theirs: settle path's conflict with the parent's (ours) or the child's (theirs) version whole; repeatable")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos, 1, "merge ID [--resolved DIR]"); err != nil {
+	if err := needArgs(pos, 1, "merge ID [--resolved DIR] [--take path=ours|theirs ...]"); err != nil {
 		return err
 	}
 	c, err := connect(ctx, true, nil)
@@ -118,31 +123,33 @@ func cmdMerge(ctx context.Context, args []string) error {
 	}
 	defer c.Close()
 	p := server.MergeParams{ID: pos[0]}
+	for _, t := range take {
+		path, side, ok := strings.Cut(t, "=")
+		if !ok || side != "ours" && side != "theirs" {
+			return fmt.Errorf("--take %q: want path=ours or path=theirs", t)
+		}
+		if p.Take == nil {
+			p.Take = map[string]string{}
+		}
+		p.Take[path] = side
+	}
 	if *resolved != "" {
-		cs, err := server.SessionConflicts.Call(ctx, c, server.SessionRef{ID: pos[0]})
-		if err != nil {
+		if err := readResolutions(*resolved, &p); err != nil {
 			return err
-		}
-		if len(cs.Files) == 0 {
-			return fmt.Errorf("the merge of %s no longer conflicts: run arbor merge %s without --resolved", pos[0], pos[0])
-		}
-		p.Resolutions = map[string]string{}
-		for _, f := range cs.Files {
-			b, err := os.ReadFile(filepath.Join(*resolved, filepath.FromSlash(f.Path)))
-			if err != nil {
-				return fmt.Errorf("--resolved: the resolution of %s: %w", f.Path, err)
-			}
-			p.Resolutions[f.Path] = string(b)
 		}
 	}
 	res, err := server.SessionMerge.Call(ctx, c, p)
 	var rpcErr *jsonrpc2.Error
-	if errors.As(err, &rpcErr) && rpcErr.Code == server.CodeConflict && *resolved == "" {
+	if errors.As(err, &rpcErr) && rpcErr.Code == server.CodeConflict && *resolved == "" && len(take) == 0 {
+		var cd server.ConflictData
+		if rpcErr.Data == nil || json.Unmarshal(*rpcErr.Data, &cd) != nil || cd.Kind != "conflict" {
+			return err // dirty files: the message names them
+		}
 		dir, werr := writeConflicts(ctx, c, pos[0])
 		if werr != nil {
 			return fmt.Errorf("%w (and writing the conflicted files failed: %v)", err, werr)
 		}
-		return fmt.Errorf("%w\ngit's merge of each, with conflict markers, is in %s: edit them, then run\n  arbor merge %s --resolved %s", err, dir, pos[0], dir)
+		return fmt.Errorf("%w\ngit's merge of each text file, with conflict markers, is in %s: edit them (binary files: --take PATH=ours|theirs), then run\n  arbor merge %s --resolved %s", err, dir, pos[0], dir)
 	}
 	if err != nil {
 		return err
@@ -151,7 +158,19 @@ func cmdMerge(ctx context.Context, args []string) error {
 	return nil
 }
 
-// writeConflicts writes git's merge (with conflict markers) of each conflicted file of a
+// mergeState is what a conflicted merge leaves in its directory besides the files: the
+// heads its conflicts are between, sent back with the resolutions (a branch that moved since
+// refuses them), and the text files to read back.
+type mergeState struct {
+	Child      string   `json:"child"`
+	ParentHead string   `json:"parentHead"`
+	ChildHead  string   `json:"childHead"`
+	Files      []string `json:"files"`
+}
+
+const mergeStateFile = ".arbor-merge.json"
+
+// writeConflicts writes git's merge (with conflict markers) of each conflicted text file of a
 // child's merge into a new directory, at its path, for the user to resolve.
 func writeConflicts(ctx context.Context, c *server.Client, id string) (string, error) {
 	cs, err := server.SessionConflicts.Call(ctx, c, server.SessionRef{ID: id})
@@ -162,9 +181,13 @@ func writeConflicts(ctx context.Context, c *server.Client, id string) (string, e
 	if err != nil {
 		return "", err
 	}
+	st := mergeState{Child: cs.Child, ParentHead: cs.ParentHead, ChildHead: cs.ChildHead}
 	for _, f := range cs.Files {
 		if err := checkRelative(f.Path); err != nil {
 			return "", err
+		}
+		if f.Binary {
+			continue // nothing to edit: --take says which side
 		}
 		to := filepath.Join(dir, filepath.FromSlash(f.Path))
 		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
@@ -173,8 +196,38 @@ func writeConflicts(ctx context.Context, c *server.Client, id string) (string, e
 		if err := os.WriteFile(to, []byte(f.Merged), 0o644); err != nil {
 			return "", err
 		}
+		st.Files = append(st.Files, f.Path)
 	}
-	return dir, nil
+	b, _ := json.MarshalIndent(st, "", "  ")
+	return dir, os.WriteFile(filepath.Join(dir, mergeStateFile), b, 0o644)
+}
+
+// readResolutions reads back what writeConflicts wrote, as the user resolved it.
+func readResolutions(dir string, p *server.MergeParams) error {
+	b, err := os.ReadFile(filepath.Join(dir, mergeStateFile))
+	if err != nil {
+		return fmt.Errorf("--resolved %s: not a directory a conflicted arbor merge wrote (%v)", dir, err)
+	}
+	var st mergeState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("--resolved %s: %s: %w", dir, mergeStateFile, err)
+	}
+	p.ParentHead, p.ChildHead = st.ParentHead, st.ChildHead
+	p.Resolutions = map[string]string{}
+	for _, f := range st.Files {
+		if err := checkRelative(f); err != nil {
+			return err
+		}
+		if _, taken := p.Take[f]; taken {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
+		if err != nil {
+			return fmt.Errorf("--resolved: the resolution of %s: %w (to take a side whole: --take %s=ours|theirs)", f, err, f)
+		}
+		p.Resolutions[f] = string(b)
+	}
+	return nil
 }
 
 // checkRelative refuses a path from the daemon that would land outside the directory.

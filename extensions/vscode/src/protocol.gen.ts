@@ -686,6 +686,7 @@ export interface AcceptParams {
   hunks?: string[];
   mode?: string;
   head?: string;
+  accepted?: string;
 }
 
 export interface AcceptResult {
@@ -758,6 +759,8 @@ export interface SessionRef {
 export interface ConflictsResult {
   child: string;
   parent: string;
+  parentHead: string;
+  childHead: string;
   files: ConflictFile[];
 }
 
@@ -875,6 +878,9 @@ export interface Event {
 export interface MergeParams {
   id: string;
   resolutions?: Record<string, string>;
+  take?: Record<string, string>;
+  parentHead?: string;
+  childHead?: string;
 }
 
 export interface RejectParams {
@@ -882,6 +888,7 @@ export interface RejectParams {
   files?: string[];
   hunks?: string[];
   head?: string;
+  accepted?: string;
 }
 
 export interface RejectResult {

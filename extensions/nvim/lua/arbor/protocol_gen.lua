@@ -617,6 +617,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field hunks? string[]
 ---@field mode? string
 ---@field head? string
+---@field accepted? string
 
 ---@class arbor.AcceptResult
 ---@field commit string
@@ -681,6 +682,8 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@class arbor.ConflictsResult
 ---@field child string
 ---@field parent string
+---@field parentHead string
+---@field childHead string
 ---@field files arbor.ConflictFile[]
 
 ---@class arbor.ConflictFile
@@ -782,12 +785,16 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@class arbor.MergeParams
 ---@field id string
 ---@field resolutions? table<string,string>
+---@field take? table<string,string>
+---@field parentHead? string
+---@field childHead? string
 
 ---@class arbor.RejectParams
 ---@field id string
 ---@field files? string[]
 ---@field hunks? string[]
 ---@field head? string
+---@field accepted? string
 
 ---@class arbor.RejectResult
 ---@field commit string
@@ -1164,7 +1171,7 @@ M.fields = {
   ProposalsResult = { 'proposals' },
   RefineRunParams = { 'session', 'focus', 'scope' },
   RefineRunResult = { 'scope', 'fromSeq', 'toSeq', 'model', 'calls', 'inputTokens', 'outputTokens', 'summary', 'error', 'proposals' },
-  AcceptParams = { 'id', 'files', 'hunks', 'mode', 'head' },
+  AcceptParams = { 'id', 'files', 'hunks', 'mode', 'head', 'accepted' },
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
   AttachResult = { 'session' },
@@ -1172,7 +1179,7 @@ M.fields = {
   Usage = { 'modelCalls', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   GoalBrief = { 'objective', 'status', 'waiting', 'until' },
   SessionRef = { 'id' },
-  ConflictsResult = { 'child', 'parent', 'files' },
+  ConflictsResult = { 'child', 'parent', 'parentHead', 'childHead', 'files' },
   ConflictFile = { 'path', 'base', 'ours', 'theirs', 'merged', 'baseMissing', 'oursMissing', 'theirsMissing', 'binary' },
   SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal', 'autonomous', 'profile' },
   Selection = { 'uri', 'startLine', 'endLine', 'text' },
@@ -1188,8 +1195,8 @@ M.fields = {
   LogParams = { 'id', 'sinceSeq', 'limit' },
   LogResult = { 'events' },
   Event = { 'session', 'seq', 'ts', 'type', 'data' },
-  MergeParams = { 'id', 'resolutions' },
-  RejectParams = { 'id', 'files', 'hunks', 'head' },
+  MergeParams = { 'id', 'resolutions', 'take', 'parentHead', 'childHead' },
+  RejectParams = { 'id', 'files', 'hunks', 'head', 'accepted' },
   RejectResult = { 'commit', 'files' },
   SendParams = { 'id', 'text', 'mode' },
   SendResult = { 'status' },

@@ -28,6 +28,11 @@ const script = {
     { when: { task: 'edit the poem', turn: 1 },
       code: "p = open('poem.txt').read().split('\\n')\np[1] = 'LINE TWO'\np[14] = 'LINE FIFTEEN'\np[27] = 'LINE TWENTY-EIGHT'\n"
         + "open('poem.txt', 'w').write('\\n'.join(p))\nopen('notes.txt', 'w').write('notes\\n')\nprint('edited')" },
+    // A parent and its child change conflict.txt apart: the parent writes base, the child (spawned
+    // from the parent's branch) child, then the parent, told "now conflict", writes parent.
+    { when: { task: 'parent work', turn: 1 }, code: "open('conflict.txt', 'w').write('base\\n')\nprint('base')" },
+    { when: { task: 'child work', turn: 1 }, code: "open('conflict.txt', 'w').write('child\\n')\nprint('child')" },
+    { when: { last: 'now conflict' }, code: "open('conflict.txt', 'w').write('parent\\n')\nprint('parent')" },
   ],
   default: { text: 'done' },
 };
@@ -147,6 +152,7 @@ async function expectVisible(locator, what, timeout) {
   try {
     await locator.first().waitFor({ state: 'visible', timeout });
   } catch {
+    await shot(`fail-${what.replace(/[^\w]+/g, '-').slice(0, 60)}`);
     throw new Error(`${what} (not visible after ${timeout} ms)`);
   }
 }
@@ -255,4 +261,168 @@ test('no port of an Arbor kernel is auto-forwarded; a control listener started w
     assert.equal(await page.locator('.monaco-list-row', { hasText: new RegExp(`\\b${k.port}\\b`) }).count(), 0, `the kernel's port ${k.port} was forwarded: ${rows.join(' | ')}`);
   }
   assert.equal(await page.locator('.notifications-toasts', { hasText: /ports have been automatically forwarded/ }).count(), 0);
+});
+
+/** Right-click on the session row, then the context menu item called label. */
+async function rowAction(task, label) {
+  const row = sessionsRow(task);
+  await expectVisible(row, `the session "${task}" is not listed`, 10000);
+  await row.first().click({ button: 'right' });
+  const item = page.locator('.monaco-menu .action-item', { hasText: label });
+  await expectVisible(item, `the session's context menu has no "${label}"`, 10000);
+  await item.first().click();
+  const menu = page.locator('.monaco-menu');
+  if (await menu.first().waitFor({ state: 'detached', timeout: 1500 }).then(() => false, () => true)) {
+    await item.first().hover();
+    await page.keyboard.press('Enter');
+    await menu.first().waitFor({ state: 'detached', timeout: 5000 }).catch(() => { throw new Error(`the context menu stayed open after choosing "${label}"`); });
+  }
+}
+
+function show(rev, file) {
+  try { return execFileSync('git', ['-C', WS, 'show', `${rev}:${file}`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }); } catch { return null; }
+}
+
+const lens = text => page.locator('.monaco-diff-editor .codelens-decoration a', { hasText: text });
+const scmRow = name => page.locator('.scm-view .monaco-list-row', { hasText: name });
+const toast = text => page.locator('.notifications-toasts', { hasText: text });
+
+async function closeToasts() {
+  for (const b of await page.locator('.notifications-toasts .codicon-notifications-clear, .notifications-toasts .codicon-close').all()) await b.click().catch(() => undefined);
+}
+
+test('Review Changes: hunks accepted and rejected from the diff editor\'s CodeLenses, a file and the rest from Source Control; a dirty user file is named', async (t) => {
+  const s = daemonSession('edit the poem');
+  const line = (text, n) => text.split('\n')[n - 1];
+  assert.equal(line(show(s.branch, 'poem.txt'), 2), 'LINE TWO');
+
+  await rowAction('edit the poem', 'Review Changes');
+  await expectVisible(page.locator('.scm-view', { hasText: 'Arbor: edit the poem' }), 'the Source Control view does not show the session', 15000);
+  await expectVisible(scmRow('poem.txt'), 'Source Control does not list poem.txt', 10000);
+  await expectVisible(scmRow('notes.txt'), 'Source Control does not list notes.txt', 10000);
+  await shot('scm');
+
+  await scmRow('poem.txt').first().click();
+  await expectVisible(page.locator('.monaco-diff-editor .view-lines', { hasText: 'LINE FIFTEEN' }), 'clicking poem.txt did not open its diff', 15000);
+  await expectVisible(lens('Accept hunk'), 'the diff editor shows no "Accept hunk" CodeLens', 15000);
+  assert.equal(await lens('Accept hunk').count(), 3, 'poem.txt has three hunks, each with its lens');
+  assert.equal(await lens('Reject hunk').count(), 3);
+  await shot('diff-lenses');
+
+  // The user's own uncommitted edit of poem.txt: the accept is refused and names the file.
+  fs.writeFileSync(path.join(WS, 'poem.txt'), POEM.replace('line 30', 'my own line 30'));
+  await lens('Accept hunk').first().click();
+  await expectVisible(toast('refused: uncommitted changes in poem.txt'), 'an accept over the user\'s dirty poem.txt does not name it', 15000);
+  await shot('dirty');
+  assert.equal(git('rev-list', '--count', 'main'), '1', 'the refused accept moved main');
+  git('checkout', '--', 'poem.txt');
+  await closeToasts();
+
+  // Accept the first hunk: main gets LINE TWO only.
+  await lens('Accept hunk').first().click();
+  await until('main did not get the accepted hunk', 15000, () => line(show('main', 'poem.txt'), 2) === 'LINE TWO');
+  let main = show('main', 'poem.txt');
+  assert.equal(line(main, 15), 'line 15');
+  assert.equal(line(main, 28), 'line 28');
+  assert.equal(show('main', 'notes.txt'), null);
+  await until('the lenses did not follow the remaining diff (two hunks left)', 15000, async () => await lens('Accept hunk').count() === 2);
+
+  // Reject the next one (line 15): reverted on the session's branch as a checkpoint; main untouched.
+  const before = git('rev-parse', s.branch);
+  await lens('Reject hunk').first().click();
+  await until('the session\'s branch did not take line 15 back', 15000, () => line(show(s.branch, 'poem.txt'), 15) === 'line 15');
+  assert.notEqual(git('rev-parse', s.branch), before, 'no new checkpoint on the session\'s branch');
+  assert.equal(line(show(s.branch, 'poem.txt'), 28), 'LINE TWENTY-EIGHT', 'the reject took more than its hunk');
+  assert.equal(show('main', 'poem.txt'), main, 'the reject changed the user\'s branch');
+  await until('one hunk should be left', 15000, async () => await lens('Accept hunk').count() === 1);
+  await shot('after-hunks');
+
+  // Reject notes.txt from its Source Control row.
+  await scmRow('notes.txt').first().hover();
+  await scmRow('notes.txt').first().locator('.action-label[aria-label="Reject File"]').click();
+  await until('the session\'s branch still has notes.txt', 15000, () => show(s.branch, 'notes.txt') === null);
+  await scmRow('notes.txt').first().waitFor({ state: 'detached', timeout: 15000 }).catch(() => { throw new Error('notes.txt is still listed after its reject'); });
+
+  // The whole patch is a read-only document: no dirty tab.
+  await palette('Arbor: Review Diff');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'edit the poem' }).first().click();
+  await expectVisible(page.locator('.quick-input-list .monaco-list-row', { hasText: 'Whole patch' }), 'the diff review offers no whole patch', 10000);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Whole patch' }).first().click();
+  await expectVisible(page.locator('.monaco-editor .view-lines', { hasText: '+LINE TWENTY-EIGHT' }), 'the whole patch does not show the remaining hunk', 15000);
+  await expectVisible(page.locator('.tab.active', { hasText: 'edit the poem.diff' }), 'the patch tab is not named after the session', 5000);
+  assert.equal(await page.locator('.tab.active.dirty').count(), 0, 'the whole patch opened as a dirty document');
+  assert.ok(!(await page.locator('.monaco-editor .view-lines', { hasText: 'LINE TWO' }).count()), 'the accepted hunk is still in the remaining patch');
+  await shot('patch');
+
+  // Accept the rest from the provider's title: confirmed in the modal.
+  if (!(await page.locator('.scm-view').first().isVisible())) await page.locator('.activitybar [aria-label^="Source Control"]').first().click();
+  const provider = page.locator('.scm-view .monaco-list-row', { hasText: 'Arbor: edit the poem' });
+  await provider.first().hover();
+  await provider.first().locator('.action-label[aria-label="Accept All Remaining Changes"]').click();
+  const dialog = page.locator('.monaco-dialog-box', { hasText: 'accept all remaining changes of edit the poem' });
+  await expectVisible(dialog, 'Accept All did not ask first', 10000);
+  await dialog.locator('.monaco-button', { hasText: /^Accept all$/ }).click();
+  await until('main did not get the rest', 15000, () => line(show('main', 'poem.txt'), 28) === 'LINE TWENTY-EIGHT');
+  main = show('main', 'poem.txt');
+  assert.deepEqual([line(main, 2), line(main, 15), line(main, 28)], ['LINE TWO', 'line 15', 'LINE TWENTY-EIGHT']);
+  assert.equal(show('main', 'notes.txt'), null, 'the rejected notes.txt reached main');
+  await scmRow('poem.txt').first().waitFor({ state: 'detached', timeout: 15000 }).catch(() => { throw new Error('poem.txt is still listed after Accept All'); });
+  await shot('accepted-all');
+  t.diagnostic(`main: ${git('log', '--oneline', 'main').split('\n').join(' | ')}`);
+});
+
+test('Merge into Parent: a conflict lists its files, each opens its versions and an editable result; Retry Merge merges the resolution', async (t) => {
+  await page.locator('.activitybar [aria-label^="Arbor"]').first().click();
+  await newTask('parent work');
+  await expectVisible(sessionsRow('parent work').filter({ hasText: 'idle' }), 'the session "parent work" never showed as idle', 60000);
+  const parent = daemonSession('parent work');
+  await until('the parent\'s branch has no conflict.txt', 15000, () => show(parent.branch, 'conflict.txt') === 'base\n');
+
+  await rowAction('parent work', 'Spawn Subagent');
+  await expectVisible(page.locator('.quick-input-widget', { hasText: 'New subagent of parent work' }), 'Spawn Subagent did not ask for the task', 10000);
+  await input().fill('child work');
+  await page.keyboard.press('Enter');
+  await until('the child did not go idle', 60000, () => { try { return daemonSession('child work').state === 'idle'; } catch { return false; } });
+  const child = daemonSession('child work');
+  const name = child.name || child.task; // the row's title: a subagent's name when the daemon gave one
+  // The parent's row shows its child (expand it when the view kept it collapsed).
+  const prow = sessionsRow('parent work').first();
+  if (await prow.getAttribute('aria-expanded') === 'false') await prow.locator('.monaco-tl-twistie').click();
+  await expectVisible(page.locator('.monaco-list-row[aria-level="2"]', { hasText: name }).filter({ hasText: 'idle' }), 'the child is not shown idle under its parent', 15000);
+  await until('the child\'s branch has no conflict.txt = child', 15000, () => show(child.branch, 'conflict.txt') === 'child\n');
+
+  await rowAction('parent work', 'Send Message');
+  await input().fill('now conflict');
+  await page.keyboard.press('Enter');
+  await until('the parent did not write conflict.txt = parent', 60000, () => show(parent.branch, 'conflict.txt') === 'parent\n' && daemonSession('parent work').state === 'idle');
+  const parentHead = git('rev-parse', parent.branch);
+
+  await rowAction(name, 'Merge into Parent');
+  const dialog = page.locator('.monaco-dialog-box', { hasText: `merge ${name} (${child.branch}) into its parent parent work` });
+  await expectVisible(dialog, 'Merge into Parent did not ask first', 10000);
+  await dialog.locator('.monaco-button', { hasText: /^Merge$/ }).click();
+  await expectVisible(toast('stopped on conflicts in conflict.txt'), 'the conflict toast does not name conflict.txt first', 15000);
+  const view = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Merge Conflicts' }) });
+  await expectVisible(view.locator('.monaco-list-row', { hasText: 'conflict.txt' }), 'the Merge Conflicts view does not list conflict.txt', 15000);
+  assert.equal(git('rev-parse', parent.branch), parentHead, 'the conflicted merge moved the parent');
+  await shot('conflicts');
+
+  await view.locator('.monaco-list-row', { hasText: 'conflict.txt' }).first().click();
+  const result = page.locator('.editor-group-container').first();
+  await expectVisible(result.locator('.view-lines', { hasText: '<<<<<<<' }), 'the result does not start from git\'s merge with markers', 15000);
+  await expectVisible(page.locator('.monaco-diff-editor .view-lines', { hasText: 'parent' }), 'the parent\'s version is not shown beside the result', 15000);
+  await expectVisible(page.locator('.monaco-diff-editor .view-lines', { hasText: 'child' }), 'the child\'s version is not shown beside the result', 15000);
+  await shot('merge-result');
+
+  // The user resolves it in the result (unsaved is fine) and retries.
+  await result.locator('.view-lines').first().click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type('resolved\n');
+  await expectVisible(view.locator('.monaco-list-row', { hasText: 'resolved' }), 'the conflict row does not say the file is resolved', 10000);
+  await view.hover();
+  await view.locator('.action-label[aria-label="Retry Merge"]').click();
+  await expectVisible(toast(`merged ${name} into its parent`), 'no notification says the merge was done', 20000);
+  await until('the parent\'s branch does not hold the resolution', 15000, () => show(parent.branch, 'conflict.txt') === 'resolved\n');
+  await shot('merged');
+  t.diagnostic(`parent ${parent.branch}: ${git('log', '--oneline', '-3', parent.branch).split('\n').join(' | ')}`);
 });

@@ -93,6 +93,9 @@ export class ArborClient implements vscode.Disposable {
   diff(p: P.DiffParams) { return this.request(P.MethodSessionDiff, p); }
   fileAt(p: P.FileAtParams) { return this.request(P.MethodSessionFileAt, p); }
   accept(p: P.AcceptParams) { return this.request(P.MethodSessionAccept, p); }
+  reject(p: P.RejectParams) { return this.request(P.MethodSessionReject, p); }
+  merge(p: P.MergeParams) { return this.request(P.MethodSessionMerge, p); }
+  conflicts(p: P.SessionRef) { return this.request(P.MethodSessionConflicts, p); }
   discard(p: P.DiscardParams) { return this.request(P.MethodSessionDiscard, p); }
   status() { return this.request(P.MethodDaemonStatus, {}); }
   trustGet(p: P.TrustParams) { return this.request(P.MethodTrustGet, p); }

@@ -18,6 +18,9 @@ export class Commands {
     private readonly reveal: (id: string) => void,
   ) {}
 
+  /** Called with a session whose diff the user opened (the Source Control view then lists it). */
+  reviewed: (id: string) => void = () => undefined;
+
   /** Registers every command; the ids are also the ones the languageclient must not register. */
   static readonly ids = [P.CmdNewTask, P.CmdSpawnSubagent, P.CmdStop, P.CmdSend, P.CmdFork,
     'arbor.openTranscriptMarkdown', 'arbor.reviewDiff', P.CmdDiscard, 'arbor.refresh', 'arbor.daemonStatus', 'arbor.trust'];
@@ -122,6 +125,7 @@ export class Commands {
     const s = await this.session(arg, 'Review the diff of which session?');
     if (!s) return;
     const d = await this.client.diff({ id: s.id });
+    this.reviewed(s.id);
     if (!d.files?.length) {
       vscode.window.showInformationMessage(`Arbor: ${sessionTitle(s, 40)} has no changes against ${d.base?.slice(0, 8) ?? 'its base'}.`);
       return;

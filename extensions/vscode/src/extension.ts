@@ -12,6 +12,8 @@ import { FileAtProvider, TranscriptProvider, fileScheme, transcriptScheme } from
 import { SessionStore, sandboxWarning, statusText } from './sessions';
 import { SessionTreeProvider } from './tree';
 import { PatchProvider, patchScheme } from './patch';
+import { Review } from './reviewView';
+import { Merges } from './merge';
 import { ProposalCommands, ProposalDocumentProvider, ProposalTreeProvider, proposalScheme } from './proposalView';
 import { isHarnessEvent } from './proposals';
 import { GoalCommands, GoalDocumentProvider, goalScheme } from './goalCommands';
@@ -24,7 +26,7 @@ let client: ArborClient | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel('Arbor', { log: true });
   const store = new SessionStore();
-  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids, ...TranscriptCommands.ids]));
+  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids, ...TranscriptCommands.ids, ...Review.ids, ...Merges.ids]));
   const transcripts = new TranscriptProvider(client, store);
   const files = new FileAtProvider(client);
   const patches = new PatchProvider(client);
@@ -39,6 +41,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     open: async id => { await vscode.commands.executeCommand('arbor.openTranscript', id); },
   }, id => transcripts.follows(id));
   const transcriptCommands = new TranscriptCommands(store, () => panels, (arg, title) => commands.session(arg, title), p => commands.fork(p));
+
+  const pickSession = (id: string | undefined, title: string) => commands.session(id, title);
+  const review = new Review(client, store, files, patches, pickSession);
+  commands.reviewed = id => void review.open(id).catch(showError);
+  const merges = new Merges(client, store, context.globalStorageUri, pickSession);
 
   const goalDocs = new GoalDocumentProvider(client, store);
   const goalCommands = new GoalCommands(client, store, goalDocs, (arg, title, filter) => commands.session(arg, title, filter));
@@ -104,12 +111,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     panels,
     vscode.workspace.registerTextDocumentContentProvider(turnDiffScheme, new TurnDiffProvider(client, store)),
     ...transcriptCommands.register(showError),
+    ...review.register(showError),
+    ...merges.register(showError),
+    vscode.workspace.onDidChangeTextDocument(e => merges.onEdited(e.document)),
   );
 
   const handlers = {
     sessionTree: (p: P.SessionTreeParams) => {
       store.apply(p);
-      for (const s of p.sessions ?? []) { transcripts.onSessionChanged(s.id); goalDocs.onSessionChanged(s.id); panels.onSessionChanged(s.id); }
+      for (const s of p.sessions ?? []) { transcripts.onSessionChanged(s.id); goalDocs.onSessionChanged(s.id); panels.onSessionChanged(s.id); review.onSessionChanged(s); }
     },
     event: (e: P.Event) => {
       transcripts.onEvent(e);

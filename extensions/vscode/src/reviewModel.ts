@@ -22,9 +22,18 @@ export function hunkLenses(f: FileDiff): HunkLens[] {
   return (f.hunks ?? []).map((h, i) => ({ line: hunkLine(h), id: hunkId(f.path, i), summary: hunkSummary(h) }));
 }
 
-/** A pure deletion (newLines 0) sits after line newStart; anything else starts at newStart (1-based). */
+/**
+ * The first changed line of a hunk in the head version (0-based): newStart (1-based) is where its
+ * leading context starts. A pure deletion with no context (newLines 0) sits after line newStart.
+ */
 export function hunkLine(h: Hunk): number {
-  return h.newLines === 0 ? Math.max(h.newStart, 0) : Math.max(h.newStart - 1, 0);
+  if (h.newLines === 0) return Math.max(h.newStart, 0);
+  let lead = 0;
+  for (const l of h.lines) {
+    if (!l.startsWith(' ')) break;
+    lead++;
+  }
+  return Math.max(h.newStart - 1 + lead, 0);
 }
 
 export function hunkSummary(h: Hunk): string {
@@ -56,7 +65,7 @@ export function diffSummary(d: DiffResult): string {
   const files = d.files ?? [];
   const add = files.reduce((n, f) => n + f.additions, 0);
   const del = files.reduce((n, f) => n + f.deletions, 0);
-  const from = (d as DiffResult & { accepted?: string }).accepted ? `since the accepted ${short(d.base)}` : `against ${short(d.base)}`;
+  const from = d.accepted ? `since the accepted ${short(d.base)}` : `against ${short(d.base)}`;
   return `${files.length} file${files.length === 1 ? '' : 's'} +${add} −${del} ${from}`;
 }
 

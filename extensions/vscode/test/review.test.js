@@ -13,17 +13,20 @@ const { CodeConflict, CodeInvalidState } = require('../out/protocol');
 
 const hunk = (newStart, newLines, lines) => ({ oldStart: newStart, oldLines: 1, newStart, newLines, lines });
 
-test('each hunk gets the id accept and reject take, on the line where it starts in the head version', () => {
+test('each hunk gets the id accept and reject take, on its first changed line in the head version', () => {
   const f = { path: 'src/a.py', status: 'modified', additions: 3, deletions: 2,
     hunks: [hunk(1, 2, [' x', '+y', '-z']), hunk(10, 0, ['-gone']), hunk(20, 3, ['+a', '+b', ' c'])] };
   assert.deepEqual(M.hunkLenses(f), [
-    { line: 0, id: 'src/a.py#0', summary: '+1 −1' },
+    { line: 1, id: 'src/a.py#0', summary: '+1 −1' }, // after its one line of context
     { line: 10, id: 'src/a.py#1', summary: '+0 −1' },
     { line: 19, id: 'src/a.py#2', summary: '+2 −0' },
   ]);
-  assert.equal(M.hunkAt(f, 0), 'src/a.py#0');
+  assert.equal(M.hunkAt(f, 0), 'src/a.py#0', 'above the first hunk: the first hunk');
+  assert.equal(M.hunkAt(f, 1), 'src/a.py#0');
   assert.equal(M.hunkAt(f, 15), 'src/a.py#1');
   assert.equal(M.hunkAt(f, 25), 'src/a.py#2');
+  // git's usual three lines of context: the lens sits on the changed line, not on the context.
+  assert.equal(M.hunkLine({ oldStart: 12, oldLines: 7, newStart: 12, newLines: 7, lines: [' a', ' b', ' c', '-x', '+X', ' d', ' e', ' f'] }), 14);
   assert.equal(M.hunkAt({ path: 'b', hunks: [] }, 3), undefined);
 });
 

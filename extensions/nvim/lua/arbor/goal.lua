@@ -226,8 +226,19 @@ local function fill(bufnr)
   local sess = store.get(v.id)
   local title = sess and store.title(sess, 200) or v.id
   if v.kind == 'progress' then
+    -- One read of the tree at a time: changes meanwhile ask for one more after it.
+    if v.loading then
+      v.again = true
+      return
+    end
+    v.loading = true
     require('arbor.progress').load(v.id, title, function(lines)
       require('arbor.buffers').set_lines(bufnr, lines)
+      v.loading = false
+      if v.again then
+        v.again = false
+        fill(bufnr)
+      end
     end)
     return
   end

@@ -182,6 +182,19 @@ local function valid(b)
   return b and vim.api.nvim_buf_is_valid(b)
 end
 
+-- Shows bufnr in the window of this tab that shows another buffer named prefix…, else as cmd:
+-- one window for entries and one for version diffs, however many are opened.
+local function show_reusing(bufnr, prefix, cmd)
+  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    local b = vim.api.nvim_win_get_buf(w)
+    if b ~= bufnr and vim.api.nvim_buf_get_name(b):sub(1, #prefix) == prefix then
+      buffers.next_window(w)
+      break
+    end
+  end
+  return buffers.show(bufnr, cmd)
+end
+
 local function scope_params(scope)
   local p = { dir = view.dir, scope = scope }
   if scope == 'session' then
@@ -304,7 +317,7 @@ local function version_diff(ev, i, cb)
     vim.list_extend(lines, patch ~= '' and vim.split(patch, '\n', { plain = true }) or { '(no change to this entry)' })
     buffers.set_lines(bufnr, lines)
     buffers.keymaps(bufnr, { q = { function() pcall(vim.cmd, 'close') end, 'close' } })
-    buffers.show(bufnr, 'belowright split')
+    show_reusing(bufnr, 'arbor://harness-diff/', 'belowright split')
     if cb then
       cb(nil, bufnr)
     end
@@ -395,7 +408,7 @@ function M.open_entry(scope, e, cb)
     q = { function() pcall(vim.cmd, 'close') end, 'close' },
   })
   buffers.set_lines(bufnr, { '# ' .. e.kind .. ' ' .. e.id .. ': loading…' })
-  local win = buffers.show(bufnr, 'belowright split')
+  local win = show_reusing(bufnr, 'arbor://harness/', 'belowright split')
   vim.wo[win].wrap = false
   fill_entry(bufnr, function()
     if cb then

@@ -52,8 +52,8 @@ check(arbor.parent_refusal(store.get('cccc3333zzzz')) == 'discarded' and arbor.p
   and arbor.parent_refusal(store.get('ffff6666uuuu')) == 'failed' and arbor.parent_refusal(store.get('aaaa1111xxxx')) == nil,
   'parent_refusal')
 local running, waiting = store.counts()
-check(running == 2 and waiting == 2, 'counts: ' .. running .. ' running, ' .. waiting .. ' waiting')
-check(arbor.status() == 'arbor: 2 running, 2 waiting', 'status(): ' .. arbor.status())
+check(running == 1 and waiting == 1, 'counts: ' .. running .. ' running, ' .. waiting .. ' waiting')
+check(arbor.status() == 'arbor: 1 running, 1 waiting', 'status(): ' .. arbor.status())
 store.replace({ { id = 'x1', task = 't', state = 'stopped', created = '1' } })
 check(arbor.status() == '', 'status() with nothing live: ' .. vim.inspect(arbor.status()))
 
@@ -245,11 +245,11 @@ check(diff.hunk_at(fdiff, 'base', 27) == 2 and diff.hunk_at(fdiff, 'head', 28) =
 check(diff.hunk_at({ path = 'g', hunks = { { oldStart = 0, oldLines = 0, newStart = 1, newLines = 2 } } }, 'base', 1) == 0, 'hunk_at an added file')
 -- The params of each action.
 local method, params = diff.action('accept', 'hunk', 'S1', 'h1', { path = 'f.txt', index = 1 })
-check(method == 'arbor/session.accept' and vim.deep_equal(params, { id = 'S1', head = 'h1', hunks = { 'f.txt#1' } }), 'accept hunk: ' .. vim.inspect(params))
-method, params = diff.action('reject', 'file', 'S1', 'h1', { path = 'g.txt' })
-check(method == 'arbor/session.reject' and vim.deep_equal(params, { id = 'S1', head = 'h1', files = { 'g.txt' } }), 'reject file: ' .. vim.inspect({ method, params }))
+check(method == 'arbor/session.accept' and vim.deep_equal(params, { id = 'S1', head = 'h1', accepted = '', hunks = { 'f.txt#1' } }), 'accept hunk: ' .. vim.inspect(params))
+method, params = diff.action('reject', 'file', 'S1', 'h1', { path = 'g.txt' }, 'acc1')
+check(method == 'arbor/session.reject' and vim.deep_equal(params, { id = 'S1', head = 'h1', accepted = 'acc1', files = { 'g.txt' } }), 'reject file: ' .. vim.inspect({ method, params }))
 method, params = diff.action('reject', 'session', 'S1', 'h1', {})
-check(method == 'arbor/session.reject' and vim.deep_equal(params, { id = 'S1', head = 'h1' }), 'reject all: ' .. vim.inspect(params))
+check(method == 'arbor/session.reject' and vim.deep_equal(params, { id = 'S1', head = 'h1', accepted = '' }), 'reject all: ' .. vim.inspect(params))
 check(diff.done_message('reject', 'hunk', { path = 'f.txt', index = 0 }, { commit = 'abcdef1234' })
   == "rejected hunk 1 of f.txt: reverted on the session's branch as abcdef12 (the agent is told at its next turn)", 'reject message')
 check(diff.error_text('accept', { code = P.CodeConflict, message = 'your working tree has uncommitted changes',
@@ -316,7 +316,7 @@ end
 at('+LINE 15')
 sent = {}
 key('a')
-check(sent[1] and sent[1].method == 'arbor/session.accept' and vim.deep_equal(sent[1].params, { id = 'S1S1S1S1xx', head = 'h1h1h1h1h1', hunks = { 'f.txt#1' } })
+check(sent[1] and sent[1].method == 'arbor/session.accept' and vim.deep_equal(sent[1].params, { id = 'S1S1S1S1xx', head = 'h1h1h1h1h1', accepted = '', hunks = { 'f.txt#1' } })
   and sent[2] and sent[2].method == 'arbor/session.diff', '`a` on a hunk line sent ' .. vim.inspect(sent))
 check(notes[#notes]:find('accepted hunk 2 of f.txt onto your branch as c0c0c0c0', 1, true), '`a` said ' .. vim.inspect(notes))
 check(vim.api.nvim_buf_get_lines(pb, 0, 1, false)[1]:find('accept of acc1acc1', 1, true) and not row_of_text(vim.api.nvim_buf_get_lines(pb, 0, -1, false), '+new'),
@@ -335,7 +335,7 @@ vim.api.nvim_set_current_win(vim.fn.bufwinid(hb))
 vim.api.nvim_win_set_cursor(0, { 2, 0 })
 sent = {}
 key('x')
-check(sent[1].method == 'arbor/session.reject' and vim.deep_equal(sent[1].params, { id = 'S1S1S1S1xx', head = 'h1h1h1h1h1', hunks = { 'f.txt#0' } }),
+check(sent[1].method == 'arbor/session.reject' and vim.deep_equal(sent[1].params, { id = 'S1S1S1S1xx', head = 'h1h1h1h1h1', accepted = 'acc1acc1', hunks = { 'f.txt#0' } }),
   '`x` in the head pane sent ' .. vim.inspect(sent))
 check(sent[3] and sent[3].method == 'arbor/session.fileAt', 'the tab was not drawn again after the reject: ' .. vim.inspect(sent))
 -- ga asks first; declined, nothing is sent.

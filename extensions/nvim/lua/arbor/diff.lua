@@ -37,11 +37,13 @@ function M.hunk_at(file, side, lnum)
 end
 
 --- The method and params of a review action: kind 'accept' or 'reject', scope 'hunk', 'file'
---- or 'session'; target = { path, index } (hunk), { path } (file). head is the head of the
---- diff shown: the daemon refuses when the session's branch moved since.
-function M.action(kind, scope, id, head, target)
+--- or 'session'; target = { path, index } (hunk), { path } (file). head and accepted are the
+--- shown diff's (DiffResult.head and .accepted, nil for none): the daemon refuses when the
+--- session's branch moved since, or part of it was accepted since (the hunk indexes would
+--- point at other hunks).
+function M.action(kind, scope, id, head, target, accepted)
   local method = kind == 'accept' and P.MethodSessionAccept or P.MethodSessionReject
-  local params = { id = id, head = present(head) and head or nil }
+  local params = { id = id, head = present(head) and head or nil, accepted = present(accepted) and accepted or '' }
   if scope == 'hunk' then
     params.hunks = { target.path .. '#' .. target.index }
   elseif scope == 'file' then
@@ -344,7 +346,7 @@ act = function(id, kind, target, opts)
       return
     end
   end
-  local method, params = M.action(kind, target.scope, id, r.res.head, target)
+  local method, params = M.action(kind, target.scope, id, r.res.head, target, r.res.accepted)
   r.busy = true
   client.request(method, params, function(err, res)
     r.busy = false

@@ -224,6 +224,8 @@ local function load_conflicts(child, on_done)
     local p = pending[id] or { tabs = {}, results = {} }
     pending[id] = p
     p.child, p.parent, p.files = id, res.parent, res.files or {}
+    -- The commits in conflict: the retry sends them back, refused if either branch moved.
+    p.parent_head, p.child_head = res.parentHead, res.childHead
     local bufs = {}
     for _, f in ipairs(p.files) do
       bufs[f.path] = result_buffer(p, f)
@@ -356,7 +358,7 @@ function M.retry(id, opts)
       #left == 1 and 'has' or 'have', #left == 1 and 'it' or 'them'))
     return
   end
-  client.request(P.MethodSessionMerge, { id = child, resolutions = done }, function(err, res)
+  client.request(P.MethodSessionMerge, { id = child, resolutions = done, parentHead = p.parent_head, childHead = p.child_head }, function(err, res)
     if err and err.code == P.CodeConflict then
       -- The parent moved on, or more is in conflict: show what is in conflict now.
       finish(child)

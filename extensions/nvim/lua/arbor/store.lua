@@ -139,9 +139,11 @@ function M.counts()
   local running, waiting = 0, 0
   for _, s in pairs(sessions) do
     if not M.discarded(s) then
-      if s.state == P.StateRunning or s.state == P.StateAdmitted then
+      -- As VS Code's status bar counts them: a turn under way, or admitted and waiting for a
+      -- slot to run one. Idle sessions are done until told more.
+      if s.state == P.StateRunning then
         running = running + 1
-      elseif s.state == P.StateIdle or s.state == P.StateInactive then
+      elseif s.state == P.StateAdmitted then
         waiting = waiting + 1
       end
     end

@@ -11,6 +11,8 @@ import { SessionStore, sessionTitle } from './sessions';
 
 export const transcriptViewType = 'arbor.transcript';
 export const turnDiffScheme = 'arbor-turn-diff';
+/** Events per arbor/session.log page when a transcript catches up. */
+const historyPage = 1000;
 
 /** What the webview's entries ask the extension to do. */
 export interface TranscriptActions {
@@ -99,7 +101,7 @@ export class TranscriptPanels implements vscode.Disposable {
       if (!this.followed(s.id) && this.client.running) void this.client.detach(s.id).catch(() => undefined);
     });
     try {
-      await this.attach(s.id, 0);
+      await this.follow(p);
     } catch (e) {
       panel.dispose();
       throw e;
@@ -114,11 +116,24 @@ export class TranscriptPanels implements vscode.Disposable {
     else if (m.type === 'action' && m.action.kind === 'open') void this.actions.open(m.action.session).catch(fail);
   }
 
-  /** (Re)attaches from sinceSeq; the daemon replays the older events as arbor/event notifications. */
-  private async attach(id: string, sinceSeq: number): Promise<void> {
+  /**
+   * Brings the panel up to date, then follows the session: the events after the last one it
+   * holds are read in pages of arbor/session.log (one reply per page), then arbor/session.attach
+   * from the next seq replays what came meanwhile and streams the rest. A long history replayed
+   * by attach alone would be one notification per event, and more than the daemon queues for a
+   * client (4,096) overflows it.
+   */
+  private async follow(p: Panel): Promise<void> {
+    const id = p.id;
     this.attaching.add(id);
     try {
-      const res = await this.client.attach({ id, sinceSeq });
+      for (;;) {
+        const res = await this.client.log({ id, sinceSeq: p.buffer.lastSeq + 1, limit: historyPage });
+        const events = res.events ?? [];
+        for (const e of events) p.add(e);
+        if (events.length < historyPage) break;
+      }
+      const res = await this.client.attach({ id, sinceSeq: p.buffer.lastSeq + 1 });
       this.store.upsert(res.session);
     } finally {
       this.attaching.delete(id);
@@ -135,13 +150,13 @@ export class TranscriptPanels implements vscode.Disposable {
 
   onFellBehind(p: P.FellBehindParams): void {
     const panel = this.panels.get(p.session);
-    if (panel) void this.attach(p.session, panel.buffer.lastSeq + 1).catch(() => undefined);
+    if (panel && !this.attaching.has(p.session)) void this.follow(panel).catch(() => undefined);
   }
 
   async reattachAll(): Promise<void> {
     for (const [id, p] of this.panels) {
       if (this.attaching.has(id)) continue;
-      await this.attach(id, p.buffer.lastSeq + 1).catch(e =>
+      await this.follow(p).catch(e =>
         void vscode.window.showWarningMessage(`Arbor: the transcript of ${id.slice(0, 8)} stopped following the session: ${e instanceof Error ? e.message : String(e)}`));
     }
   }

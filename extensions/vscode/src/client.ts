@@ -112,4 +112,9 @@ export class ArborClient implements vscode.Disposable {
   heartbeatCreate(p: P.HeartbeatCreateParams) { return this.request(P.MethodHeartbeatCreate, p); }
   heartbeatList(p: P.HeartbeatListParams) { return this.request(P.MethodHeartbeatList, p); }
   heartbeatDelete(p: P.HeartbeatID) { return this.request(P.MethodHeartbeatDelete, p); }
+  harnessList(p: P.HarnessListParams) { return this.request(P.MethodHarnessList, p); }
+  harnessGet(p: P.HarnessGetParams) { return this.request(P.MethodHarnessGet, p); }
+  harnessHistory(p: P.HarnessHistoryParams) { return this.request(P.MethodHarnessHistory, p); }
+  harnessDiff(p: P.HarnessDiffParams) { return this.request(P.MethodHarnessDiff, p); }
+  harnessRollback(p: P.HarnessRollbackParams) { return this.request(P.MethodHarnessRollback, p); }
 }

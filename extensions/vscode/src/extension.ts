@@ -20,13 +20,14 @@ import { GoalCommands, GoalDocumentProvider, goalScheme } from './goalCommands';
 import { HeartbeatCommands } from './heartbeatCommands';
 import { TranscriptPanels, TurnDiffProvider, turnDiffScheme } from './transcriptPanel';
 import { TranscriptCommands } from './transcriptCommands';
+import { HarnessCommands, HarnessDocumentProvider, HarnessTreeProvider, harnessScheme } from './harnessView';
 
 let client: ArborClient | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel('Arbor', { log: true });
   const store = new SessionStore();
-  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids, ...TranscriptCommands.ids, ...Review.ids, ...Merges.ids]));
+  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids, ...TranscriptCommands.ids, ...Review.ids, ...Merges.ids, ...HarnessCommands.ids]));
   const transcripts = new TranscriptProvider(client, store);
   const files = new FileAtProvider(client);
   const patches = new PatchProvider(client);
@@ -40,6 +41,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     turnDiff: async (id, turn) => { await vscode.commands.executeCommand('arbor.turnDiff', { id, turn }); },
     open: async id => { await vscode.commands.executeCommand('arbor.openTranscript', id); },
   }, id => transcripts.follows(id));
+  const harness = new HarnessTreeProvider(client, store, workspaceDir, inWorkspace);
+  const harnessView = vscode.window.createTreeView('arbor.harness', { treeDataProvider: harness, showCollapseAll: true });
+  const harnessDocs = new HarnessDocumentProvider(client);
+  const harnessCommands = new HarnessCommands(client, harness, harnessDocs);
   const transcriptCommands = new TranscriptCommands(store, () => panels, (arg, title) => commands.session(arg, title), p => commands.fork(p));
 
   const pickSession = (id: string | undefined, title: string) => commands.session(id, title);
@@ -66,7 +71,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     for (const s of store.all().filter(inWorkspace)) {
       if (states.get(s.id) !== s.state) { states.set(s.id, s.state); changed = true; }
     }
-    if (changed && client?.running) proposals.schedule();
+    if (changed && client?.running) { proposals.schedule(); harness.schedule(); }
   });
 
   const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
@@ -114,6 +119,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ...review.register(showError),
     ...merges.register(showError),
     vscode.workspace.onDidChangeTextDocument(e => merges.onEdited(e.document)),
+    harnessView,
+    vscode.workspace.registerTextDocumentContentProvider(harnessScheme, harnessDocs),
+    ...harnessCommands.register(showError),
   );
 
   const handlers = {
@@ -124,7 +132,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     event: (e: P.Event) => {
       transcripts.onEvent(e);
       panels.onEvent(e);
-      if (isHarnessEvent(e)) proposals.schedule();
+      if (isHarnessEvent(e)) { proposals.schedule(); harness.schedule(); }
     },
     fellBehind: (p: P.FellBehindParams) => { transcripts.onFellBehind(p); panels.onFellBehind(p); },
     restarted: () => { void transcripts.reattachAll(); void panels.reattachAll(); void proposals.refresh(); },

@@ -4,7 +4,7 @@
 import * as vscode from 'vscode';
 import * as P from './protocol';
 import { ArborClient } from './client';
-import { Decision, Pending, decisionMessage, proposalDescription, proposalDocument, proposalLabel, proposalTooltip, refineSummary } from './proposals';
+import { Decision, Pending, decisionMessage, documentStatus, proposalDescription, proposalDocument, proposalLabel, proposalTooltip, refineSummary, triggerRange } from './proposals';
 import { sessionTitle } from './sessions';
 
 export const proposalScheme = 'arbor-proposal';
@@ -112,7 +112,15 @@ export class ProposalDocumentProvider implements vscode.TextDocumentContentProvi
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
     const ref = parseUri(uri);
     this.uris.set(ref.id, uri);
-    return proposalDocument(await this.client.proposal(ref));
+    const p = await this.client.proposal(ref);
+    // The evidence: the events of the proposing session that its trigger cites.
+    const range = triggerRange(p);
+    let evidence: P.Event[] = [];
+    if (range && p.session) {
+      const want = new Set(p.trigger);
+      evidence = ((await this.client.log({ id: p.session, ...range }).catch(() => undefined))?.events ?? []).filter(e => want.has(e.seq));
+    }
+    return proposalDocument(p, evidence);
   }
 
   /** Re-reads the document of proposal id, if one is open. */
@@ -147,6 +155,8 @@ export class ProposalCommands {
       r('arbor.proposals.accept', this.accept),
       r('arbor.proposals.reject', this.reject),
       r('arbor.refine', this.refine),
+      vscode.languages.registerCodeActionsProvider({ scheme: proposalScheme }, new ProposalCodeActions(this.dir),
+        { providedCodeActionKinds: [vscode.CodeActionKind.QuickFix] }),
     ];
   }
 
@@ -246,5 +256,23 @@ export class ProposalCommands {
     const pick = await vscode.window.showQuickPick(
       list.map(p => ({ label: proposalLabel(p), description: proposalDescription(p), detail: p.rationale, id: p.id })), { title });
     return pick ? { id: pick.id, dir } : undefined;
+  }
+}
+
+/** Accept and Reject as code actions (Ctrl+.) on a pending proposal's open review document. */
+export class ProposalCodeActions implements vscode.CodeActionProvider {
+  constructor(private readonly dir: () => string | undefined) {}
+
+  provideCodeActions(doc: vscode.TextDocument): vscode.CodeAction[] {
+    const st = documentStatus(doc.lineAt(0).text);
+    if (!st || st.status !== Pending) return [];
+    const ref = { ...parseUri(doc.uri) };
+    ref.dir ??= this.dir();
+    const act = (title: string, command: string) => {
+      const a = new vscode.CodeAction(title, vscode.CodeActionKind.QuickFix);
+      a.command = { command, title, arguments: [{ id: ref.id, dir: ref.dir }] };
+      return a;
+    };
+    return [act(`Accept harness proposal ${ref.id}`, 'arbor.proposals.accept'), act(`Reject harness proposal ${ref.id}…`, 'arbor.proposals.reject')];
   }
 }

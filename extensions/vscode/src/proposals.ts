@@ -2,6 +2,7 @@
 // or a /refine run came to. The daemon decides everything (policy, gate, apply); this renders its
 // answers. No vscode import, so plain Node (the tests) can load it.
 import * as P from './protocol';
+import { eventBody } from './transcript';
 
 /** The statuses arbor/refine.proposals knows (agents/harness: Pending, Applied, Rejected). */
 export const Pending = 'pending';
@@ -80,8 +81,9 @@ export function diffBasis(p: P.Proposal): string {
  * The read-only review document (language diff): a header of "# " lines saying what the
  * proposal is, what became of it and what the diff compares, then the daemon's diff verbatim.
  */
-export function proposalDocument(p: P.Proposal): string {
+export function proposalDocument(p: P.Proposal, evidence: readonly P.Event[] = []): string {
   const head = proposalFacts(p).map(([k, v]) => `# ${(k + ':').padEnd(10)}${v.replace(/\n/g, '\n#           ')}`);
+  if (evidence.length) head.push('# evidence: the events that prompted it', ...evidence.map(evidenceLine));
   if (p.gate) {
     const g = p.gate;
     const how = g.error ? `could not run: ${g.error}` : g.timedOut ? 'timed out' : g.passed ? 'passed' : `exited ${g.exitCode}`;
@@ -93,6 +95,27 @@ export function proposalDocument(p: P.Proposal): string {
   if (p.status === Pending) head.push('# review:   Arbor: Accept Harness Proposal / Arbor: Reject Harness Proposal (the view\'s row actions)');
   const diff = p.diff ?? '';
   return head.join('\n') + '\n\n' + (diff.trim() ? diff.replace(/\n?$/, '\n') : '(the daemon returned an empty diff)\n');
+}
+
+/** One event a proposal cites, as a "#" line: its seq, type and what it says, on one line. */
+export function evidenceLine(e: P.Event): string {
+  const all = eventBody(e).join(' ').replace(/\*\*|`/g, '').replace(/\s+/g, ' ').trim();
+  const text = all.length > 160 ? all.slice(0, 159) + '…' : all;
+  return `#   [${e.seq}] ${e.type}: ${text}`;
+}
+
+/** The events of a session's log that a proposal's trigger names (the log read from the first). */
+export function triggerRange(p: P.Proposal): { sinceSeq: number; limit: number } | undefined {
+  const t = p.trigger ?? [];
+  if (!p.session || t.length === 0) return undefined;
+  const lo = Math.min(...t), hi = Math.max(...t);
+  return { sinceSeq: lo, limit: Math.min(hi - lo + 1, 2000) };
+}
+
+/** The status a proposal's review document shows in its first line ("# proposal: p1 (pending)"). */
+export function documentStatus(text: string): { id: string; status: string } | undefined {
+  const m = /^# proposal: (\S+) \((\w+)\)/.exec(text);
+  return m ? { id: m[1], status: m[2] } : undefined;
 }
 
 export interface Decision {

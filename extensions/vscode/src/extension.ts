@@ -20,6 +20,7 @@ import { GoalCommands, GoalDocumentProvider, goalScheme } from './goalCommands';
 import { HeartbeatCommands } from './heartbeatCommands';
 import { TranscriptPanels, TurnDiffProvider, turnDiffScheme } from './transcriptPanel';
 import { TranscriptCommands } from './transcriptCommands';
+import { ProgressPanels } from './progressPanel';
 import { HarnessCommands, HarnessDocumentProvider, HarnessTreeProvider, harnessScheme } from './harnessView';
 
 let client: ArborClient | undefined;
@@ -27,7 +28,7 @@ let client: ArborClient | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel('Arbor', { log: true });
   const store = new SessionStore();
-  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids, ...TranscriptCommands.ids, ...Review.ids, ...Merges.ids, ...HarnessCommands.ids]));
+  client = new ArborClient(output, new Set([...Commands.ids, ...ProposalCommands.ids, ...GoalCommands.ids, ...HeartbeatCommands.ids, ...TranscriptCommands.ids, ...Review.ids, ...Merges.ids, ...HarnessCommands.ids, 'arbor.progressChart']));
   const transcripts = new TranscriptProvider(client, store);
   const files = new FileAtProvider(client);
   const patches = new PatchProvider(client);
@@ -41,6 +42,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     turnDiff: async (id, turn) => { await vscode.commands.executeCommand('arbor.turnDiff', { id, turn }); },
     open: async id => { await vscode.commands.executeCommand('arbor.openTranscript', id); },
   }, id => transcripts.follows(id));
+  const charts = new ProgressPanels(client, store, context.extensionUri);
   const harness = new HarnessTreeProvider(client, store, workspaceDir, inWorkspace);
   const harnessView = vscode.window.createTreeView('arbor.harness', { treeDataProvider: harness, showCollapseAll: true });
   const harnessDocs = new HarnessDocumentProvider(client);
@@ -120,6 +122,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ...merges.register(showError),
     vscode.workspace.onDidChangeTextDocument(e => merges.onEdited(e.document)),
     harnessView,
+    charts,
+    ...charts.register((arg, title) => commands.session(arg, title), showError),
     vscode.workspace.registerTextDocumentContentProvider(harnessScheme, harnessDocs),
     ...harnessCommands.register(showError),
   );
@@ -132,6 +136,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     event: (e: P.Event) => {
       transcripts.onEvent(e);
       panels.onEvent(e);
+      charts.onEvent(e);
       if (isHarnessEvent(e)) { proposals.schedule(); harness.schedule(); }
     },
     fellBehind: (p: P.FellBehindParams) => { transcripts.onFellBehind(p); panels.onFellBehind(p); },

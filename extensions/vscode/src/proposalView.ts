@@ -155,8 +155,7 @@ export class ProposalCommands {
       r('arbor.proposals.accept', this.accept),
       r('arbor.proposals.reject', this.reject),
       r('arbor.refine', this.refine),
-      vscode.languages.registerCodeActionsProvider({ scheme: proposalScheme }, new ProposalCodeActions(this.dir),
-        { providedCodeActionKinds: [vscode.CodeActionKind.QuickFix] }),
+      vscode.languages.registerCodeLensProvider({ scheme: proposalScheme }, new ProposalCodeLenses(this.dir, this.docs)),
     ];
   }
 
@@ -259,20 +258,26 @@ export class ProposalCommands {
   }
 }
 
-/** Accept and Reject as code actions (Ctrl+.) on a pending proposal's open review document. */
-export class ProposalCodeActions implements vscode.CodeActionProvider {
-  constructor(private readonly dir: () => string | undefined) {}
+/**
+ * Accept and Reject on a pending proposal's open review document, as code lenses above its first
+ * line (a read-only document gets no quick fixes: VS Code offers them only where one can edit).
+ */
+export class ProposalCodeLenses implements vscode.CodeLensProvider {
+  private readonly changed = new vscode.EventEmitter<void>();
+  readonly onDidChangeCodeLenses = this.changed.event;
 
-  provideCodeActions(doc: vscode.TextDocument): vscode.CodeAction[] {
+  constructor(private readonly dir: () => string | undefined, docs: ProposalDocumentProvider) {
+    // A decided proposal's document is read again; its lenses go with its pending status.
+    docs.onDidChange(() => this.changed.fire());
+  }
+
+  provideCodeLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
     const st = documentStatus(doc.lineAt(0).text);
     if (!st || st.status !== Pending) return [];
     const ref = { ...parseUri(doc.uri) };
     ref.dir ??= this.dir();
-    const act = (title: string, command: string) => {
-      const a = new vscode.CodeAction(title, vscode.CodeActionKind.QuickFix);
-      a.command = { command, title, arguments: [{ id: ref.id, dir: ref.dir }] };
-      return a;
-    };
-    return [act(`Accept harness proposal ${ref.id}`, 'arbor.proposals.accept'), act(`Reject harness proposal ${ref.id}…`, 'arbor.proposals.reject')];
+    const top = new vscode.Range(0, 0, 0, 0);
+    const lens = (title: string, command: string) => new vscode.CodeLens(top, { command, title, arguments: [{ id: ref.id, dir: ref.dir }] });
+    return [lens(`$(check) Accept harness proposal ${ref.id}`, 'arbor.proposals.accept'), lens(`$(close) Reject harness proposal ${ref.id}…`, 'arbor.proposals.reject')];
   }
 }

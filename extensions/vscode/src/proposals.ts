@@ -92,7 +92,7 @@ export function proposalDocument(p: P.Proposal, evidence: readonly P.Event[] = [
     if (out) head.push('# gate output:', ...out.split('\n').map(l => `#   ${l}`));
   }
   head.push(`# diff:     ${diffBasis(p)}`);
-  if (p.status === Pending) head.push('# review:   Arbor: Accept Harness Proposal / Arbor: Reject Harness Proposal (the view\'s row actions)');
+  if (p.status === Pending) head.push('# review:   Accept / Reject above, or the Harness Proposals view\'s row actions');
   const diff = p.diff ?? '';
   return head.join('\n') + '\n\n' + (diff.trim() ? diff.replace(/\n?$/, '\n') : '(the daemon returned an empty diff)\n');
 }
@@ -112,7 +112,7 @@ export function triggerRange(p: P.Proposal): { sinceSeq: number; limit: number }
   return { sinceSeq: lo, limit: Math.min(hi - lo + 1, 2000) };
 }
 
-/** The status a proposal's review document shows in its first line ("# proposal: p1 (pending)"). */
+/** The status a proposal's review document shows in its first line ("# proposal: p1 (pending)"); its lenses read it. */
 export function documentStatus(text: string): { id: string; status: string } | undefined {
   const m = /^# proposal: (\S+) \((\w+)\)/.exec(text);
   return m ? { id: m[1], status: m[2] } : undefined;

@@ -22,10 +22,11 @@ arbor_fixture_repo() {
 # stdout and stderr (a 5,000-event session, with maxTurnSteps raised); the cell of "import a missing
 # module" fails, and a refine with the focus "missing imports" proposes a note citing that failure
 # (that rule comes first: a refiner's prompt quotes the session's task, which the task rules match).
-# Tasks starting "view " are the VS Code views test's (e2e/views.e2e.js): a 1,700-step turn, a cell
-# printing a timestamp every 100 ms, a turn with a subagent and a file, a session-scope note written
-# twice. A task or message that says "arbor-test-py HEX" runs the Python code HEX encodes (a test's
-# own steps, kept in its own file). Sets FAKE_PID and URL; files go to DIR.
+# Tasks starting "view " are the VS Code views test's (e2e/views.e2e.js, whose 5,000-event session
+# is a "many cells" one): a cell printing a timestamp every 100 ms once the file go appears, a turn
+# with a subagent and a file, a session-scope note written twice, 199 subagents. A task or message
+# that says "arbor-test-py HEX" runs the Python code HEX encodes (a test's own steps, kept in its
+# own file). Sets FAKE_PID and URL; files go to DIR.
 arbor_fixture_model() {
   local dir=$1
   cat > "$dir/script.json" <<'JSON'
@@ -40,12 +41,12 @@ arbor_fixture_model() {
     {"when": {"task": "many cells", "last": "^n=1000\\b"}, "text": "done many"},
     {"when": {"task": "many cells"}, "code": "import sys\nn = globals().get('n', 0) + 1\nprint(f'n={n}')\nprint(n, file=sys.stderr)"},
     {"when": {"task": "import a missing module", "turn": 1}, "code": "import no_such_module_xyz"},
-    {"when": {"task": "^view a big session", "turn": 1700}, "text": "a big session done"},
-    {"when": {"task": "^view a big session"}, "code": "x = 1"},
     {"when": {"task": "^view streamed output", "turn": 1},
-     "code": "import time\ntime.sleep(4)\nfor i in range(40):\n    print(f'tick {time.time():.3f}', flush=True)\n    time.sleep(0.1)"},
+     "code": "import os, time\nfor _ in range(1200):\n    if os.path.exists('go'):\n        break\n    time.sleep(0.1)\nfor i in range(40):\n    print(f'tick {time.time():.3f}', flush=True)\n    time.sleep(0.1)"},
     {"when": {"task": "^view a turn", "turn": 1},
      "code": "h = await rlm('view the kid', name='kid')\nopen('view.txt', 'w').write('v\\n')\nprint('wrote view.txt')"},
+    {"when": {"task": "^view many subagents", "turn": 1},
+     "code": "for i in range(199):\n    await rlm(f'view leaf {i}', name=f'leaf{i}')\nprint('spawned 199')"},
     {"when": {"task": "^view the harness", "turn": 1},
      "code": "await harness.notes.create('plan', 'The plan', body='first version')\nawait harness.notes.update('plan', body='second version')\nprint('noted')"},
     {"when": {"task": "add one and one", "turn": 1},

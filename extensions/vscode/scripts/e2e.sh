@@ -90,7 +90,8 @@ set +e
 # E2E_FILES: some of the test files (e.g. "views"), by default all of them, one after another.
 files=()
 for f in ${E2E_FILES:-sessions views review}; do files+=("$EXT/e2e/$f.e2e.js"); done
-node --test --test-concurrency=1 --test-reporter=spec "${files[@]}"
+# E2E_TESTS: only the tests whose names match this regular expression.
+node --test --test-concurrency=1 --test-reporter=spec ${E2E_TESTS:+--test-name-pattern="$E2E_TESTS"} "${files[@]}"
 rc=$?
 set -e
 echo "vscode-e2e: UI test took $((SECONDS-s))s; screenshots: $ARBOR_E2E_CACHE/arbor-e2e*.png"

@@ -171,10 +171,19 @@ async function until(what, ms, fn) {
 const input = () => page.locator('.quick-input-widget input');
 
 async function palette(command) {
-  await page.keyboard.press('Escape');
-  await page.keyboard.press('F1');
-  await expectVisible(input(), 'F1 did not open the command palette', 10000);
-  await input().fill('>' + command);
+  // F1 right after a dialog or a closing quick pick can land on a widget on its way out: try again.
+  for (let i = 0; ; i++) {
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('F1');
+    try {
+      await input().first().waitFor({ state: 'visible', timeout: 5000 });
+      await input().fill('>' + command, { timeout: 5000 });
+      break;
+    } catch (e) {
+      if (i === 2) { await shot('fail-palette'); throw new Error(`F1 did not open a usable command palette for "${command}": ${e.message.split('\n')[0]}`); }
+      await page.locator('.monaco-workbench').click({ position: { x: 700, y: 300 } }).catch(() => undefined);
+    }
+  }
   await expectVisible(page.locator('.quick-input-list .monaco-list-row', { hasText: command }), `the command palette does not list "${command}"`, 10000);
   await page.keyboard.press('Enter');
 }

@@ -99,10 +99,14 @@ export function conflictOf(err: unknown): Conflict | undefined {
   return { kind: d.kind ?? 'conflict', into: d.into ?? '', files: d.files };
 }
 
-/** Whether err is the refusal of a review whose head moved on ("diff again"). */
+/**
+ * Whether err is the refusal of a review that is out of date: the daemon says "diff again" (the
+ * branch moved, part was accepted meanwhile, the merge-base moved), whatever the code it maps to.
+ */
 export function isStale(err: unknown): boolean {
   const e = err as RpcError;
-  return e?.code === CodeInvalidState && /diff again|moved|stale/i.test(e.message ?? '');
+  const msg = e?.message ?? '';
+  return /diff again/i.test(msg) || (e?.code === CodeInvalidState && /out of date|moved on/i.test(msg));
 }
 
 /**

@@ -56,6 +56,9 @@ test('refusals name the files before anything a toast could cut off', () => {
   assert.equal(M.conflictOf({ code: CodeConflict, message: 'x' }), undefined, 'a conflict without ConflictData is no ConflictData');
   assert.equal(M.refusalMessage('Accept', new Error('boom')), 'Accept failed: boom');
   assert.ok(!M.isStale({ code: CodeInvalidState, message: 'the session is running a turn: stop it or wait' }));
+  // The daemon's own words (agents/review.go, gitstate/accept.go), whatever code they come with.
+  assert.ok(M.isStale({ code: CodeInvalidState, message: 'invalid state: 1a2b3c4d: part of the session was accepted since the diff you reviewed; diff again' }));
+  assert.ok(M.isStale({ code: -32603, message: 'the review is out of date: the merge-base moved from a to b; diff again' }));
 });
 
 test('forks read "fork of <short> @<seq>", discarded sessions "discarded", on the row itself', () => {

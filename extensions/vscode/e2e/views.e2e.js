@@ -271,9 +271,14 @@ test('the harness panel: a session-scope note\'s versions, each one\'s diff and 
   const h = pane('Harness');
   await expectVisible(h, 'there is no Harness view', 10000);
   if (await h.locator('.pane-header').getAttribute('aria-expanded') !== 'true') await h.locator('.pane-header').click();
-  // Room for the tree: the (empty) Harness Proposals view folds away.
-  const proposals = pane('Harness Proposals').locator('.pane-header');
-  if (await proposals.getAttribute('aria-expanded') === 'true') await proposals.click();
+  // Room for the tree (rows out of a small pane's sight are not in the DOM): the Sessions and
+  // Harness Proposals views fold away while it is read, and unfold at the end.
+  const folded = [];
+  for (const title of ['Sessions', 'Harness Proposals']) {
+    const header = pane(title).locator('.pane-header');
+    if (await header.getAttribute('aria-expanded') === 'true') { await header.click(); folded.push(header); }
+  }
+  t.after(async () => { for (const header of folded) if (await header.getAttribute('aria-expanded') !== 'true') await header.click(); });
   const sessionsNode = h.locator('.monaco-list-row[aria-level="1"]', { hasText: 'Sessions' });
   await expectVisible(sessionsNode, 'the Harness view has no Sessions node', 20000);
   await expand(sessionsNode.first());

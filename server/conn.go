@@ -63,7 +63,7 @@ type clientCaps struct {
 
 func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 	c := &conn{
-		srv: srv, log: srv.log, out: make(chan outMsg, queueLen),
+		srv: srv, log: srv.log, out: make(chan outMsg, max(srv.opts.EventQueue, 1)),
 		attached: map[string]bool{}, replaying: map[string][]eventlog.Record{}, behind: map[string]uint64{}, progress: map[string]string{}, progressBegun: map[string]chan struct{}{}, progressOpen: map[string]bool{},
 		inflight: map[jsonrpc2.ID]context.CancelFunc{},
 		budget:   newBudget(srv.opts.MaxInFlight, srv.opts.MaxInFlightBytes),

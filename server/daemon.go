@@ -33,6 +33,10 @@ type DaemonOptions struct {
 	MaxInFlight      int
 	MaxInFlightBytes int
 	WriteTimeout     time.Duration
+	// EventQueue bounds the notifications queued for a connection (0 = 4096); past it a
+	// session's events are dropped for that client, which is told arbor/fellBehind and
+	// reattaches from the gap.
+	EventQueue int
 
 	// JournalDir holds the request journal (see journal.go): requests that change state are
 	// written there before they run and replayed at the next start when the daemon died
@@ -52,7 +56,7 @@ func (o DaemonOptions) Validate() error {
 	if o.Agents == nil {
 		return errors.New("daemon: no agents service")
 	}
-	if o.MaxInFlight < 0 || o.MaxInFlightBytes < 0 || o.WriteTimeout < 0 {
+	if o.MaxInFlight < 0 || o.MaxInFlightBytes < 0 || o.WriteTimeout < 0 || o.EventQueue < 0 {
 		return errors.New("daemon: negative per-connection bound")
 	}
 	if !validCrashAt(o.CrashAt) {
@@ -98,6 +102,9 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 	}
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = defaultWriteTimeout
+	}
+	if opts.EventQueue == 0 {
+		opts.EventQueue = queueLen
 	}
 	if err := hardenProcess(); err != nil {
 		// Without /proc or prctl (not Linux-like) the daemon still serves; say what is missing.

@@ -184,6 +184,14 @@ func gitRun(t testing.TB, dir string, args ...string) string {
 // model of script, and a repository to work in; everything stops at the end of the test.
 func modelDaemon(t *testing.T, script string) (repo string, c *Client) {
 	t.Helper()
+	repo, sock := modelDaemonWith(t, script, DaemonOptions{})
+	return repo, dialClient(t, sock)
+}
+
+// modelDaemonWith starts the daemon with opts (Socket and Agents filled in) and returns its
+// socket, for a test that dials its own clients.
+func modelDaemonWith(t *testing.T, script string, opts DaemonOptions) (repo, sock string) {
+	t.Helper()
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	sc, err := scripted.Parse([]byte(script), t.Name())
 	if err != nil {
@@ -202,18 +210,17 @@ func modelDaemon(t *testing.T, script string) (repo string, c *Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "arbor.sock")
+	sock = filepath.Join(t.TempDir(), "arbor.sock")
 	dctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- RunDaemon(dctx, DaemonOptions{Socket: sock, Agents: svc}) }()
-	c = dialClient(t, sock)
+	opts.Socket, opts.Agents = sock, svc
+	go func() { done <- RunDaemon(dctx, opts) }()
 	t.Cleanup(func() {
-		c.Close()
 		stop()
 		<-done
 		svc.Close(context.Background())
 		stopModel()
 		wait()
 	})
-	return repo, c
+	return repo, sock
 }

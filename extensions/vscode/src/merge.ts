@@ -66,11 +66,12 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
     await this.send(s.id, undefined);
   }
 
-  private async send(id: string, resolutions: Record<string, string> | undefined): Promise<void> {
+  private async send(id: string, resolutions: Record<string, string> | undefined, heads?: { parentHead?: string; childHead?: string }): Promise<void> {
     const s = this.store.get(id);
     const title = s ? sessionTitle(s, 40) : id.slice(0, 8);
     try {
-      const res = await this.client.merge(resolutions ? { id, resolutions } : { id });
+      // With resolutions, the heads they were made against: a branch that moved refuses them.
+      const res = await this.client.merge(resolutions ? { id, resolutions, ...heads } : { id });
       this.clear();
       void vscode.window.showInformationMessage(`Arbor: merged ${title} into its parent: ${res.files?.length ?? 0} file(s), ${res.commit?.slice(0, 8)}.`);
     } catch (err) {
@@ -122,7 +123,7 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
       else resolutions[file] = text;
     }
     if (!Object.keys(resolutions).length) throw new Error(`every result still has conflict markers: ${marked.join(', ')}`);
-    await this.send(p.child, resolutions);
+    await this.send(p.child, resolutions, { parentHead: p.res.parentHead, childHead: p.res.childHead });
   }
 
   async abandon(): Promise<void> {

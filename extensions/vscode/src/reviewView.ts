@@ -244,7 +244,11 @@ export class Review implements vscode.CodeLensProvider, vscode.Disposable {
   private async send(what: 'accept' | 'reject', id: string, p: { files?: string[]; hunks?: string[]; head?: string }, label: string): Promise<void> {
     const action = `${what === 'accept' ? 'Accept' : 'Reject'} of ${label}`;
     try {
-      const res = what === 'accept' ? await this.client.accept({ id, ...p }) : await this.client.reject({ id, ...p });
+      // The accepted point of the diff reviewed: the daemon refuses if part was accepted since
+      // (by another editor, the CLI), as the hunk ids would then point at other hunks.
+      const shown = this.diffOf(id);
+      const reviewed = shown && (!p.head || shown.head === p.head) ? { accepted: shown.accepted ?? '' } : {};
+      const res = what === 'accept' ? await this.client.accept({ id, ...p, ...reviewed }) : await this.client.reject({ id, ...p, ...reviewed });
       vscode.window.setStatusBarMessage(`Arbor: ${what === 'accept' ? 'accepted' : 'rejected'} ${label} (${res.files?.length ?? 0} file(s), ${res.commit?.slice(0, 8)})`, 6000);
     } catch (err) {
       const msg = refusalMessage(action, err);

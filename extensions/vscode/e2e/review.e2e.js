@@ -230,8 +230,6 @@ test('a fresh profile with no arbor.path finds ~/.local/bin/arbor and a session 
   t.diagnostic(`workbench + extension + daemon ready after ${Date.now() - t0} ms`);
   assert.equal(await page.locator('.notifications-toasts', { hasText: 'cannot find the arbor binary' }).count(), 0);
 
-  // The listener the port scan must find: started after the workbench's first scan, like a kernel.
-  control = await firstLine('python3', ['-c', "import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint(s.getsockname()[1],flush=True)\ntime.sleep(900)"], {});
 
   await page.locator('.activitybar [aria-label^="Arbor"]').first().click();
   await newTask('edit the poem');
@@ -249,16 +247,27 @@ test('a fresh profile with no arbor.path finds ~/.local/bin/arbor and a session 
 });
 
 test('no port of an Arbor kernel is auto-forwarded; a control listener started with it is', async (t) => {
-  // The session's kernel is unsandboxed here, so ipykernel's IOPub pipe listens on loopback TCP.
-  const state = path.join(R, 'state');
-  const kernels = await until('no kernel of the test daemon listens on a TCP port', 20000, () => {
-    const k = listening().filter(p => /arbor_(kernel|forkserver)\.py/.test(p.cmd) && p.cmd.includes(state));
-    return k.length ? k : false;
-  });
-  t.diagnostic(`kernel ports: ${kernels.map(k => k.port).join(', ')}; control port ${control.line}`);
-
+  // The workbench forwards ports that appear after its first scan; those listening before it
+  // are taken as the machine's own. So the Ports view is open and scanning first, then the
+  // control listener and a new kernel start.
   await palette('Ports: Focus on Ports View');
   const ports = page.locator('.pane-body .monaco-list-row, .ports-view .monaco-list-row');
+  await page.waitForTimeout(6000);
+  const state = path.join(R, 'state');
+  const isKernel = p => /arbor_(kernel|forkserver)\.py/.test(p.cmd) && p.cmd.includes(state);
+  const before = new Set(listening().filter(isKernel).map(p => p.pid));
+  control = await firstLine('python3', ['-c', "import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1',0))\ns.listen()\nprint(s.getsockname()[1],flush=True)\ntime.sleep(900)"], {});
+  // A new session: its kernel is unsandboxed here, so ipykernel's IOPub pipe listens on loopback TCP.
+  await newTask(`arbor-test-py ${Buffer.from("print('a kernel for the port scan')").toString('hex')}`);
+  // Every kernel port counts (all started after the workbench's first scan); one at least is
+  // the new session's, unless it took a kernel the pool had warmed before.
+  await expectVisible(sessionsRow('arbor-test-py').filter({ hasText: 'idle' }), 'the port-scan session never went idle', 60000);
+  const kernels = await until('no kernel of the test daemon listens on a TCP port', 20000, () => {
+    const k = listening().filter(isKernel);
+    return k.length ? k : false;
+  });
+  t.diagnostic(`kernel ports: ${kernels.map(k => `${k.port}${before.has(k.pid) ? '' : ' (new)'}`).join(', ')}`);
+  t.diagnostic(`new kernel ports: ${kernels.map(k => k.port).join(', ')}; control port ${control.line}`);
   // The workbench scans every 2 s or more; the control port shows up, so the scan runs and sees new listeners.
   await expectVisible(page.locator('.monaco-list-row', { hasText: control.line }), `the control listener on port ${control.line} was never auto-forwarded: the scan did not run`, 60000);
   // Two more scans after that.

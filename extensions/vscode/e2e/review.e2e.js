@@ -267,7 +267,6 @@ test('no port of an Arbor kernel is auto-forwarded; a control listener started w
     return k.length ? k : false;
   });
   t.diagnostic(`kernel ports: ${kernels.map(k => `${k.port}${before.has(k.pid) ? '' : ' (new)'}`).join(', ')}`);
-  t.diagnostic(`new kernel ports: ${kernels.map(k => k.port).join(', ')}; control port ${control.line}`);
   // The workbench scans every 2 s or more; the control port shows up, so the scan runs and sees new listeners.
   await expectVisible(page.locator('.monaco-list-row', { hasText: control.line }), `the control listener on port ${control.line} was never auto-forwarded: the scan did not run`, 60000);
   // Two more scans after that.

@@ -30,9 +30,10 @@ const script = {
         + "open('poem.txt', 'w').write('\\n'.join(p))\nopen('notes.txt', 'w').write('notes\\n')\nprint('edited')" },
     // A parent and its child change conflict.txt apart: the parent writes base, the child (spawned
     // from the parent's branch) child, then the parent, told "now conflict", writes parent.
-    { when: { task: 'parent work', turn: 1 }, code: "open('conflict.txt', 'w').write('base\\n')\nprint('base')" },
-    { when: { task: 'child work', turn: 1 }, code: "open('conflict.txt', 'w').write('child\\n')\nprint('child')" },
-    { when: { last: 'now conflict' }, code: "open('conflict.txt', 'w').write('parent\\n')\nprint('parent')" },
+    // logo.bin, binary, conflicts the same way: it is settled by taking a side whole.
+    { when: { task: 'parent work', turn: 1 }, code: "open('conflict.txt', 'w').write('base\\n')\nopen('logo.bin', 'wb').write(b'\\0base')\nprint('base')" },
+    { when: { task: 'child work', turn: 1 }, code: "open('conflict.txt', 'w').write('child\\n')\nopen('logo.bin', 'wb').write(b'\\0child')\nprint('child')" },
+    { when: { last: 'now conflict' }, code: "open('conflict.txt', 'w').write('parent\\n')\nopen('logo.bin', 'wb').write(b'\\0parent')\nprint('parent')" },
   ],
   default: { text: 'done' },
 };
@@ -266,7 +267,7 @@ test('no port of an Arbor kernel is auto-forwarded; a control listener started w
     const k = listening().filter(isKernel);
     return k.length ? k : false;
   });
-  t.diagnostic(`kernel ports: ${kernels.map(k => `${k.port}${before.has(k.pid) ? '' : ' (new)'}`).join(', ')}`);
+  t.diagnostic(`kernel ports: ${kernels.map(k => `${k.port}${before.has(k.pid) ? "" : " (new)"}`).join(", ")}; control port ${control.line}`);
   // The workbench scans every 2 s or more; the control port shows up, so the scan runs and sees new listeners.
   await expectVisible(page.locator('.monaco-list-row', { hasText: control.line }), `the control listener on port ${control.line} was never auto-forwarded: the scan did not run`, 60000);
   // Two more scans after that.
@@ -422,6 +423,19 @@ test('Merge into Parent: a conflict lists its files, each opens its versions and
   const view = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Merge Conflicts' }) });
   await expectVisible(view.locator('.monaco-list-row', { hasText: 'conflict.txt' }), 'the Merge Conflicts view does not list conflict.txt', 15000);
   assert.equal(git('rev-parse', parent.branch), parentHead, 'the conflicted merge moved the parent');
+  // Room for both rows: the panes below and above are folded (a small pane renders only the rows it shows).
+  for (const name of ['Harness Proposals', 'Harness']) {
+    const header = page.locator('.pane', { has: page.locator('.pane-header .title', { hasText: new RegExp(`^${name}$`) }) }).locator('.pane-header').first();
+    if (await header.getAttribute('aria-expanded', { timeout: 2000 }).catch(() => null) === 'true') await header.click();
+  }
+  // The binary file has no text to edit: its row says so, and Take Theirs settles it.
+  const logo = view.locator('.monaco-list-row', { hasText: 'logo.bin' });
+  await expectVisible(logo.filter({ hasText: 'binary' }), 'the Merge Conflicts view does not list logo.bin as binary', 15000);
+  await logo.first().click({ button: 'right' });
+  const takeTheirs = page.locator('.monaco-menu .action-item', { hasText: 'Take Theirs' });
+  await expectVisible(takeTheirs, 'a conflicted file\'s context menu has no "Take Theirs"', 10000);
+  await takeTheirs.first().click();
+  await expectVisible(logo.filter({ hasText: 'taking theirs' }), 'logo.bin does not say the child\'s version is taken', 10000);
   await shot('conflicts');
 
   await view.locator('.monaco-list-row', { hasText: 'conflict.txt' }).first().click();
@@ -440,6 +454,7 @@ test('Merge into Parent: a conflict lists its files, each opens its versions and
   await view.locator('.action-label[aria-label="Retry Merge"]').click();
   await expectVisible(toast(`merged ${name} into its parent`), 'no notification says the merge was done', 20000);
   await until('the parent\'s branch does not hold the resolution', 15000, () => show(parent.branch, 'conflict.txt') === 'resolved\n');
+  assert.equal(show(parent.branch, 'logo.bin'), '\0child', 'logo.bin on the parent\'s branch is not the child\'s version taken');
   await shot('merged');
   t.diagnostic(`parent ${parent.branch}: ${git('log', '--oneline', '-3', parent.branch).split('\n').join(' | ')}`);
 });

@@ -19,6 +19,8 @@ interface Pending {
   res: P.ConflictsResult;
   /** path → the result file the user edits. */
   results: Map<string, vscode.Uri>;
+  /** path → the side taken whole instead of an edited result (binary files, deletions, symlinks). */
+  take: Map<string, 'ours' | 'theirs'>;
 }
 
 type Node = { kind: 'file'; path: string } | { kind: 'side'; path: string; side: Side | 'result' | 'ours-theirs' };
@@ -31,7 +33,7 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
   readonly onDidChange = this.docChanged.event;
   private view: vscode.TreeView<Node> | undefined;
 
-  static readonly ids = ['arbor.merge', 'arbor.merge.retry', 'arbor.merge.abandon', 'arbor.merge.openFile'];
+  static readonly ids = ['arbor.merge', 'arbor.merge.retry', 'arbor.merge.abandon', 'arbor.merge.openFile', 'arbor.merge.takeOurs', 'arbor.merge.takeTheirs'];
 
   constructor(
     private readonly client: ArborClient,
@@ -51,6 +53,8 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
       r('arbor.merge.retry', this.retry),
       r('arbor.merge.abandon', this.abandon),
       r('arbor.merge.openFile', (n: Node | string) => this.openFile(typeof n === 'string' ? n : n.path)),
+      r('arbor.merge.takeOurs', (n?: Node | string) => this.takeSide(this.fileArg(n), 'ours')),
+      r('arbor.merge.takeTheirs', (n?: Node | string) => this.takeSide(this.fileArg(n), 'theirs')),
     ];
   }
 
@@ -66,12 +70,12 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
     await this.send(s.id, undefined);
   }
 
-  private async send(id: string, resolutions: Record<string, string> | undefined, heads?: { parentHead?: string; childHead?: string }): Promise<void> {
+  private async send(id: string, resolutions: Record<string, string> | undefined, heads?: { parentHead?: string; childHead?: string }, take?: Record<string, string>): Promise<void> {
     const s = this.store.get(id);
     const title = s ? sessionTitle(s, 40) : id.slice(0, 8);
     try {
       // With resolutions, the heads they were made against: a branch that moved refuses them.
-      const res = await this.client.merge(resolutions ? { id, resolutions, ...heads } : { id });
+      const res = await this.client.merge(resolutions ? { id, resolutions, ...(take && Object.keys(take).length ? { take } : {}), ...heads } : { id });
       this.clear();
       void vscode.window.showInformationMessage(`Arbor: merged ${title} into its parent: ${res.files?.length ?? 0} file(s), ${res.commit?.slice(0, 8)}.`);
     } catch (err) {
@@ -90,7 +94,9 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
     const res = await this.client.conflicts({ id: child });
     const keep = this.pending?.child === child ? this.pending.results : new Map<string, vscode.Uri>();
     const results = new Map<string, vscode.Uri>();
+    const take = this.pending?.child === child ? this.pending.take : new Map<string, 'ours' | 'theirs'>();
     for (const f of res.files ?? []) {
+      if (f.binary) continue; // no text to edit: Take Ours or Take Theirs
       const uri = keep.get(f.path) ?? vscode.Uri.file(path.join(this.storage.fsPath, 'merge', child, f.path));
       if (!keep.has(f.path)) {
         fs.mkdirSync(path.dirname(uri.fsPath), { recursive: true });
@@ -98,7 +104,7 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
       }
       results.set(f.path, uri);
     }
-    this.pending = { child, res, results };
+    this.pending = { child, res, results, take };
     for (const f of res.files ?? []) for (const side of ['base', 'ours', 'theirs'] as Side[]) this.docChanged.fire(this.sideUri(child, f.path, side));
     await vscode.commands.executeCommand('setContext', 'arbor.conflicts', true);
     this.treeChanged.fire(undefined);
@@ -117,13 +123,15 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
     const resolutions: Record<string, string> = {};
     const marked: string[] = [];
     for (const [file, uri] of p.results) {
+      if (p.take.has(file)) continue;
       const open = vscode.workspace.textDocuments.find(d => d.uri.toString() === uri.toString());
       const text = open ? open.getText() : fs.readFileSync(uri.fsPath, 'utf8');
       if (hasMarkers(text)) marked.push(file);
       else resolutions[file] = text;
     }
-    if (!Object.keys(resolutions).length) throw new Error(`every result still has conflict markers: ${marked.join(', ')}`);
-    await this.send(p.child, resolutions, { parentHead: p.res.parentHead, childHead: p.res.childHead });
+    const take = Object.fromEntries(p.take);
+    if (!Object.keys(resolutions).length && !Object.keys(take).length) throw new Error(`every result still has conflict markers: ${marked.join(', ')}`);
+    await this.send(p.child, resolutions, { parentHead: p.res.parentHead, childHead: p.res.childHead }, take);
   }
 
   async abandon(): Promise<void> {
@@ -139,10 +147,31 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
     this.treeChanged.fire(undefined);
   }
 
+  /** The file a row command is for: its argument, else the row selected (a menu opened on a row
+   *  the view has redrawn since passes none). */
+  private fileArg(n?: Node | string): string {
+    if (typeof n === 'string') return n;
+    const f = n?.path ?? this.view?.selection[0]?.path;
+    if (!f) throw new Error('which file? Use the file\'s row in the Merge Conflicts view');
+    return f;
+  }
+
+  /** Settles a file by taking the parent's (ours) or the child's (theirs) version whole; a side
+   *  without the file deletes it. For binary files, and for a deletion against an edit. */
+  async takeSide(file: string, side: 'ours' | 'theirs'): Promise<void> {
+    const p = this.pending;
+    if (!p || !(p.res.files ?? []).some(f => f.path === file)) throw new Error(`${file} is not in conflict`);
+    p.take.set(file, side);
+    this.treeChanged.fire(undefined);
+  }
+
   /** Opens a file's result to edit, with the parent's and the child's versions side by side below. */
   async openFile(file: string): Promise<void> {
     const p = this.pending;
     const uri = p?.results.get(file);
+    if (p && !uri && (p.res.files ?? []).some(f => f.path === file && f.binary)) {
+      throw new Error(`${file} is binary: settle it with Take Ours (the parent's) or Take Theirs (the child's) on its row`);
+    }
     if (!p || !uri) throw new Error(`${file} is not in conflict`);
     const doc = await vscode.workspace.openTextDocument(uri);
     await vscode.window.showTextDocument(doc, { preview: false, viewColumn: vscode.ViewColumn.One });
@@ -174,7 +203,18 @@ export class Merges implements vscode.TreeDataProvider<Node>, vscode.TextDocumen
   getTreeItem(n: Node): vscode.TreeItem {
     const p = this.pending!;
     if (n.kind === 'file') {
+      const taken = p.take.get(n.path);
+      const binary = (p.res.files ?? []).some(f => f.path === n.path && f.binary);
+      if (taken || binary) {
+        const item = new vscode.TreeItem(n.path, vscode.TreeItemCollapsibleState.None);
+        item.id = `file:${n.path}`;
+        item.description = taken ? `taking ${taken === 'ours' ? 'ours (the parent\'s)' : 'theirs (the child\'s)'} whole` : 'binary: Take Ours or Take Theirs';
+        item.iconPath = new vscode.ThemeIcon(taken ? 'check' : 'warning');
+        item.contextValue = 'conflictFile';
+        return item;
+      }
       const item = new vscode.TreeItem(n.path, vscode.TreeItemCollapsibleState.Collapsed);
+      item.id = `file:${n.path}`;
       const uri = p.results.get(n.path);
       const open = uri && vscode.workspace.textDocuments.find(d => d.uri.toString() === uri.toString());
       const text = open ? open.getText() : uri && fs.existsSync(uri.fsPath) ? fs.readFileSync(uri.fsPath, 'utf8') : '';

@@ -72,6 +72,11 @@ cmd('ArborMerge', function(o)
   arbor().merge(o.args)
 end, { nargs = '?', complete = complete_id, desc = "Arbor: merge a child session into its parent's branch" })
 
+cmd('ArborMergeTake', function(o)
+  local side, path = o.args:match('^(%S+)%s*(.*)$')
+  require('arbor.merge').take(side, path)
+end, { nargs = '+', complete = function() return { 'ours', 'theirs' } end, desc = "Arbor: settle a conflicted file with the parent's (ours) or the child's (theirs) version" })
+
 cmd('ArborMergeRetry', function(o)
   arbor().merge_retry(o.args)
 end, { nargs = '?', complete = complete_id, desc = 'Arbor: send the resolved conflicts of a merge and merge again' })

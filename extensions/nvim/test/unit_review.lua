@@ -408,6 +408,36 @@ check(notes[#notes]:find('merged CCCC1111 into PPPP0000 (arbor/parent) as m3m3m3
   and vim.fn.bufnr('arbor://merge/CCCC1111/conflict.txt') == -1 and #vim.fn.getqflist() == 0, 'after the merge: ' .. vim.inspect(notes))
 vim.cmd('silent! only')
 
+-- A binary conflict has no text to resolve: the retry asks for a side; :ArborMergeTake gives
+-- it, and the retry sends it with the heads in conflict and no resolutions.
+local bconflict = { child = 'CCCC1111cc', parent = 'PPPP0000pp', parentHead = 'p4p4p4p4', childHead = 'c5c5c5c5',
+  files = { { path = 'logo.bin', binary = true, merged = '' } } }
+merges = 0
+client.request = function(m_, p_, cb)
+  table.insert(sent, { method = m_, params = p_ })
+  if m_ == 'arbor/session.merge' then
+    merges = merges + 1
+    if merges == 1 then
+      cb({ code = P.CodeConflict, message = 'merge conflict', data = { kind = 'conflict', into = 'arbor/parent', files = { 'logo.bin' } } })
+    else
+      cb(nil, { commit = 'm4m4m4m4m4', files = { 'logo.bin' } })
+    end
+  else
+    cb(nil, bconflict)
+  end
+end
+vim.cmd('ArborMerge CCCC1111')
+sent = {}
+vim.cmd('ArborMergeRetry')
+check(#sent == 0 and notes[#notes]:find('logo.bin is binary', 1, true), 'retry of an untaken binary file: ' .. vim.inspect({ sent, notes[#notes] }))
+vim.cmd('ArborMergeTake mine logo.bin')
+check(notes[#notes]:find('want ours or theirs', 1, true), 'take with a bad side: ' .. notes[#notes])
+vim.cmd('ArborMergeTake theirs logo.bin')
+vim.cmd('ArborMergeRetry')
+check(sent[1] and vim.deep_equal(sent[1].params, { id = 'CCCC1111cc', take = { ['logo.bin'] = 'theirs' }, parentHead = 'p4p4p4p4', childHead = 'c5c5c5c5' }),
+  'retry with a side taken sent ' .. vim.inspect(sent))
+vim.cmd('silent! only')
+
 client.request = request
 vim.fn.confirm = confirm
 vim.notify = notify

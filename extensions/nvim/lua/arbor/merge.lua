@@ -71,6 +71,9 @@ function M.resolutions(results)
   return done, left
 end
 
+--- What the result buffer of a binary file says: it has no text to resolve.
+M.binary_note = '(binary: settle it with :ArborMergeTake ours or :ArborMergeTake theirs)'
+
 --- The quickfix items of a ConflictsResult, given each file's result buffer.
 function M.qf_items(res, bufs)
   local items = {}
@@ -106,7 +109,7 @@ local function result_buffer(p, f)
   vim.bo[b].swapfile = false
   vim.bo[b].bufhidden = 'hide'
   vim.bo[b].modifiable = true
-  vim.api.nvim_buf_set_lines(b, 0, -1, false, M.lines(f.merged))
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, f.binary and { M.binary_note } or M.lines(f.merged))
   vim.bo[b].modified = false
   local group = vim.api.nvim_create_augroup('arbor-merge-' .. b, { clear = true })
   vim.api.nvim_create_autocmd('BufWriteCmd', {
@@ -348,9 +351,25 @@ function M.retry(id, opts)
     warn('merge retry: no merge with conflicts is waiting' .. (present(id) and (' for ' .. id) or '') .. ' (:ArborMerge starts one)')
     return
   end
-  local results = {}
+  local results, binary = {}, {}
+  for _, f in ipairs(p.files or {}) do
+    binary[f.path] = f.binary
+  end
+  p.take = p.take or {}
+  local untaken = {}
   for path, b in pairs(p.results) do
-    results[path] = vim.api.nvim_buf_is_valid(b) and vim.api.nvim_buf_get_lines(b, 0, -1, false) or M.lines('<<<<<<<')
+    if not p.take[path] then
+      if binary[path] then
+        table.insert(untaken, path)
+      else
+        results[path] = vim.api.nvim_buf_is_valid(b) and vim.api.nvim_buf_get_lines(b, 0, -1, false) or M.lines('<<<<<<<')
+      end
+    end
+  end
+  if #untaken > 0 then
+    table.sort(untaken)
+    warn('merge retry: ' .. table.concat(untaken, ', ') .. ' is binary: :ArborMergeTake ours|theirs in its tab first')
+    return
   end
   local done, left = M.resolutions(results)
   if #left > 0 then
@@ -358,13 +377,43 @@ function M.retry(id, opts)
       #left == 1 and 'has' or 'have', #left == 1 and 'it' or 'them'))
     return
   end
-  client.request(P.MethodSessionMerge, { id = child, resolutions = done, parentHead = p.parent_head, childHead = p.child_head }, function(err, res)
+  -- An empty table would go out as a JSON array: no resolutions is none at all.
+  local params = { id = child, resolutions = next(done) and done or nil, parentHead = p.parent_head, childHead = p.child_head }
+  if next(p.take) then
+    params.take = p.take
+  end
+  client.request(P.MethodSessionMerge, params, function(err, res)
     if err and err.code == P.CodeConflict then
       -- The parent moved on, or more is in conflict: show what is in conflict now.
       finish(child)
     end
     answered(child, err, res, opts)
   end)
+end
+
+--- :ArborMergeTake {ours|theirs} [path]: settles a conflicted file (the current merge tab's when
+--- no path is given) by taking the parent's (ours) or the child's (theirs) version whole — for
+--- binary files, and a deletion against an edit. :ArborMergeRetry sends it.
+function M.take(side, path)
+  if side ~= 'ours' and side ~= 'theirs' then
+    warn('merge take: want ours or theirs, got ' .. tostring(side))
+    return
+  end
+  local t = vim.t.arbor_merge
+  local child, tab_path
+  if type(t) == 'string' then
+    child, tab_path = t:match('^([^:]+):(.*)$')
+  end
+  child = child or M.pending_child(nil)
+  path = present(path) and path or tab_path
+  local p = child and pending[child]
+  if not p or not present(path) or not p.results[path] then
+    warn('merge take: no conflicted file ' .. tostring(path or '') .. ' in a pending merge (open its tab from the quickfix list)')
+    return
+  end
+  p.take = p.take or {}
+  p.take[path] = side
+  client.notify(string.format('%s: taking %s whole; :ArborMergeRetry sends it', path, side == 'ours' and "ours (the parent's)" or "theirs (the child's)"))
 end
 
 return M

@@ -2,7 +2,7 @@
 GO ?= go
 ARBOR := $(CURDIR)/bin/arbor
 
-.PHONY: all deps build generate demo test test-go test-e2e test-nvim test-vscode test-vscode-e2e bench soak lint clean vsix
+.PHONY: all deps build generate demo test test-go test-e2e test-nvim test-vscode test-vscode-e2e bench bench-editors soak lint clean vsix
 
 all: build
 
@@ -56,6 +56,14 @@ bench: build
 	$(ARBOR) bench harness
 	$(ARBOR) bench longrun
 	$(ARBOR) bench tokens
+
+# The editors' figures, in the real editors: attach → a 5,000-event session's transcript
+# rendered (Neovim and VS Code), a cell's print → the editor (p50), and VS Code's extension host
+# memory with 200 sessions in the tree. A few minutes each: the test run leaves them out.
+bench-editors: build
+	@bash scripts/deps.sh --editors
+	$(TEST_ENV) ARBOR_E2E_FIGURES=1 ARBOR_NVIM_E2E=views ARBOR_BIN=$(ARBOR) bash extensions/nvim/test/run.sh
+	$(TEST_ENV) ARBOR_E2E_FIGURES=1 E2E_FILES=views ARBOR_BIN=$(ARBOR) bash extensions/vscode/scripts/e2e.sh
 
 # Long crash and fork soaks: 1,000 kill -9 cycles of the event log, every byte offset of a
 # 1,000-record log, 500 fork/checkpoint/discard operations with random kills, 30 daemon

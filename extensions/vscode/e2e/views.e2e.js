@@ -21,6 +21,10 @@ const SHOTS = path.dirname(process.env.E2E_SHOT || path.join(RUN || '.', 'x.png'
 const WS = RUN && path.join(RUN, 'ws-views');
 const BIN = process.env.ARBOR_BIN;
 const figures = [];
+// The two long figures (a 5,000-event session, 200 sessions) are benchmarks: `make bench-editors`
+// runs them (ARBOR_E2E_FIGURES=1); the test run keeps the streamed-output latency.
+const FIGURES = process.env.ARBOR_E2E_FIGURES === '1';
+const benchOnly = FIGURES ? {} : { skip: 'a benchmark: make bench-editors measures it' };
 /** A figure, with the machine's load when it was measured (other work shares the CPUs). */
 const figure = text => { figures.push(`${text} [load average ${os.loadavg()[0].toFixed(1)} on ${os.cpus().length} CPUs]`); return figures.at(-1); };
 let server, browser, page;
@@ -385,7 +389,7 @@ function lastSeq(id) {
   return JSON.parse(lines[lines.length - 1]).seq;
 }
 
-test('figure: attach → a 5,000-event session\'s transcript fully rendered', async (t) => {
+test('figure: attach → a 5,000-event session\'s transcript fully rendered', benchOnly, async (t) => {
   // The fixture's "many cells" task: 1,000 cells printing to stdout and stderr, 5 events each.
   const TASK = 'view many cells';
   const s = await run(TASK);
@@ -435,7 +439,7 @@ function extensionHostRSS() {
   throw new Error('no extension host process under the code-server this test started');
 }
 
-test('figure: the extension host\'s memory with 200 sessions in the tree', async (t) => {
+test('figure: the extension host\'s memory with 200 sessions in the tree', benchOnly, async (t) => {
   const TASK = 'view many subagents';
   const n0 = sessions().length;
   const before = extensionHostRSS();

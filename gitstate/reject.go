@@ -292,19 +292,5 @@ func (r *Repo) withoutHunks(f FileDiff, rejected []int, changes map[string]*tree
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
 	}
-	content := applyHunks(string(old), f.Hunks, take)
-	m := f.NewMode
-	if m == "" {
-		m = f.OldMode
-	}
-	mode, err := filemode.New(m)
-	if err != nil {
-		return fmt.Errorf("%s: mode %q: %w", f.Path, m, err)
-	}
-	h, err := r.writeBlob([]byte(content))
-	if err != nil {
-		return fmt.Errorf("%s: %w", f.Path, err)
-	}
-	changes[f.Path] = &treeFile{path: f.Path, mode: mode, hash: h}
-	return nil
+	return r.withHunks(f, old, take, changes)
 }

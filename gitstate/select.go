@@ -119,7 +119,6 @@ func (r *Repo) someHunks(f FileDiff, chosen []int, changes map[string]*treeFile)
 		}
 		take[i] = true
 	}
-	content := applyHunks(string(old), f.Hunks, take)
 	if f.OldPath != "" {
 		changes[f.OldPath] = nil
 	}
@@ -127,6 +126,12 @@ func (r *Repo) someHunks(f FileDiff, chosen []int, changes map[string]*treeFile)
 		changes[f.Path] = nil
 		return nil
 	}
+	return r.withHunks(f, old, take, changes)
+}
+
+// withHunks puts f at its path as its old content with the hunks in take applied.
+func (r *Repo) withHunks(f FileDiff, old []byte, take map[int]bool, changes map[string]*treeFile) error {
+	content := applyHunks(string(old), f.Hunks, take)
 	m := f.NewMode
 	if m == "" {
 		m = f.OldMode

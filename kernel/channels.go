@@ -13,6 +13,37 @@ import (
 	"github.com/go-zeromq/zmq4"
 )
 
+// chanName names the channel a request goes out on.
+type chanName int
+
+const (
+	shellChan chanName = iota + 1
+	controlChan
+)
+
+func (c chanName) String() string {
+	switch c {
+	case shellChan:
+		return "shell"
+	case controlChan:
+		return "control"
+	}
+	return fmt.Sprintf("chanName(%d)", int(c))
+}
+
+// wire is how a Kernel talks to one kernel process: over ZeroMQ sockets ([channels]) for a
+// local kernel, or over a Jupyter Server's kernel WebSocket ([wsChannels]) for a kernel on a
+// gateway. Replies and iopub messages are routed to the request's mailbox by parent msg_id.
+type wire interface {
+	// request registers a mailbox for the reply and sends msgType on c.
+	request(c chanName, msgType string, content any) (header, *mailbox, error)
+	// send sends a request whose replies nobody waits for.
+	send(c chanName, h header, content any) error
+	unregister(msgID string)
+	sessionID() string
+	close()
+}
+
 // channels owns the zmq4 sockets to one kernel process and routes incoming messages to the
 // waiting request by parent msg_id. zmq4's Recv has no deadline, so each socket has exactly one
 // reader goroutine; callers time out with select on their mailbox instead.
@@ -156,8 +187,18 @@ func (c *channels) unregister(msgID string) {
 	c.mu.Unlock()
 }
 
-// send signs and sends one request on shell or control and returns its header.
-func (c *channels) send(s zmq4.Socket, h header, content any) error {
+func (c *channels) sessionID() string { return c.session }
+
+func (c *channels) socket(n chanName) zmq4.Socket {
+	if n == controlChan {
+		return c.control
+	}
+	return c.shell
+}
+
+// send signs and sends one request on shell or control.
+func (c *channels) send(n chanName, h header, content any) error {
+	s := c.socket(n)
 	frames, err := c.signer.encode(h, content)
 	if err != nil {
 		return err
@@ -170,11 +211,11 @@ func (c *channels) send(s zmq4.Socket, h header, content any) error {
 	return nil
 }
 
-// request registers a mailbox and sends msgType on s.
-func (c *channels) request(s zmq4.Socket, msgType string, content any) (header, *mailbox, error) {
+// request registers a mailbox and sends msgType on n.
+func (c *channels) request(n chanName, msgType string, content any) (header, *mailbox, error) {
 	h := newHeader(c.session, msgType)
 	b := c.register(h.MsgID)
-	if err := c.send(s, h, content); err != nil {
+	if err := c.send(n, h, content); err != nil {
 		c.unregister(h.MsgID)
 		return h, nil, err
 	}

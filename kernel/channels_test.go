@@ -71,8 +71,8 @@ func TestChannelsDropUntrustedMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		sock zmq4.Socket // the fake kernel's side
-		dial zmq4.Socket // ours
-	}{{"shell", shell, ch.shell}, {"control", control, ch.control}} {
+		dial chanName    // ours
+	}{{"shell", shell, shellChan}, {"control", control, controlChan}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, box, err := ch.request(tc.dial, "kernel_info_request", struct{}{})
 			if err != nil {

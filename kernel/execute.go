@@ -37,7 +37,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 		timeout = DefaultTimeout
 	}
 	start := time.Now()
-	h, box, err := p.ch.request(p.ch.shell, "execute_request", map[string]any{
+	h, box, err := p.ch.request(shellChan, "execute_request", map[string]any{
 		"code":             code,
 		"silent":           false,
 		"store_history":    true,
@@ -104,7 +104,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 					k.log.Info("kernel: cell timed out; sending interrupt_request", "timeout", timeout)
 				}
 				st.interrupted = "interrupt_request"
-				if err := p.ch.send(p.ch.control, newHeader(p.ch.session, "interrupt_request"), struct{}{}); err != nil {
+				if err := p.ch.send(controlChan, newHeader(p.ch.sessionID(), "interrupt_request"), struct{}{}); err != nil {
 					k.log.Warn("kernel: interrupt_request", "err", err)
 				}
 			case 2:

@@ -300,7 +300,7 @@ func (k *Kernel) Interrupt(ctx context.Context) error {
 
 // interruptRequest sends interrupt_request and waits up to wait for interrupt_reply.
 func (p *proc) interruptRequest(ctx context.Context, wait time.Duration) error {
-	h, box, err := p.ch.request(p.ch.control, "interrupt_request", struct{}{})
+	h, box, err := p.ch.request(controlChan, "interrupt_request", struct{}{})
 	if err != nil {
 		return err
 	}
@@ -383,7 +383,7 @@ func (p *proc) shutdown(ctx context.Context) {
 
 func (p *proc) doShutdown(ctx context.Context) {
 	if !p.isExited() {
-		if h, box, err := p.ch.request(p.ch.control, "shutdown_request", map[string]bool{"restart": false}); err == nil {
+		if h, box, err := p.ch.request(controlChan, "shutdown_request", map[string]bool{"restart": false}); err == nil {
 			t := time.NewTimer(time.Second)
 			select {
 			case <-p.exited:
@@ -433,7 +433,7 @@ func (k *Kernel) Ping(ctx context.Context) error {
 	if p == nil || p.isExited() {
 		return fmt.Errorf("ping kernel: %w", ErrDead)
 	}
-	h, box, err := p.ch.request(p.ch.control, "kernel_info_request", struct{}{})
+	h, box, err := p.ch.request(controlChan, "kernel_info_request", struct{}{})
 	if err != nil {
 		return fmt.Errorf("ping kernel: %w", err)
 	}

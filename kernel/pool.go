@@ -168,7 +168,7 @@ func (k *Kernel) adopt(ctx context.Context, opts Options) error {
 		// Nothing to wait for: send the adaptation and let the first cell (which the kernel
 		// runs after it, in order) check its reply. Hand-out then costs no round trip.
 		p := k.current()
-		h, box, err := p.ch.request(p.ch.shell, "execute_request", silentRequest(code))
+		h, box, err := p.ch.request(shellChan, "execute_request", silentRequest(code))
 		if err != nil {
 			return fmt.Errorf("adopt pooled kernel: %w", err)
 		}

@@ -23,7 +23,7 @@ import (
 type proc struct {
 	pid    int
 	conn   connInfo
-	ch     *channels
+	ch     wire
 	stderr *tailBuffer
 
 	exited  chan struct{} // closed when the process has been waited for
@@ -193,9 +193,11 @@ func launch(ctx context.Context, o Options, s launchSpec, spawn spawnFunc, log *
 		case <-dctx.Done():
 		}
 	}()
-	if p.ch, err = dialChannels(dctx, sockCtx, cf, log); err != nil {
+	ch, err := dialChannels(dctx, sockCtx, cf, log)
+	if err != nil {
 		return fail(startErr(ctx, p, err))
 	}
+	p.ch = ch
 	if err := p.ready(dctx); err != nil {
 		return fail(startErr(ctx, p, err))
 	}
@@ -225,7 +227,7 @@ func startErr(ctx context.Context, p *proc, err error) error {
 // sent before that would lose its first outputs.
 func (p *proc) ready(ctx context.Context) error {
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		h, box, err := p.ch.request(p.ch.shell, "kernel_info_request", struct{}{})
+		h, box, err := p.ch.request(shellChan, "kernel_info_request", struct{}{})
 		if err != nil {
 			return err
 		}

@@ -92,7 +92,7 @@ func (k *Kernel) executeSilent(ctx context.Context, code string) (*Result, error
 	if err := k.finishAdopt(ctx); err != nil {
 		return nil, err
 	}
-	h, box, err := p.ch.request(p.ch.shell, "execute_request", silentRequest(code))
+	h, box, err := p.ch.request(shellChan, "execute_request", silentRequest(code))
 	if err != nil {
 		return nil, err
 	}

@@ -37,8 +37,8 @@ const (
 const summarisePrompt = `Summarise this agent's history so it can continue the task with only your summary and its most recent messages. Use these headings: Goal; Decisions; Progress; Open work; Files touched. Be specific (names, paths, values). At most %d words.`
 
 // compactionLimits are the window, the threshold and keep of the session's model and policy.
-func (s *Session) compactionLimits() (window int64, threshold float64, keep int) {
-	window = int64(s.client.Config().ContextWindow)
+func (s *Session) compactionLimits(client *model.Client) (window int64, threshold float64, keep int) {
+	window = int64(client.Config().ContextWindow)
 	if window <= 0 {
 		window = model.DefaultContextWindow
 	}
@@ -55,14 +55,14 @@ func (s *Session) compactionLimits() (window int64, threshold float64, keep int)
 // maybeCompact compacts when the next request would pass the threshold, or always with force
 // (after the server refused with a context overflow). It is only called between model calls,
 // never in the middle of a tool call.
-func (s *Session) maybeCompact(ctx context.Context, force bool) error {
+func (s *Session) maybeCompact(ctx context.Context, client *model.Client, force bool) error {
 	s.mu.Lock()
 	system := systemPrompt(s.meta) + s.harness.block // what complete sends
 	s.mu.Unlock()
 	conv := s.conversation()
-	window, threshold, keep := s.compactionLimits()
+	window, threshold, keep := s.compactionLimits(client)
 	limit := threshold * float64(window)
-	if !force && float64(s.client.EstimateTokens(model.Request{System: system, Messages: conv})) < limit {
+	if !force && float64(client.EstimateTokens(model.Request{System: system, Messages: conv})) < limit {
 		return nil
 	}
 	// What the compacted context holds whatever is kept: the system prompt and the summary
@@ -70,8 +70,8 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	// latest messages.
 	summaryBytes := min(maxSummary, int(summaryShare*float64(window)*4))
 	vars := s.liveVariables(ctx)
-	bound := summaryMessage(s.meta.Task, strings.Repeat("x", summaryBytes), vars)
-	fixed := s.client.EstimateTokens(model.Request{System: system, Messages: []model.Message{{Role: model.RoleUser, Content: bound}}})
+	bound := summaryMessage(s.task(), strings.Repeat("x", summaryBytes), vars)
+	fixed := client.EstimateTokens(model.Request{System: system, Messages: []model.Message{{Role: model.RoleUser, Content: bound}}})
 	cut := cutPoint(conv, keep, int64(compactTo*limit)-fixed)
 	if cut <= 0 {
 		if force {
@@ -81,7 +81,7 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	}
 	history := renderHistory(conv[:cut], int(maxHistoryText*float64(window)*4))
 	words := max(summaryBytes/7, 30) // about 7 bytes a word, with its space
-	reply, err := s.client.Complete(ctx, model.Request{
+	reply, err := client.Complete(ctx, model.Request{
 		System:   "You write precise working summaries of a coding agent's session.",
 		Messages: []model.Message{{Role: "user", Content: fmt.Sprintf(summarisePrompt, words) + "\n\n" + history}},
 	}, nil)
@@ -90,7 +90,7 @@ func (s *Session) maybeCompact(ctx context.Context, force bool) error {
 	}
 	summary := truncateUTF8(strings.TrimSpace(reply.Text), summaryBytes)
 	kept := len(conv) - cut
-	text := summaryMessage(s.meta.Task, summary, vars)
+	text := summaryMessage(s.task(), summary, vars)
 	s.mu.Lock()
 	s.usage.ModelCalls++
 	s.usage.addTokens(usageEvent(reply.Usage))

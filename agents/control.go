@@ -1,8 +1,11 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/gitstate"
@@ -65,6 +68,82 @@ func (s *Service) Stop(ctx context.Context, id string) error {
 			sess.meta.ID, recErr)
 	}
 	return childErr
+}
+
+// Interrupt cuts the session's running turn short (its cell is interrupted, an interrupted
+// record says the user cancelled it); the session stays and takes the next message. Without
+// a running turn it does nothing. Children go on: each is a session of its own.
+func (s *Service) Interrupt(ctx context.Context, id string) error {
+	sess, err := s.Get(id)
+	if err != nil {
+		return err
+	}
+	sess.interrupt("cancelled by the user")
+	return nil
+}
+
+// SetModel switches the model the session's turns call to name, a model configured for its
+// workspace; a turn running now takes it at its next model call. It is recorded, so a
+// restart keeps it; children started from then on inherit it.
+func (s *Service) SetModel(ctx context.Context, id, name string) (Info, error) {
+	sess, err := s.Get(id)
+	if err != nil {
+		return Info{}, err
+	}
+	if strings.TrimSpace(name) == "" {
+		return Info{}, RequestError("set model: no model named; see `arbor models` for the configured ones")
+	}
+	if sess.State() == Stopped {
+		return Info{}, fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, sess.meta.ID)
+	}
+	resolved, mc, err := sess.cfg.ResolveModel(name)
+	if err != nil {
+		return Info{}, RequestError("set model: " + err.Error())
+	}
+	client, err := newModelClient(resolved, mc, s.log)
+	if err != nil {
+		return Info{}, fmt.Errorf("set model %s: %w", resolved, err)
+	}
+	_, from := sess.modelClient()
+	if from != resolved {
+		if _, err := sess.append(ctx, event.ModelChanged{Model: resolved, From: from}); err != nil {
+			return Info{}, err
+		}
+		sess.mu.Lock()
+		old := sess.client
+		sess.client, sess.model = client, resolved
+		sess.mu.Unlock()
+		if old != nil {
+			old.CloseIdleConnections()
+		}
+		sess.announce()
+	}
+	return s.info(sess), nil
+}
+
+// ModelInfo is one configured model: its name in the configuration and the endpoint's id.
+type ModelInfo struct {
+	Name  string
+	Model string
+}
+
+// Models lists the models configured for the repository containing dir (by name), and its
+// default ("" when there is none).
+func (s *Service) Models(dir string) (models []ModelInfo, def string, err error) {
+	ws, err := s.workspaceFor(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := ws.config(s.overridesFor(ws.Root))
+	if err != nil {
+		return nil, "", err
+	}
+	for n, m := range cfg.Models {
+		models = append(models, ModelInfo{Name: n, Model: cmp.Or(m.Model, n)})
+	}
+	slices.SortFunc(models, func(a, b ModelInfo) int { return cmp.Compare(a.Name, b.Name) })
+	def, _, _ = cfg.ResolveModel("")
+	return models, def, nil
 }
 
 // Diff returns the session's remaining change: against its merge-base with the base commit,

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type CreateRequest struct {
 	// Profile names the profile of arbor.json the session runs with; "" is the parent's, or
 	// none.
 	Profile string
+	// Open starts a root session without a task: it waits idle for its first message (an ACP
+	// client's session/new, whose prompt comes later).
+	Open bool
 	// Goal, when set, is the session's goal from its first turn on (an autonomous run).
 	Goal *GoalSpec
 	// RequestKey is the journal key of the client's request (see [Service.RequestApplied]).
@@ -52,7 +56,10 @@ type CreateRequest struct {
 // admission; the session runs on without the caller.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, error) {
 	req.Task = strings.TrimSpace(req.Task)
-	if req.Task == "" {
+	if req.Open && req.Parent != "" {
+		return nil, RequestError("create session: only a root session can be opened without a task; a child needs one")
+	}
+	if req.Task == "" && !req.Open {
 		return nil, RequestError("create session: the task is empty; say what the session should do")
 	}
 	if req.Goal != nil {
@@ -72,7 +79,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		base = p.head
 		p.mu.Unlock()
 		if req.Model == "" {
-			req.Model = p.meta.Model
+			_, req.Model = p.modelClient()
 		}
 	} else {
 		if req.Dir == "" {
@@ -131,9 +138,13 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		return nil, err
 	}
 	id := newID()
+	slug := req.Task
+	if slug == "" {
+		slug = cmp.Or(req.Name, "session")
+	}
 	meta := Meta{
-		ID: id, Task: req.Task, Name: req.Name, Model: name, BaseCommit: base,
-		Branch:    "arbor/" + gitstate.Slug(req.Task) + "-" + id[:8],
+		ID: id, Task: req.Task, Name: req.Name, Model: name, BaseCommit: base, Open: req.Task == "",
+		Branch:    "arbor/" + gitstate.Slug(slug) + "-" + id[:8],
 		Worktree:  filepath.Join(ws.WorktreeDir, id),
 		Workspace: ws.Root, Created: time.Now().UTC(), Selection: req.Selection,
 		Spec: req.Spec, MaxTurnSteps: req.MaxTurnSteps,
@@ -196,6 +207,12 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 			return nil, err
 		}
 	}
+	if meta.Open {
+		// Nothing to do until the first message: idle, as a session between turns is.
+		sess.setState(ctx, Idle, "")
+		sess.scheduleInactive()
+		return sess, nil
+	}
 	if _, err := sess.enqueue(ctx, "task", task, "follow_up"); err != nil {
 		return nil, err
 	}
@@ -208,7 +225,7 @@ func (s *Service) open(ws *Workspace, meta Meta, cfg workspace.Config, client *m
 	if meta.MaxTurnSteps > 0 && meta.MaxTurnSteps < cfg.MaxTurnSteps {
 		cfg.MaxTurnSteps = meta.MaxTurnSteps // its spec's limit, kept across restarts by the log
 	}
-	sess := &Session{svc: s, ws: ws, meta: meta, cfg: cfg, dir: dir, client: client, head: meta.BaseCommit}
+	sess := &Session{svc: s, ws: ws, meta: meta, cfg: cfg, dir: dir, client: client, model: meta.Model, head: meta.BaseCommit}
 	lg, err := eventlog.Open(filepath.Join(dir, "events.jsonl"), eventlog.Options{Logger: s.log, OnDurable: sess.publish})
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", meta.ID, err)

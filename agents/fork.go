@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,7 +63,8 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 	if cfg, err = withProfile(cfg, "", &src.meta, &prof); err != nil {
 		return nil, err
 	}
-	modelName, mc, err := cfg.ResolveModel(src.meta.Model)
+	_, current := src.modelClient()
+	modelName, mc, err := cfg.ResolveModel(current)
 	if err != nil {
 		return nil, err
 	}
@@ -71,12 +73,13 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 		return nil, err
 	}
 	nid := newID()
-	slug := gitstate.Slug(src.meta.Task)
+	task := src.task()
+	slug := gitstate.Slug(cmp.Or(task, "session"))
 	if name != "" {
 		slug = gitstate.Slug(name)
 	}
 	meta := Meta{
-		ID: nid, Name: name, Task: src.meta.Task, Model: modelName, BaseCommit: src.meta.BaseCommit,
+		ID: nid, Name: name, Task: task, Model: modelName, BaseCommit: src.meta.BaseCommit,
 		Branch: "arbor/" + slug + "-" + nid[:8], Worktree: filepath.Join(src.ws.WorktreeDir, nid),
 		ForkOf: src.meta.ID, ForkSeq: atSeq, Workspace: src.ws.Root, Created: time.Now().UTC(),
 		Profile: prof.Profile, ProfileSettings: prof.ProfileSettings,

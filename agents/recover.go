@@ -141,16 +141,21 @@ func (s *Service) recoverSession(ctx context.Context, ws *Workspace, id string) 
 	if cfg, err = recordedProfile(cfg, meta); err != nil {
 		s.log.Warn("recovered session's profile", "session", id, "profile", meta.Profile, "err", err)
 	}
-	var client *model.Client
-	if name, mc, err := cfg.ResolveModel(meta.Model); err == nil {
-		client, _ = newModelClient(name, mc, s.log)
-	}
-	sess, err := s.open(ws, meta, cfg, client)
+	sess, err := s.open(ws, meta, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
 	sess.replay(recs)
-	if meta.ForkOf == "" && !hasRecord(recs, event.TypeMessageQueued) {
+	// The model is the one the log names last (a model_changed record, else the session's).
+	var client *model.Client
+	_, current := sess.modelClient()
+	if name, mc, err := cfg.ResolveModel(current); err == nil {
+		client, _ = newModelClient(name, mc, s.log)
+	}
+	sess.mu.Lock()
+	sess.client = client
+	sess.mu.Unlock()
+	if meta.ForkOf == "" && !meta.Open && !hasRecord(recs, event.TypeMessageQueued) {
 		// The daemon died between the session's first records and its task: queue it now,
 		// so the session does what it was created for.
 		if rec, err := sess.append(ctx, event.MessageQueued{From: "task", Text: meta.Task, Mode: "follow_up"}); err == nil {
@@ -204,6 +209,7 @@ func (s *Session) replay(recs []eventlog.Record) {
 			}
 		case event.MessageQueued:
 			queued = append(queued, pendingMsg{Seq: r.Seq, From: d.From, Text: d.Text, Mode: d.Mode})
+			s.noteTitle(d.From, d.Text)
 			if d.From == "user" {
 				s.usage.HumanInterventions++
 			}
@@ -229,7 +235,7 @@ func (s *Session) replay(recs []eventlog.Record) {
 			s.usage.ModelCalls++
 			s.usage.addTokens(d.Usage)
 			keep := min(d.Kept, len(s.conv))
-			s.conv = append([]model.Message{{Role: "user", Content: summaryMessage(s.meta.Task, d.Summary, d.LiveVariables)}}, s.conv[len(s.conv)-keep:]...)
+			s.conv = append([]model.Message{{Role: "user", Content: summaryMessage(s.taskLocked(), d.Summary, d.LiveVariables)}}, s.conv[len(s.conv)-keep:]...)
 		case event.SubagentSpawned:
 			// The parent's own log names its children, so links survive a restart whatever
 			// order the sessions are recovered in.
@@ -240,6 +246,8 @@ func (s *Session) replay(recs []eventlog.Record) {
 			s.usage.HarnessEdits++
 		case event.Refined:
 			s.usage.addRefine(d)
+		case event.ModelChanged:
+			s.model = d.Model
 		case event.TurnStarted:
 			s.turn++
 		case event.Checkpoint:

@@ -52,7 +52,8 @@ func (s *Service) Refine(ctx context.Context, id string, req RefineRequest) (Ref
 func (s *Session) refineClient() (*model.Client, string, func(), error) {
 	name := s.cfg.Refine.Model
 	if name == "" {
-		return s.client, s.meta.Model, func() {}, nil
+		c, n := s.modelClient()
+		return c, n, func() {}, nil
 	}
 	n, mc, err := s.cfg.ResolveModel(name)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,7 +96,11 @@ type Session struct {
 	watch      *workspace.Watcher // changes in the worktree since the last checkpoint; nil = scan
 
 	kernel kernelSlot
+	// client calls model, the configured model turns use: meta.Model until the user switches
+	// it (a model_changed record). Both under mu: a switch lands while a turn runs.
 	client *model.Client
+	model  string
+	title  string // an open session's name: its first user message's first line (under mu)
 
 	goal         *goalState // nil without a goal (under mu)
 	inbound      int64      // messages delivered from others than the goal loop (a goal's progress)
@@ -123,10 +128,45 @@ func (s *Session) ID() string { return s.meta.ID }
 // Meta returns the fixed description of the session.
 func (s *Session) Meta() Meta { return s.meta }
 
+// modelClient returns the model client turns call and its configured name; a nil client is
+// resolved again at the next turn.
+func (s *Session) modelClient() (*model.Client, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.client, s.model
+}
+
+// task is what the session is for: its task, or an open session's first message.
+func (s *Session) task() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taskLocked()
+}
+
+func (s *Session) taskLocked() string {
+	if s.meta.Task != "" {
+		return s.meta.Task
+	}
+	return s.title
+}
+
+// noteTitle names an open session after its first user message (mu held).
+func (s *Session) noteTitle(from, text string) {
+	if !s.meta.Open || s.title != "" || from != "user" {
+		return
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	if r := []rune(line); len(r) > 100 {
+		line = string(r[:99]) + "…"
+	}
+	s.title = line
+}
+
 // snapshotLocked copies the session's own fields; the caller holds mu.
 func (s *Session) snapshotLocked() Info {
 	in := Info{Meta: s.meta, State: s.state, Error: s.errMsg, LastSeq: s.log.LastSeq(),
 		Usage: s.usage, Children: append([]string(nil), s.children...)}
+	in.Task, in.Model = s.taskLocked(), s.model
 	if s.archived != nil {
 		in.Discarded, in.Archived = true, s.archived.Archived
 	}
@@ -287,8 +327,8 @@ func (s *Session) shutdown(ctx context.Context) error {
 	if w != nil {
 		w.Close()
 	}
-	if s.client != nil {
-		s.client.CloseIdleConnections() // kept-alive connections hold goroutines of their own
+	if c, _ := s.modelClient(); c != nil {
+		c.CloseIdleConnections() // kept-alive connections hold goroutines of their own
 	}
 	return s.log.Close()
 }

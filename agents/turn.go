@@ -50,6 +50,7 @@ func (s *Session) enqueueMsg(ctx context.Context, q event.MessageQueued) (string
 		return "", fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, s.meta.ID)
 	}
 	s.pending = append(s.pending, pendingMsg{Seq: rec.Seq, From: from, Text: text, Mode: mode})
+	s.noteTitle(from, text)
 	status := "queued"
 	if s.holder == turnHolder && mode != "follow_up" {
 		status = "delivered"
@@ -211,30 +212,36 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 		if hook := s.svc.opts.turnHook; hook != nil && step == 0 {
 			hook(s, turn)
 		}
-		if s.client == nil {
+		client, modelName := s.modelClient()
+		if client == nil {
 			// Recovered without a usable model (its key variable unset, or the model removed
 			// from arbor.json): resolve it again now, or fail the turn saying why.
-			name, mc, err := s.cfg.ResolveModel(s.meta.Model)
+			name, mc, err := s.cfg.ResolveModel(modelName)
 			if err != nil {
-				return fmt.Errorf("model %q: %w", s.meta.Model, err)
+				return fmt.Errorf("model %q: %w", modelName, err)
 			}
-			if s.client, err = newModelClient(name, mc, s.svc.log); err != nil {
-				return fmt.Errorf("model %q: %w", s.meta.Model, err)
+			if client, err = newModelClient(name, mc, s.svc.log); err != nil {
+				return fmt.Errorf("model %q: %w", modelName, err)
 			}
+			s.mu.Lock()
+			if s.client == nil && s.model == modelName {
+				s.client = client
+			}
+			s.mu.Unlock()
 		}
-		if err := s.maybeCompact(ctx, false); err != nil {
+		if err := s.maybeCompact(ctx, client, false); err != nil {
 			return err
 		}
-		reply, err := s.complete(ctx)
+		reply, err := s.complete(ctx, client)
 		if errors.Is(err, model.ErrContextOverflow) {
 			// The estimate was off for this model: compact now and try once more.
-			if cerr := s.maybeCompact(ctx, true); cerr != nil {
-				return fmt.Errorf("model %s: %w; %v", s.meta.Model, err, cerr)
+			if cerr := s.maybeCompact(ctx, client, true); cerr != nil {
+				return fmt.Errorf("model %s: %w; %v", modelName, err, cerr)
 			}
-			reply, err = s.complete(ctx)
+			reply, err = s.complete(ctx, client)
 		}
 		if err != nil {
-			return fmt.Errorf("model %s: %w", s.meta.Model, err)
+			return fmt.Errorf("model %s: %w", modelName, err)
 		}
 		if s.State() == Stopped {
 			return context.Canceled // stopped while the model answered: the reply is not taken
@@ -274,7 +281,7 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 
 // complete calls the model with the session's context. Retries (429, 5xx, timeouts, a stream
 // cut mid-reply) are recorded as they happen, so a flaky endpoint is visible in the log.
-func (s *Session) complete(ctx context.Context) (*model.Reply, error) {
+func (s *Session) complete(ctx context.Context, client *model.Client) (*model.Reply, error) {
 	s.mu.Lock()
 	block := s.harness.block
 	s.mu.Unlock()
@@ -282,7 +289,7 @@ func (s *Session) complete(ctx context.Context) (*model.Reply, error) {
 		OnRetry: func(n int, err error) {
 			s.append(ctx, event.ModelRetry{Retry: n, Error: err.Error()})
 		}}
-	return s.client.Complete(ctx, req, nil)
+	return client.Complete(ctx, req, nil)
 }
 
 func toolCallsEvent(calls []model.ToolCall) []event.ToolCall {

@@ -71,6 +71,9 @@ var journalRules = map[string]journalRule{
 	MethodSessionFork:   keyedNew("a second fork would be a second session: the key on session_created finds the first"),
 	MethodSessionSend:   keyedIn("id", "a message queued twice runs twice: the key on message_queued finds the first"),
 	MethodSessionStop:   asIs("stopping a stopped session records nothing").in("id"),
+	MethodSessionInterrupt: none("cancels the turn running now; after a restart that turn is gone (recovery " +
+		"records it interrupted) and a replay would cancel a later one"),
+	MethodSessionSetModel: asIs("switching to the model the session already runs records nothing").in("id"),
 	MethodSessionDiscard: asIs("a discarded session is refused a second discard; a discard cut short " +
 		"(stopped, not yet removed) is finished").in("id"),
 	MethodSessionAccept: report("commits onto the user's current branch, which may have moved or changed since: " +
@@ -100,6 +103,7 @@ var journalRules = map[string]journalRule{
 	MethodHeartbeatDelete: asIs("a deleted heartbeat is not found a second time"),
 
 	MethodSessions:        none(readOnly),
+	MethodModels:          none(readOnly),
 	MethodSessionGet:      none(readOnly),
 	MethodSessionAttach:   none("connection state: the subscription ends with the connection"),
 	MethodSessionDetach:   none("connection state"),

@@ -34,6 +34,9 @@ var (
 	SessionLog       Method[LogParams, *LogResult]           = MethodSessionLog
 	SessionSend      Method[SendParams, *SendResult]         = MethodSessionSend
 	SessionStop      Method[SessionRef, *Session]            = MethodSessionStop
+	SessionInterrupt Method[SessionRef, *Session]            = MethodSessionInterrupt
+	SessionSetModel  Method[SetModelParams, *Session]        = MethodSessionSetModel
+	Models           Method[ModelsParams, *ModelsResult]     = MethodModels
 	SessionFork      Method[ForkParams, *Session]            = MethodSessionFork
 	SessionDiff      Method[DiffParams, *DiffResult]         = MethodSessionDiff
 	SessionFileAt    Method[FileAtParams, *FileAtResult]     = MethodSessionFileAt
@@ -137,6 +140,9 @@ func buildRoutes() map[string]route {
 		register(SessionLog, (*conn).sessionLog),
 		register(SessionSend, (*conn).sessionSend),
 		register(SessionStop, (*conn).sessionStop),
+		register(SessionInterrupt, (*conn).sessionInterrupt),
+		register(SessionSetModel, (*conn).sessionSetModel),
+		register(Models, (*conn).models),
 		register(SessionFork, (*conn).sessionFork).withCancel(),
 		register(SessionDiff, (*conn).sessionDiff).withCancel(),
 		register(SessionFileAt, (*conn).sessionFileAt).withCancel(),

@@ -26,6 +26,9 @@ const (
 	MethodSessionLog       = "arbor/session.log"
 	MethodSessionSend      = "arbor/session.send"
 	MethodSessionStop      = "arbor/session.stop"
+	MethodSessionInterrupt = "arbor/session.interrupt"
+	MethodSessionSetModel  = "arbor/session.setModel"
+	MethodModels           = "arbor/models"
 	MethodSessionFork      = "arbor/session.fork"
 	MethodSessionDiff      = "arbor/session.diff"
 	MethodSessionFileAt    = "arbor/session.fileAt"
@@ -244,6 +247,34 @@ type SessionCreateParams struct {
 	// Profile names a profile of arbor.json or the user config to run with ("profiles"); a
 	// child runs with its parent's.
 	Profile string `json:"profile,omitempty"`
+	// Open starts a root session without a task (Task empty): it is idle until its first
+	// arbor/session.send, whose first line then names it (arbor acp's session/new).
+	Open bool `json:"open,omitempty"`
+}
+
+// SetModelParams switches a session's model to Model, a name from arbor/models.
+type SetModelParams struct {
+	ID    string `json:"id"`
+	Model string `json:"model"`
+}
+
+// ModelsParams names a repository by any directory inside it ("" = the client's root).
+type ModelsParams struct {
+	Dir string `json:"dir,omitempty"`
+}
+
+// ModelInfo is one configured model: Name is what sessions and arbor.json call it, Model the
+// endpoint's own id.
+type ModelInfo struct {
+	Name  string `json:"name"`
+	Model string `json:"model"`
+}
+
+// ModelsResult lists the models a session of the repository can run with, and the default
+// ("" when none is set and several are configured).
+type ModelsResult struct {
+	Models  []ModelInfo `json:"models"`
+	Default string      `json:"default,omitempty"`
 }
 
 // SessionRef names one session by id (a unique prefix is accepted).

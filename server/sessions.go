@@ -14,7 +14,7 @@ func (c *conn) sessionCreate(ctx context.Context, p SessionCreateParams) (*Sessi
 		c.mu.Unlock()
 	}
 	req := agents.CreateRequest{Task: p.Task, Dir: p.Dir, Parent: p.Parent, Name: p.Name, Model: p.Model, Profile: p.Profile,
-		RequestKey: requestKey(ctx)}
+		Open: p.Open, RequestKey: requestKey(ctx)}
 	if s := p.Selection; s != nil && s.Text != "" {
 		req.Selection = fmt.Sprintf("%s lines %d-%d:\n%s", s.URI, s.StartLine+1, s.EndLine+1, s.Text)
 	}
@@ -68,6 +68,38 @@ func (c *conn) sessionSend(ctx context.Context, p SendParams) (*SendResult, erro
 		return nil, err
 	}
 	return &SendResult{Status: status}, nil
+}
+
+func (c *conn) sessionInterrupt(ctx context.Context, p SessionRef) (*Session, error) {
+	if err := c.srv.agents.Interrupt(ctx, p.ID); err != nil {
+		return nil, err
+	}
+	return c.sessionGet(ctx, p)
+}
+
+func (c *conn) sessionSetModel(ctx context.Context, p SetModelParams) (*Session, error) {
+	info, err := c.srv.agents.SetModel(ctx, p.ID, p.Model)
+	if err != nil {
+		return nil, err
+	}
+	return sessionResult(info), nil
+}
+
+func (c *conn) models(ctx context.Context, p ModelsParams) (*ModelsResult, error) {
+	if p.Dir == "" {
+		c.mu.Lock()
+		p.Dir = c.rootDir
+		c.mu.Unlock()
+	}
+	models, def, err := c.srv.agents.Models(p.Dir)
+	if err != nil {
+		return nil, err
+	}
+	res := &ModelsResult{Models: make([]ModelInfo, 0, len(models)), Default: def}
+	for _, m := range models {
+		res.Models = append(res.Models, ModelInfo{Name: m.Name, Model: m.Model})
+	}
+	return res, nil
 }
 
 func (c *conn) sessionStop(ctx context.Context, p SessionRef) (*Session, error) {

@@ -27,7 +27,7 @@ type Payload interface {
 func Registered() []Payload {
 	return []Payload{
 		SessionCreated{}, StateChanged{}, TurnStarted{}, MessageQueued{}, UserMessage{},
-		AssistantMessage{}, ModelRetry{}, ToolStarted{}, ToolOutput{}, ToolFinished{}, Checkpoint{},
+		AssistantMessage{}, ModelRetry{}, ModelChanged{}, ToolStarted{}, ToolOutput{}, ToolFinished{}, Checkpoint{},
 		TurnFailed{}, Interrupted{}, Recovered{}, Kernel{}, SubagentSpawned{}, MessageSent{},
 		Compaction{}, WorktreeSetup{}, Forked{}, Accepted{}, Merged{}, Rejected{}, Discarded{},
 		HarnessProposed{}, HarnessApplied{}, HarnessRejected{}, HarnessRolledBack{}, Refined{},

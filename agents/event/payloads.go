@@ -14,6 +14,7 @@ const (
 	TypeUserMessage       Type = "user_message"
 	TypeAssistantMessage  Type = "assistant_message"
 	TypeModelRetry        Type = "model_retry"
+	TypeModelChanged      Type = "model_changed"
 	TypeToolStarted       Type = "tool_started"
 	TypeToolFinished      Type = "tool_finished"
 	TypeToolOutput        Type = "tool_output"
@@ -75,6 +76,9 @@ type SessionCreated struct {
 	// turns read these instead of the scopes' heads, so a measurement (an eval task) sees one
 	// version whatever changes meanwhile. Children and forks keep the pin.
 	Harness map[string]string `json:"harness,omitempty"`
+	// Open is a session started without a task (arbor acp's session/new): it waits idle for
+	// its first message, whose first line then names it.
+	Open bool `json:"open,omitempty"`
 }
 
 // StateChanged is a lifecycle change; Reason says why a session failed or stopped.
@@ -160,6 +164,13 @@ type AssistantMessage struct {
 type ModelRetry struct {
 	Retry int    `json:"retry"`
 	Error string `json:"error"`
+}
+
+// ModelChanged is the user switching the session's model: turns from then on call Model (a
+// configured name); From is the one before.
+type ModelChanged struct {
+	Model string `json:"model"`
+	From  string `json:"from"`
 }
 
 // ToolStarted is a cell about to run.
@@ -491,6 +502,7 @@ func (MessageQueued) EventType() Type     { return TypeMessageQueued }
 func (UserMessage) EventType() Type       { return TypeUserMessage }
 func (AssistantMessage) EventType() Type  { return TypeAssistantMessage }
 func (ModelRetry) EventType() Type        { return TypeModelRetry }
+func (ModelChanged) EventType() Type      { return TypeModelChanged }
 func (ToolStarted) EventType() Type       { return TypeToolStarted }
 func (ToolOutput) EventType() Type        { return TypeToolOutput }
 func (Rejected) EventType() Type          { return TypeRejected }

@@ -104,6 +104,8 @@ func eventLine(p event.Payload) string {
 		return line
 	case event.ModelRetry:
 		return fmt.Sprintf("model retry %d: %s", d.Retry, d.Error)
+	case event.ModelChanged:
+		return fmt.Sprintf("model %s → %s", orDefault(d.From, "(default)"), d.Model)
 	case event.SubagentSpawned:
 		return fmt.Sprintf("spawned subagent %s on %s: %s", orDefault(d.Name, abbrev(d.ID, 8)), d.Branch, firstLine(d.Task))
 	case event.MessageSent:

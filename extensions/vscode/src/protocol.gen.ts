@@ -17,6 +17,9 @@ export const MethodSessionDetach = 'arbor/session.detach';
 export const MethodSessionLog = 'arbor/session.log';
 export const MethodSessionSend = 'arbor/session.send';
 export const MethodSessionStop = 'arbor/session.stop';
+export const MethodSessionInterrupt = 'arbor/session.interrupt';
+export const MethodSessionSetModel = 'arbor/session.setModel';
+export const MethodModels = 'arbor/models';
 export const MethodSessionFork = 'arbor/session.fork';
 export const MethodSessionDiff = 'arbor/session.diff';
 export const MethodSessionFileAt = 'arbor/session.fileAt';
@@ -106,6 +109,7 @@ export const EventMessageQueued = 'message_queued';
 export const EventUserMessage = 'user_message';
 export const EventAssistantMessage = 'assistant_message';
 export const EventModelRetry = 'model_retry';
+export const EventModelChanged = 'model_changed';
 export const EventToolStarted = 'tool_started';
 export const EventToolOutput = 'tool_output';
 export const EventToolFinished = 'tool_finished';
@@ -557,6 +561,20 @@ export interface HeartbeatListResult {
   heartbeats: Heartbeat[];
 }
 
+export interface ModelsParams {
+  dir?: string;
+}
+
+export interface ModelsResult {
+  models: ModelInfo[];
+  default?: string;
+}
+
+export interface ModelInfo {
+  name: string;
+  model: string;
+}
+
 export interface ProfilesParams {
   dir?: string;
 }
@@ -786,6 +804,7 @@ export interface SessionCreateParams {
   goal?: GoalSetParams;
   autonomous?: boolean;
   profile?: string;
+  open?: boolean;
 }
 
 export interface Selection {
@@ -906,6 +925,11 @@ export interface SendResult {
   status: string;
 }
 
+export interface SetModelParams {
+  id: string;
+  model: string;
+}
+
 export interface SessionsParams {
   dir?: string;
 }
@@ -963,6 +987,7 @@ export interface SessionCreated {
   profileSettings?: unknown;
   requestKey?: string;
   harness?: Record<string, string>;
+  open?: boolean;
 }
 
 export interface StateChanged {
@@ -1018,6 +1043,11 @@ export interface TokenUsage {
 export interface ModelRetry {
   retry: number;
   error: string;
+}
+
+export interface ModelChanged {
+  model: string;
+  from: string;
 }
 
 export interface ToolStarted {
@@ -1260,6 +1290,7 @@ export interface EventPayloads {
   user_message: UserMessage;
   assistant_message: AssistantMessage;
   model_retry: ModelRetry;
+  model_changed: ModelChanged;
   tool_started: ToolStarted;
   tool_output: ToolOutput;
   tool_finished: ToolFinished;
@@ -1300,6 +1331,7 @@ export const EventTypes: readonly EventType[] = [
   'user_message',
   'assistant_message',
   'model_retry',
+  'model_changed',
   'tool_started',
   'tool_output',
   'tool_finished',
@@ -1353,6 +1385,7 @@ export interface Requests {
   'arbor/heartbeat.create': { params: HeartbeatCreateParams; result: Heartbeat };
   'arbor/heartbeat.delete': { params: HeartbeatID; result: Heartbeat };
   'arbor/heartbeat.list': { params: HeartbeatListParams; result: HeartbeatListResult };
+  'arbor/models': { params: ModelsParams; result: ModelsResult };
   'arbor/profiles': { params: ProfilesParams; result: ProfilesResult };
   'arbor/progress': { params: ProgressParams; result: ProgressResult };
   'arbor/refine.accept': { params: ProposalDecideParams; result: Proposal };
@@ -1370,10 +1403,12 @@ export interface Requests {
   'arbor/session.fileAt': { params: FileAtParams; result: FileAtResult };
   'arbor/session.fork': { params: ForkParams; result: Session };
   'arbor/session.get': { params: SessionRef; result: Session };
+  'arbor/session.interrupt': { params: SessionRef; result: Session };
   'arbor/session.log': { params: LogParams; result: LogResult };
   'arbor/session.merge': { params: MergeParams; result: AcceptResult };
   'arbor/session.reject': { params: RejectParams; result: RejectResult };
   'arbor/session.send': { params: SendParams; result: SendResult };
+  'arbor/session.setModel': { params: SetModelParams; result: Session };
   'arbor/session.stop': { params: SessionRef; result: Session };
   'arbor/sessions': { params: SessionsParams; result: SessionsResult };
   'arbor/trust.get': { params: TrustParams; result: TrustState };

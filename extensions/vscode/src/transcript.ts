@@ -89,6 +89,8 @@ function body(e: P.TypedEvent): string[] {
     }
     case P.EventModelRetry:
       return [`model call failed, retry ${e.data.retry}: ${e.data.error}`];
+    case P.EventModelChanged:
+      return [`model ${e.data.from || '?'} → ${e.data.model}`];
     case P.EventToolStarted:
       // The code is in the assistant_message just before; say only that it runs.
       return [`running cell \`${e.data.callId}\`…`];
@@ -253,7 +255,7 @@ function body(e: P.TypedEvent): string[] {
 const known: Record<P.EventType, true> = {
   [P.EventSessionCreated]: true, [P.EventStateChanged]: true, [P.EventTurnStarted]: true,
   [P.EventMessageQueued]: true, [P.EventUserMessage]: true, [P.EventAssistantMessage]: true,
-  [P.EventModelRetry]: true, [P.EventToolStarted]: true, [P.EventToolOutput]: true, [P.EventToolFinished]: true,
+  [P.EventModelRetry]: true, [P.EventModelChanged]: true, [P.EventToolStarted]: true, [P.EventToolOutput]: true, [P.EventToolFinished]: true,
   [P.EventCheckpoint]: true, [P.EventTurnFailed]: true, [P.EventInterrupted]: true,
   [P.EventRecovered]: true, [P.EventKernel]: true, [P.EventSubagentSpawned]: true,
   [P.EventMessageSent]: true, [P.EventCompaction]: true, [P.EventWorktreeSetup]: true,

@@ -166,6 +166,8 @@ export class TranscriptModel {
       case P.EventInterrupted:
       case P.EventModelRetry:
         return [this.quiet(e, base, 'alert')];
+      case P.EventModelChanged:
+        return [this.quiet(e, base, 'quiet')];
       case P.EventStateChanged: {
         const d = e.data;
         const alert = d.state === P.StateFailed ? 'alert' : 'quiet';

@@ -126,6 +126,10 @@ render[P.EventModelRetry] = function(d, lines)
   table.insert(lines, string.format('model call failed, retry %d: %s', num(d.retry), s(d.error) or ''))
 end
 
+render[P.EventModelChanged] = function(d, lines)
+  table.insert(lines, string.format('model %s → %s', s(d.from) or '?', s(d.model) or '?'))
+end
+
 render[P.EventToolStarted] = function(d, lines)
   -- The code is in the assistant_message just before; say only that it runs.
   table.insert(lines, 'running cell' .. (s(d.callId) and (' ' .. s(d.callId)) or '') .. '…')

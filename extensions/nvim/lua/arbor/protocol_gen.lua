@@ -17,6 +17,9 @@ M.MethodSessionDetach = 'arbor/session.detach'
 M.MethodSessionLog = 'arbor/session.log'
 M.MethodSessionSend = 'arbor/session.send'
 M.MethodSessionStop = 'arbor/session.stop'
+M.MethodSessionInterrupt = 'arbor/session.interrupt'
+M.MethodSessionSetModel = 'arbor/session.setModel'
+M.MethodModels = 'arbor/models'
 M.MethodSessionFork = 'arbor/session.fork'
 M.MethodSessionDiff = 'arbor/session.diff'
 M.MethodSessionFileAt = 'arbor/session.fileAt'
@@ -96,6 +99,7 @@ M.EventMessageQueued = 'message_queued'
 M.EventUserMessage = 'user_message'
 M.EventAssistantMessage = 'assistant_message'
 M.EventModelRetry = 'model_retry'
+M.EventModelChanged = 'model_changed'
 M.EventToolStarted = 'tool_started'
 M.EventToolOutput = 'tool_output'
 M.EventToolFinished = 'tool_finished'
@@ -504,6 +508,17 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@class arbor.HeartbeatListResult
 ---@field heartbeats arbor.Heartbeat[]
 
+---@class arbor.ModelsParams
+---@field dir? string
+
+---@class arbor.ModelsResult
+---@field models arbor.ModelInfo[]
+---@field default? string
+
+---@class arbor.ModelInfo
+---@field name string
+---@field model string
+
 ---@class arbor.ProfilesParams
 ---@field dir? string
 
@@ -707,6 +722,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field goal? arbor.GoalSetParams
 ---@field autonomous? boolean
 ---@field profile? string
+---@field open? boolean
 
 ---@class arbor.Selection
 ---@field uri string
@@ -808,6 +824,10 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@class arbor.SendResult
 ---@field status string
 
+---@class arbor.SetModelParams
+---@field id string
+---@field model string
+
 ---@class arbor.SessionsParams
 ---@field dir? string
 
@@ -858,6 +878,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field profileSettings? any
 ---@field requestKey? string
 ---@field harness? table<string,string>
+---@field open? boolean
 
 ---@class arbor.StateChanged
 ---@field state arbor.SessionState
@@ -904,6 +925,10 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@class arbor.ModelRetry
 ---@field retry number
 ---@field error string
+
+---@class arbor.ModelChanged
+---@field model string
+---@field from string
 
 ---@class arbor.ToolStarted
 ---@field callId string
@@ -1155,6 +1180,9 @@ M.fields = {
   HeartbeatID = { 'id' },
   HeartbeatListParams = { 'session' },
   HeartbeatListResult = { 'heartbeats' },
+  ModelsParams = { 'dir' },
+  ModelsResult = { 'models', 'default' },
+  ModelInfo = { 'name', 'model' },
   ProfilesParams = { 'dir' },
   ProfilesResult = { 'profiles' },
   ProfileInfo = { 'name', 'source', 'settings', 'untrusted', 'trustCommand' },
@@ -1181,7 +1209,7 @@ M.fields = {
   SessionRef = { 'id' },
   ConflictsResult = { 'child', 'parent', 'parentHead', 'childHead', 'files' },
   ConflictFile = { 'path', 'base', 'ours', 'theirs', 'merged', 'baseMissing', 'oursMissing', 'theirsMissing', 'binary' },
-  SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal', 'autonomous', 'profile' },
+  SessionCreateParams = { 'task', 'dir', 'parent', 'name', 'model', 'selection', 'goal', 'autonomous', 'profile', 'open' },
   Selection = { 'uri', 'startLine', 'endLine', 'text' },
   DiffParams = { 'id', 'turn', 'all' },
   DiffResult = { 'base', 'head', 'files', 'patch', 'accepted' },
@@ -1200,6 +1228,7 @@ M.fields = {
   RejectResult = { 'commit', 'files' },
   SendParams = { 'id', 'text', 'mode' },
   SendResult = { 'status' },
+  SetModelParams = { 'id', 'model' },
   SessionsParams = { 'dir' },
   SessionsResult = { 'sessions' },
   TrustParams = { 'dir' },
@@ -1207,7 +1236,7 @@ M.fields = {
   TrustGrantParams = { 'dir', 'hash' },
   SessionTreeParams = { 'full', 'sessions' },
   FellBehindParams = { 'session', 'lastSeq' },
-  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps', 'profile', 'profileSettings', 'requestKey', 'harness' },
+  SessionCreated = { 'id', 'parent', 'name', 'task', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'selection', 'spec', 'maxTurnSteps', 'profile', 'profileSettings', 'requestKey', 'harness', 'open' },
   StateChanged = { 'state', 'reason' },
   TurnStarted = { 'turn' },
   MessageQueued = { 'from', 'text', 'mode', 'heartbeat', 'requestKey' },
@@ -1217,6 +1246,7 @@ M.fields = {
   ToolCall = { 'id', 'code' },
   TokenUsage = { 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'estimated' },
   ModelRetry = { 'retry', 'error' },
+  ModelChanged = { 'model', 'from' },
   ToolStarted = { 'callId', 'code' },
   ToolOutput = { 'callId', 'stream', 'text', 'truncated' },
   ToolFinished = { 'callId', 'status', 'output', 'bytes', 'durationMs', 'executionCount', 'artifact', 'rich', 'error' },
@@ -1256,6 +1286,7 @@ M.event_payloads = {
   user_message = 'UserMessage',
   assistant_message = 'AssistantMessage',
   model_retry = 'ModelRetry',
+  model_changed = 'ModelChanged',
   tool_started = 'ToolStarted',
   tool_output = 'ToolOutput',
   tool_finished = 'ToolFinished',
@@ -1306,6 +1337,7 @@ M.requests = {
   ['arbor/heartbeat.create'] = { params = 'arbor.HeartbeatCreateParams', result = 'arbor.Heartbeat' },
   ['arbor/heartbeat.delete'] = { params = 'arbor.HeartbeatID', result = 'arbor.Heartbeat' },
   ['arbor/heartbeat.list'] = { params = 'arbor.HeartbeatListParams', result = 'arbor.HeartbeatListResult' },
+  ['arbor/models'] = { params = 'arbor.ModelsParams', result = 'arbor.ModelsResult' },
   ['arbor/profiles'] = { params = 'arbor.ProfilesParams', result = 'arbor.ProfilesResult' },
   ['arbor/progress'] = { params = 'arbor.ProgressParams', result = 'arbor.ProgressResult' },
   ['arbor/refine.accept'] = { params = 'arbor.ProposalDecideParams', result = 'arbor.Proposal' },
@@ -1323,10 +1355,12 @@ M.requests = {
   ['arbor/session.fileAt'] = { params = 'arbor.FileAtParams', result = 'arbor.FileAtResult' },
   ['arbor/session.fork'] = { params = 'arbor.ForkParams', result = 'arbor.Session' },
   ['arbor/session.get'] = { params = 'arbor.SessionRef', result = 'arbor.Session' },
+  ['arbor/session.interrupt'] = { params = 'arbor.SessionRef', result = 'arbor.Session' },
   ['arbor/session.log'] = { params = 'arbor.LogParams', result = 'arbor.LogResult' },
   ['arbor/session.merge'] = { params = 'arbor.MergeParams', result = 'arbor.AcceptResult' },
   ['arbor/session.reject'] = { params = 'arbor.RejectParams', result = 'arbor.RejectResult' },
   ['arbor/session.send'] = { params = 'arbor.SendParams', result = 'arbor.SendResult' },
+  ['arbor/session.setModel'] = { params = 'arbor.SetModelParams', result = 'arbor.Session' },
   ['arbor/session.stop'] = { params = 'arbor.SessionRef', result = 'arbor.Session' },
   ['arbor/sessions'] = { params = 'arbor.SessionsParams', result = 'arbor.SessionsResult' },
   ['arbor/trust.get'] = { params = 'arbor.TrustParams', result = 'arbor.TrustState' },
@@ -1350,6 +1384,7 @@ M.event_types = {
   'user_message',
   'assistant_message',
   'model_retry',
+  'model_changed',
   'tool_started',
   'tool_output',
   'tool_finished',

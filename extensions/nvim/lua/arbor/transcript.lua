@@ -240,6 +240,7 @@ local quiet = {
   [P.EventKernel] = true,
   [P.EventWorktreeSetup] = true,
   [P.EventModelRetry] = true,
+  [P.EventModelChanged] = true,
 }
 
 --- Adds event ev (one arbor/event record); events at or before the last one added are ignored.

@@ -13,7 +13,8 @@ import (
 
 const openScript = `{"rules":[
  {"when":{"last":"^long cell"},"code":"import time\nfor i in range(600):\n    print('tick', i, flush=True)\n    time.sleep(0.1)"},
- {"when":{"last":"^rename"},"text":"renamed"}
+ {"when":{"last":"^rename"},"text":"renamed"},
+ {"when":{"last":"^refuse"},"text":"I cannot help with that","finish":"content_filter"}
 ],"default":{"text":"ok"}}`
 
 // An open session starts idle with no turn and no task, takes its name from its first
@@ -144,5 +145,23 @@ func TestSetModel(t *testing.T) {
 	models, def, err := svc.Models(e.repo)
 	if err != nil || len(models) != 2 || models[0].Name != "other" || models[0].Model != "other-id-9" || def != "scripted" {
 		t.Fatalf("models %+v default %q err %v", models, def, err)
+	}
+}
+
+// A reply that ended other than naturally (a refusal, the token limit) says so in its record.
+func TestAssistantFinishRecorded(t *testing.T) {
+	e := newEnv(t, openScript)
+	s := e.createWith(CreateRequest{Open: true})
+	if _, err := e.svc.Send(context.Background(), s.meta.ID, "refuse this", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	e.settled(s)
+	if _, err := e.svc.Send(context.Background(), s.meta.ID, "rename it", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	e.settled(s)
+	msgs := e.events(s, event.TypeAssistantMessage)
+	if len(msgs) != 2 || msgs[0]["finish"] != "content_filter" || msgs[1]["finish"] != nil {
+		t.Fatalf("assistant messages %v", msgs)
 	}
 }

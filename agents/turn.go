@@ -253,7 +253,8 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 		s.mu.Unlock()
 		s.svc.spent(s) // a goal above whose budget this used up ends, interrupting this turn
 		// The conversation takes the reply once it is recorded, so replay rebuilds the same one.
-		if _, err := s.append(ctx, event.AssistantMessage{Text: reply.Text, ToolCalls: toolCallsEvent(reply.ToolCalls), Usage: usageEvent(reply.Usage), Retries: reply.Retries}); err != nil {
+		if _, err := s.append(ctx, event.AssistantMessage{Text: reply.Text, ToolCalls: toolCallsEvent(reply.ToolCalls), Usage: usageEvent(reply.Usage), Retries: reply.Retries,
+			Finish: unnaturalFinish(reply.FinishReason)}); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -290,6 +291,15 @@ func (s *Session) complete(ctx context.Context, client *model.Client) (*model.Re
 			s.append(ctx, event.ModelRetry{Retry: n, Error: err.Error()})
 		}}
 	return client.Complete(ctx, req, nil)
+}
+
+// unnaturalFinish keeps a finish reason other than the reply's natural end.
+func unnaturalFinish(r string) string {
+	switch r {
+	case "", "stop", "tool_calls", "function_call":
+		return ""
+	}
+	return r
 }
 
 func toolCallsEvent(calls []model.ToolCall) []event.ToolCall {

@@ -158,6 +158,9 @@ type AssistantMessage struct {
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	Usage     TokenUsage `json:"usage"`
 	Retries   int        `json:"retries,omitempty"`
+	// Finish is why the reply ended when that was not its natural end: "length" (the
+	// output token limit), "content_filter" (the provider refused). Empty otherwise.
+	Finish string `json:"finish,omitempty"`
 }
 
 // ModelRetry is a failed model call about to be retried.

@@ -103,6 +103,7 @@ var callSeq atomic.Int64
 
 // answer is a reply rendered for one request.
 type answer struct {
+	finish       string // the finish_reason the script asks for ("" = stop or tool_calls)
 	text         string
 	code         string // empty in fenced mode or without code
 	callID       string
@@ -112,7 +113,7 @@ type answer struct {
 }
 
 func (s *Script) answer(r Reply, c conversation, fenced bool) answer {
-	a := answer{text: r.Text}
+	a := answer{text: r.Text, finish: r.Finish}
 	if r.Code != "" {
 		if fenced {
 			if a.text != "" {
@@ -165,6 +166,9 @@ func (a answer) finishReason() *string {
 	r := "stop"
 	if a.code != "" {
 		r = "tool_calls"
+	}
+	if a.finish != "" {
+		r = a.finish
 	}
 	return &r
 }

@@ -36,6 +36,8 @@
 // robustness a reply may also carry:
 //
 //   - "delay_ms": N — wait N milliseconds before answering.
+//   - "finish": "length" or "content_filter" — the finish_reason to answer with (a reply cut
+//     at its token limit, a refusal) instead of stop or tool_calls.
 //   - "fail": {"status": 429|500|..., "message": "...", "type": "...",
 //     "code": "...", "times": N} — answer with an OpenAI-style JSON error
 //     instead. {"cut": true, "times": N} cuts a stream after the first
@@ -140,6 +142,9 @@ type Reply struct {
 	Usage   *Usage `json:"usage,omitempty"`
 	DelayMS int    `json:"delay_ms,omitempty"`
 	Fail    *Fail  `json:"fail,omitempty"`
+	// Finish is the finish_reason to answer with instead of stop or tool_calls: "length",
+	// "content_filter" (a refusal).
+	Finish string `json:"finish,omitempty"`
 }
 
 // Usage overrides the estimated token counts of a reply.

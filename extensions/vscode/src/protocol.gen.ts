@@ -1025,6 +1025,7 @@ export interface AssistantMessage {
   toolCalls?: ToolCall[];
   usage: TokenUsage;
   retries?: number;
+  finish?: string;
 }
 
 export interface ToolCall {

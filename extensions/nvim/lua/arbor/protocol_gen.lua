@@ -910,6 +910,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field toolCalls? arbor.ToolCall[]
 ---@field usage arbor.TokenUsage
 ---@field retries? number
+---@field finish? string
 
 ---@class arbor.ToolCall
 ---@field id string
@@ -1242,7 +1243,7 @@ M.fields = {
   MessageQueued = { 'from', 'text', 'mode', 'heartbeat', 'requestKey' },
   HeartbeatRef = { 'id', 'run', 'count' },
   UserMessage = { 'text', 'from', 'queuedSeq', 'via' },
-  AssistantMessage = { 'text', 'toolCalls', 'usage', 'retries' },
+  AssistantMessage = { 'text', 'toolCalls', 'usage', 'retries', 'finish' },
   ToolCall = { 'id', 'code' },
   TokenUsage = { 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'estimated' },
   ModelRetry = { 'retry', 'error' },

@@ -212,7 +212,11 @@ func parseRequest(line []byte) (bridgeRequest, error) {
 	return req, nil
 }
 
-func (b *bridge) handle(req bridgeRequest) (any, error) {
+func (b *bridge) handle(req bridgeRequest) (any, error) { return answerHost(b.ctx, b.host, req) }
+
+// answerHost answers one host request: "ping" itself, the other methods of bridgeMethods by
+// host, anything else refused.
+func answerHost(ctx context.Context, host HostHandler, req bridgeRequest) (any, error) {
 	if !bridgeMethods[req.Method] {
 		return nil, fmt.Errorf("unknown Arbor method %q", req.Method)
 	}
@@ -235,7 +239,7 @@ func (b *bridge) handle(req bridgeRequest) (any, error) {
 		}
 		return p.Payload, nil
 	}
-	return b.host.HandleHost(b.ctx, req.Method, params)
+	return host.HandleHost(ctx, req.Method, params)
 }
 
 // close stops accepting, cancels in-flight handlers, closes connections and waits for every

@@ -37,6 +37,48 @@
 // on control need ipykernel 6.17 patched, and the socket round trip (≈ 0.06 ms) is ≈ 40×
 // faster than a control-channel comm.
 //
+// # Kernels on a gateway
+//
+// With Options.Gateway the kernel is not a local process: it runs on a Jupyter Server or a
+// Jupyter Enterprise Gateway (which runs kernels as Kubernetes pods or YARN containers),
+// started with POST /api/kernels (the Gateway's KernelName) and driven over
+// /api/kernels/{id}/channels, a WebSocket carrying Jupyter's JSON message format (a "channel"
+// field on each message; binary frames when there are buffers), every request authenticated
+// with Authorization: token. The transport is the only part that changes: beneath [Kernel]
+// both kinds are a wire (shell and control requests out, messages routed to their request's
+// mailbox by parent msg_id), so Execute, output streaming, snapshots, Ping and the rest run
+// the same code. What a local kernel does with signals and its process, a gateway kernel does
+// with REST: the ladder's second rung is POST …/interrupt, its last rung POST …/restart (the
+// same kernel id, the namespace restored from the snapshot), Close is DELETE.
+//
+// A gateway's kernel is the stock kernel of its spec, so the runtime is booted into it by a
+// silent cell that sends the runtime's modules as source, changes to Dir, restores the
+// snapshot and installs the surface: nothing Arbor-specific is installed on the cluster. Dir,
+// StateDir and the snapshot must be at the same paths there (shared-filesystem mode; DESIGN.md
+// shows a Kubernetes example and designs the mode without one); a kernel that cannot use Dir
+// fails its start saying so.
+//
+// The host bridge cannot be the Unix socket: the kernel is on another machine, and the
+// cluster need not be able to reach the daemon at all. It is carried over the Jupyter
+// connection the daemon already holds: the runtime sends each request as a comm_msg on iopub
+// (the same {"id","method","params"} frame, on a comm id given at boot), and the daemon
+// answers with comm_msg on the control channel, which the boot cell routes to the runtime
+// (ipykernel serves control on its own thread while a cell runs; a reply on shell would wait
+// behind the very cell that awaits it). Requests are checked against the same method table,
+// at most 64 answered at once. No token is needed on top: only a client holding the gateway's
+// token can reach the kernel's channels, and the session's identity comes from the kernel's
+// owner, as with the socket. Jupyter Server rate-limits iopub (1,000 messages/s, 1 MB/s of
+// stream output by default): a gateway for Arbor should raise iopub_data_rate_limit.
+//
+// A gateway kernel is dead when the gateway says so (a "dead" status, a "restarting" or a
+// shutdown Arbor did not ask for, a 404 from GET /api/kernels/{id} polled every Gateway.Poll)
+// or when its WebSocket drops and cannot be reconnected within Gateway.Reconnect; a drop that
+// heals is invisible, since the server replays what it buffered for the session. A cell in
+// flight then returns Status "died" with the reason; Revive starts a new kernel (deleting the
+// dead one) at the next cell. A start fails with ErrGatewayUnreachable for a URL that does not
+// answer, ErrGatewayAuth for a refused token (401/403, named), and an unknown kernel name with
+// the gateway's list.
+//
 // # Cells that will not stop, and dead kernels
 //
 // A cell past its timeout gets interrupt_request, then SIGINT, then a restart with the namespace

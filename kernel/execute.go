@@ -81,6 +81,9 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 			}
 			st.res.Status = StatusDied
 			n := fmt.Sprintf("The kernel process died while running this cell (%s); its live variables are lost.", exitReason(p))
+			if p.gw != nil {
+				n = fmt.Sprintf("The kernel on the gateway was lost while running this cell (%s); its live variables are lost.", exitReason(p))
+			}
 			if k.opts.Revive {
 				n += " The next cell starts a new kernel with the latest snapshot restored."
 			}
@@ -108,8 +111,8 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 					k.log.Warn("kernel: interrupt_request", "err", err)
 				}
 			case 2:
-				k.log.Info("kernel: cell ignored interrupt_request; sending SIGINT to the process group")
-				st.interrupted = "SIGINT to the kernel's process group"
+				k.log.Info("kernel: cell ignored interrupt_request; sending " + p.interruptName())
+				st.interrupted = p.interruptName()
 				if err := p.signal(syscall.SIGINT); err != nil {
 					k.log.Warn("kernel: SIGINT", "err", err)
 				}
@@ -117,6 +120,9 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 				k.log.Warn("kernel: cell ignored SIGINT; restarting the kernel")
 				st.res.Status = StatusTimeout
 				notice := fmt.Sprintf("The cell ran past its %v timeout and ignored interrupt_request and SIGINT, so Arbor killed and restarted the kernel.", timeout)
+				if p.gw != nil {
+					notice = fmt.Sprintf("The cell ran past its %v timeout and ignored interrupt_request and the gateway's interrupt, so Arbor restarted the kernel through the gateway.", timeout)
+				}
 				k.cells = max(k.cells, st.res.ExecutionCount)
 				if m, err := k.replace(context.WithoutCancel(ctx), p); err != nil {
 					notice += fmt.Sprintf(" The restart failed (%v); the kernel is not running.", err)
@@ -135,6 +141,22 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 	}
 	if abandoned != nil {
 		return nil, fmt.Errorf("execute: %w", abandoned)
+	}
+	if p.gw != nil && st.interrupted == "" && st.res.Error != nil && st.res.Error.Name == "KeyboardInterrupt" {
+		// A gateway shutting its kernels down interrupts them first: the cell ends with a
+		// KeyboardInterrupt nobody here sent, and the shutdown follows at once. Say so.
+		select {
+		case <-p.exited:
+			st.finish()
+			st.res.Status = StatusDied
+			st.notice(fmt.Sprintf("The kernel on the gateway was stopped while running this cell (%s); its live variables are lost.", exitReason(p)))
+			if k.opts.Revive {
+				st.notice("The next cell starts a new kernel with the latest snapshot restored.")
+			}
+			st.res.Duration = time.Since(start)
+			return st.res, nil
+		case <-time.After(time.Second):
+		}
 	}
 	st.finish()
 	if st.interrupted != "" {

@@ -28,7 +28,9 @@ type Kernel struct {
 	spawn    spawnFunc
 	forked   bool // spawn is a fork server's; plain launch is the fallback
 	bridge   *bridge
-	mgr      *Manager // nil for kernels from Start
+	gwc      *gatewayClient // Options.Gateway's client; nil for local kernels
+	comm     *commBridge    // the host bridge of a gateway kernel
+	mgr      *Manager       // nil for kernels from Start
 
 	execSem chan struct{} // one cell at a time; a channel so waiting honours ctx
 	// snapping is true while Snapshot holds execSem: park waits for that instead of skipping.
@@ -80,9 +82,11 @@ func newKernel(opts Options, spawn spawnFunc) (*Kernel, error) {
 	}
 	var py string
 	var err error
-	if opts.Python != "" {
+	switch {
+	case opts.Gateway != nil: // the gateway's kernel spec says which Python
+	case opts.Python != "":
 		py, err = explicitPython(opts.Python)
-	} else {
+	default:
 		py, err = FindPython()
 	}
 	if err != nil {
@@ -118,13 +122,18 @@ func newKernel(opts Options, spawn spawnFunc) (*Kernel, error) {
 		dirty:   make(chan struct{}, 1),
 		lastUse: time.Now(),
 	}
+	if opts.Gateway != nil {
+		k.gwc = newGatewayClient(opts.Gateway)
+	}
 	k.stopCtx, k.stopCancel = context.WithCancel(context.Background())
 	return k, nil
 }
 
 // boot starts the bridge, the first process and the snapshot loop.
 func (k *Kernel) boot(ctx context.Context) error {
-	if k.opts.Host != nil {
+	if k.opts.Host != nil && k.opts.Gateway != nil {
+		k.comm = newCommBridge(k.opts.Host, k.log)
+	} else if k.opts.Host != nil {
 		var err error
 		if k.bridge, err = newBridge(k.opts.StateDir, k.opts.Host, k.log); err != nil {
 			return err
@@ -149,6 +158,12 @@ func (k *Kernel) boot(ctx context.Context) error {
 
 // launch starts one process for k, restoring the snapshot in restore when it is not "".
 func (k *Kernel) launch(ctx context.Context, restore string) (*proc, error) {
+	return k.launchWith(ctx, restore, "")
+}
+
+// launchWith is launch; for a gateway kernel, reuse names a kernel the gateway has restarted
+// to connect to instead of starting one.
+func (k *Kernel) launchWith(ctx context.Context, restore, reuse string) (*proc, error) {
 	s := launchSpec{python: k.python, launcher: k.launcher, tag: newID()[:8], env: k.env()}
 	if restore != "" {
 		s.restore = restore
@@ -157,7 +172,13 @@ func (k *Kernel) launch(ctx context.Context, restore string) (*proc, error) {
 	// A boot never waits forever, even when the caller's ctx has no deadline.
 	ctx, cancel := context.WithTimeout(ctx, bootTimeout)
 	defer cancel()
-	p, err := launch(ctx, k.opts, s, k.spawn, k.log)
+	var p *proc
+	var err error
+	if k.opts.Gateway != nil {
+		p, err = k.launchRemote(ctx, s, reuse)
+	} else {
+		p, err = launch(ctx, k.opts, s, k.spawn, k.log)
+	}
 	if err != nil && k.forked && ctx.Err() == nil {
 		// Plain launch is the fallback when a forked kernel does not come up.
 		k.log.Warn("kernel: forked kernel failed to start; launching plainly", "err", err)
@@ -175,6 +196,10 @@ func (k *Kernel) launch(ctx context.Context, restore string) (*proc, error) {
 	k.mu.Lock()
 	k.restored = m
 	k.mu.Unlock()
+	if p.gw != nil {
+		k.log.Info("kernel: started on the gateway", "url", k.opts.Gateway.URL, "kernel", p.gw.id, "dir", k.opts.Dir, "restored", restore != "")
+		return p, nil
+	}
 	if k.mgr != nil {
 		k.mgr.record(p)
 	}
@@ -382,6 +407,11 @@ func (p *proc) shutdown(ctx context.Context) {
 }
 
 func (p *proc) doShutdown(ctx context.Context) {
+	if p.gw != nil {
+		p.kill() // DELETE /api/kernels/{id}: the gateway shuts it down
+		p.release()
+		return
+	}
 	if !p.isExited() {
 		if h, box, err := p.ch.request(controlChan, "shutdown_request", map[string]bool{"restart": false}); err == nil {
 			t := time.NewTimer(time.Second)
@@ -422,6 +452,9 @@ func (p *proc) release() {
 func (k *Kernel) closeBridge() {
 	if k.bridge != nil {
 		k.bridge.close()
+	}
+	if k.comm != nil {
+		k.comm.close()
 	}
 }
 

@@ -36,14 +36,18 @@ func (k *Kernel) replace(ctx context.Context, old *proc) (*Manifest, error) {
 	k.p = nil
 	k.restored = nil
 	k.mu.Unlock()
+	if p := k.restartRemote(ctx, old, src); p != nil {
+		return k.adoptProc(ctx, old, p)
+	}
 	if old != nil {
-		if !old.isExited() {
+		// A dead gateway kernel may still be listed there (restarted empty by the gateway).
+		if !old.isExited() || old.gw != nil {
 			old.kill()
 			<-old.exited
 		}
 		old.release()
 	}
-	if k.mgr != nil {
+	if k.mgr != nil && k.opts.Gateway == nil { // a gateway kernel takes no local memory
 		if err := k.mgr.admit(ctx, k); err != nil {
 			k.failReplace(old)
 			return nil, fmt.Errorf("restart kernel: %w", err)
@@ -57,6 +61,11 @@ func (k *Kernel) replace(ctx context.Context, old *proc) (*Manifest, error) {
 		k.failReplace(old)
 		return nil, fmt.Errorf("restart kernel: %w", err)
 	}
+	return k.adoptProc(ctx, old, p)
+}
+
+// adoptProc installs p, the replacement of old, as the current process.
+func (k *Kernel) adoptProc(ctx context.Context, old, p *proc) (*Manifest, error) {
 	k.mu.Lock()
 	if k.closed {
 		// Close ran while this process booted: it must not outlive the kernel.

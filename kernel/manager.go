@@ -123,7 +123,7 @@ func (m *Manager) spawner(opts Options) spawnFunc {
 // the Manager's own interpreter and no sandbox. A project's kernelPython (a venv, say) gets a
 // plain launch of that interpreter, so its packages are there.
 func (m *Manager) forks(opts Options) bool {
-	return m.fork != nil && opts.Sandbox == "" && samePython(opts.Python, m.cfg.Python)
+	return m.fork != nil && opts.Sandbox == "" && opts.Gateway == nil && samePython(opts.Python, m.cfg.Python)
 }
 
 // samePython compares interpreters by the path they are run by, without resolving symlinks:
@@ -163,6 +163,15 @@ func (m *Manager) Start(ctx context.Context, opts Options) (*Kernel, error) {
 	}
 	m.kernels[k] = struct{}{}
 	m.mu.Unlock()
+	if opts.Gateway != nil {
+		// A gateway kernel boots elsewhere and takes no local memory: no boot slot, no
+		// parking to make room for it.
+		if err := k.boot(ctx); err != nil {
+			m.remove(k)
+			return nil, err
+		}
+		return k, nil
+	}
 	if err := m.admit(ctx, k); err != nil {
 		m.remove(k)
 		return nil, err
@@ -213,7 +222,7 @@ func (m *Manager) victims(k *Kernel) []*Kernel {
 			continue
 		}
 		o.mu.Lock()
-		if o.p != nil && !o.parked && !o.closed && !o.p.isExited() {
+		if o.p != nil && !o.parked && !o.closed && !o.p.isExited() && o.opts.Gateway == nil {
 			live = append(live, cand{o, o.lastUse.UnixNano()})
 		}
 		o.mu.Unlock()

@@ -75,6 +75,12 @@ type Options struct {
 	// SIGINT to the process group) waits for the cell to stop before the next rung; 0 means 2 s.
 	InterruptGrace time.Duration
 
+	// Gateway runs the kernel on a Jupyter Server or Enterprise Gateway instead of as a local
+	// process (see the package doc). Python, Sandbox and the fork server do not apply: the
+	// gateway's kernel spec and the cluster decide them. Dir and StateDir must be visible to
+	// the gateway's kernels at the same paths.
+	Gateway *Gateway
+
 	sandboxBinds []string // extra read-write paths (a bridge socket outside StateDir)
 }
 
@@ -111,6 +117,14 @@ func (o Options) Validate() error {
 	}
 	if o.Snapshot != "" && !filepath.IsAbs(o.Snapshot) {
 		return fmt.Errorf("kernel options: Snapshot %q is not absolute", o.Snapshot)
+	}
+	if o.Gateway != nil {
+		if err := o.Gateway.Validate(); err != nil {
+			return fmt.Errorf("kernel options: %w", err)
+		}
+		if o.Sandbox != "" {
+			return fmt.Errorf("kernel options: Sandbox %q with a Gateway: a gateway's kernels are confined by the cluster that runs them, not by bubblewrap here", o.Sandbox)
+		}
 	}
 	if o.InterruptGrace < 0 {
 		return fmt.Errorf("kernel options: InterruptGrace %v is negative", o.InterruptGrace)

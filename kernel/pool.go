@@ -91,7 +91,7 @@ func (m *Manager) wantPool() {
 // fromPool hands out a pooled kernel adapted to opts, or nil when the pool is empty or opts
 // need a fresh process (a sandbox, another interpreter).
 func (m *Manager) fromPool(ctx context.Context, opts Options) (*Kernel, error) {
-	if m.cfg.PoolSize <= 0 || opts.Sandbox != "" || !samePython(opts.Python, m.cfg.Python) {
+	if m.cfg.PoolSize <= 0 || opts.Sandbox != "" || opts.Gateway != nil || !samePython(opts.Python, m.cfg.Python) {
 		return nil, nil
 	}
 	var k *Kernel

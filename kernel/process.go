@@ -34,6 +34,8 @@ type proc struct {
 	releaseOnce  sync.Once
 	shutdownOnce sync.Once
 	filesOnce    sync.Once
+	endOnce      sync.Once
+	gw           *remote // set for a kernel on a gateway: no process, signals, or files here
 	connPath     string
 	// Sandboxed kernels: the host pid of bwrap's pid-1 init (from --info-fd), and of the kernel
 	// under it, which signals go to instead of bwrap's process group. The kernel's own
@@ -268,6 +270,14 @@ func (p *proc) signal(sig syscall.Signal) error {
 		return errors.New("kernel process has exited")
 	default:
 	}
+	if p.gw != nil {
+		if sig != syscall.SIGINT {
+			return fmt.Errorf("signal %v: a gateway kernel can only be interrupted", sig)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return p.gw.c.interrupt(ctx, p.gw.id)
+	}
 	target := -p.pid
 	if p.sigPID > 0 {
 		target = p.sigPID
@@ -282,6 +292,10 @@ func (p *proc) signal(sig syscall.Signal) error {
 // right after the fork may not have called setsid yet, and then has no group of its own (an
 // early kill that only signalled the group left it running, and Close waiting forever).
 func (p *proc) kill() {
+	if p.gw != nil {
+		p.gw.stop(p)
+		return
+	}
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	if !p.isExited() {
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)

@@ -45,9 +45,12 @@ type Server struct {
 	port int
 	log  string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	die chan struct{} // closed when cmd has exited
+	// life is held through a whole start, stop or kill: a Restart racing a Stop still in
+	// progress would find the old server answering on the port, then lose it.
+	life sync.Mutex
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	die  chan struct{} // closed when cmd has exited
 }
 
 // Available reports why no server can run here ("" when one can).
@@ -105,6 +108,8 @@ func freePort() (int, error) {
 }
 
 func (s *Server) start() error {
+	s.life.Lock()
+	defer s.life.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
@@ -171,6 +176,8 @@ func (s *Server) start() error {
 // Stop stops the server as its operator would (SIGTERM: it shuts its kernels down), then kills
 // what is left of its process group. It is a no-op when the server is not running.
 func (s *Server) Stop() {
+	s.life.Lock()
+	defer s.life.Unlock()
 	s.mu.Lock()
 	cmd, die := s.cmd, s.die
 	s.cmd = nil
@@ -190,6 +197,8 @@ func (s *Server) Stop() {
 // Kill kills the server and its kernels at once (SIGKILL to its process group), as a crashed
 // node would.
 func (s *Server) Kill() {
+	s.life.Lock()
+	defer s.life.Unlock()
 	s.mu.Lock()
 	cmd, die := s.cmd, s.die
 	s.cmd = nil

@@ -79,6 +79,84 @@ class _Conn:
             self.pending.pop(rid, None)
 
 
+class _CommConn:
+    """The bridge over the kernel's own Jupyter connection, for a kernel on a gateway (which
+    cannot reach the daemon's socket). Requests go out as comm_msg on iopub, carrying the same
+    {"id","method","params"} frames; the daemon answers with comm_msg on the control channel,
+    which ipykernel serves on its own thread even while a cell runs (a reply on shell would
+    wait behind the cell that awaits it). Replies are handed to the awaiting task's loop."""
+
+    def __init__(self, kernel, comm_id):
+        import threading
+
+        self.kernel = kernel
+        self.comm_id = comm_id
+        self.pending = {}
+        self.next_id = 0
+        self.lock = threading.Lock()
+        self.closed = False
+        prev = kernel.control_handlers.get("comm_msg")
+
+        def on_control(stream, ident, msg):
+            content = msg.get("content") or {}
+            if content.get("comm_id") != comm_id:
+                if prev is not None:
+                    return prev(stream, ident, msg)
+                return None
+            self._deliver(content.get("data") or {})
+            return None
+
+        kernel.control_handlers["comm_msg"] = on_control
+
+    def _deliver(self, msg):
+        with self.lock:
+            entry = self.pending.pop(msg.get("id"), None)
+        if entry is None:
+            return
+        loop, fut = entry
+        err = msg.get("error")
+
+        def settle():
+            if fut.done():
+                return
+            if err is not None:
+                fut.set_exception(ArborError(err.get("message") or "host error"))
+            else:
+                fut.set_result(msg.get("result"))
+
+        try:
+            loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    async def call(self, method, params):
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self.lock:
+            self.next_id += 1
+            rid = self.next_id
+            self.pending[rid] = (loop, fut)
+        try:
+            self.kernel.session.send(
+                self.kernel.iopub_socket, "comm_msg",
+                {"comm_id": self.comm_id, "data": {"id": rid, "method": method, "params": params}},
+                ident=b"comm-" + self.comm_id.encode(),
+            )
+            return await fut
+        finally:
+            with self.lock:
+                self.pending.pop(rid, None)
+
+
+_comm = None  # the _CommConn when the bridge runs over the Jupyter connection
+
+
+def use_comm(kernel, comm_id):
+    """Carry host requests over the kernel's Jupyter connection (see _CommConn)."""
+    global _comm
+    _comm = _CommConn(kernel, comm_id)
+
+
 _conns = {}  # event loop -> _Conn or the task opening it
 
 
@@ -96,6 +174,8 @@ async def _open():
 
 
 async def _conn():
+    if _comm is not None:
+        return _comm
     loop = asyncio.get_running_loop()
     c = _conns.get(loop)
     if isinstance(c, _Conn) and not c.closed:

@@ -92,6 +92,8 @@ type Config struct {
 	ActiveProfile *Profile
 	// Goals configures how goals keep a session working ("goals").
 	Goals GoalPolicy
+	// Kernels says where the sessions' kernels run ("kernels", kernels.go).
+	Kernels Kernels
 	// Trust says which guarded settings the repository's arbor.json sets and whether they
 	// are trusted. Untrusted ones were not applied: what starts work in the repository
 	// calls Trust.Check first, so the user learns why instead of getting another config.
@@ -250,6 +252,9 @@ func (c Config) KeyEnvs() []string {
 		if m.APIKeyEnv != "" {
 			names = append(names, m.APIKeyEnv)
 		}
+	}
+	if g := c.Kernels.Gateway; g != nil && g.TokenEnv != "" {
+		names = append(names, g.TokenEnv)
 	}
 	sort.Strings(names)
 	return names

@@ -48,6 +48,8 @@ type fileConfig struct {
 
 	Goals *fileGoals `json:"goals"`
 
+	Kernels *fileKernels `json:"kernels"`
+
 	profiles map[string]*fileProfile
 }
 
@@ -317,6 +319,9 @@ func (f fileConfig) apply(cfg *Config, root string) error {
 		return err
 	}
 	if err := f.Goals.apply(&cfg.Goals); err != nil {
+		return err
+	}
+	if err := f.Kernels.apply(&cfg.Kernels); err != nil {
 		return err
 	}
 	if f.Worktree != nil {

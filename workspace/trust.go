@@ -44,6 +44,7 @@ type guard struct {
 
 var guarded = map[string]guard{
 	"kernelPython":             {why: "runs as the kernels' Python, on your machine"},
+	"kernels.gateway":          {why: "runs model-written code with your sessions' files on that server, and sends it the token of tokenEnv", safe: []string{"{  }"}}, // {"url": ""}: local kernels
 	"worktree.command":         {why: "runs on your machine in every new session worktree"},
 	"sandbox":                  {why: "weakens or turns off the sandbox around model-written code", safe: []string{"bwrap", "auto", ""}},
 	"allowNetwork":             {why: "gives model-written code the network", safe: []string{"false"}},

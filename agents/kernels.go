@@ -94,6 +94,10 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 		s.append(ctx, event.Kernel{Event: "start_failed", Error: err.Error()})
 		return nil, "", fmt.Errorf("start kernel: %w", err)
 	}
+	if err := s.gatewayOptions(&opts); err != nil {
+		s.append(ctx, event.Kernel{Event: "start_failed", Error: err.Error()})
+		return nil, "", fmt.Errorf("start kernel: %w", err)
+	}
 	if _, err := os.Stat(filepath.Join(snap, "manifest.json")); err == nil {
 		opts.Restore = snap
 	}
@@ -115,7 +119,9 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 	}
 	sandboxed := opts.Sandbox != ""
 	started := event.Kernel{Event: "started", PID: k.PID(), Sandboxed: &sandboxed}
-	if !sandboxed {
+	if opts.Gateway != nil {
+		s.svc.log.Info("kernel runs on a gateway", "session", s.meta.ID, "url", opts.Gateway.URL)
+	} else if !sandboxed {
 		s.svc.log.Warn("kernel runs unsandboxed", "session", s.meta.ID, "sandbox", s.cfg.Sandbox, "reason", s.svc.sandbox.Reason)
 	}
 	if m := k.Restored(); m != nil {
@@ -128,6 +134,23 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 	}
 	s.append(ctx, started)
 	return k, notice, nil
+}
+
+// gatewayOptions points the kernel at the workspace's gateway ("kernels.gateway"), if it has
+// one: the kernel runs there, confined by the cluster rather than bubblewrap here, with the
+// session's worktree at the same path (the shared-filesystem mode of DESIGN.md).
+func (s *Session) gatewayOptions(o *kernel.Options) error {
+	g := s.cfg.Kernels.Gateway
+	if g == nil {
+		return nil
+	}
+	tok, err := g.Token()
+	if err != nil {
+		return err
+	}
+	o.Gateway = &kernel.Gateway{URL: g.URL, Token: tok, KernelName: g.KernelName}
+	o.Sandbox, o.SandboxHide, o.SandboxReadOnly, o.SandboxHome = "", nil, nil, nil
+	return nil
 }
 
 func (s *Session) snapshotDir() string { return filepath.Join(s.dir, "kernel", "snapshot") }

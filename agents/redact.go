@@ -23,10 +23,8 @@ const minSecretLen = 8
 // prints is kept forever.
 func newRedactor(cfg workspace.Config) func(string) string {
 	names := map[string]bool{}
-	for _, m := range cfg.Models {
-		if m.APIKeyEnv != "" {
-			names[m.APIKeyEnv] = true
-		}
+	for _, n := range cfg.KeyEnvs() { // the models' keys and the kernel gateway's token
+		names[n] = true
 	}
 	var pairs []string
 	seen := map[string]bool{}

@@ -33,7 +33,11 @@ type treeFile struct {
 // listTree returns every file, symlink and gitlink under the tree, depth first in tree order.
 // Callers hold the lock.
 func (r *Repo) listTree(tree plumbing.Hash, prefix string, out []treeFile) ([]treeFile, error) {
-	entries, err := r.readTree(tree)
+	return listTreeFrom(r.git.Storer, tree, prefix, out)
+}
+
+func listTreeFrom(st storer.EncodedObjectStorer, tree plumbing.Hash, prefix string, out []treeFile) ([]treeFile, error) {
+	entries, err := readTreeFrom(st, tree)
 	if err != nil {
 		return out, fmt.Errorf("%q: %w", prefix, err)
 	}
@@ -43,7 +47,7 @@ func (r *Repo) listTree(tree plumbing.Hash, prefix string, out []treeFile) ([]tr
 			p = prefix + "/" + e.Name
 		}
 		if e.Mode == filemode.Dir {
-			if out, err = r.listTree(e.Hash, p, out); err != nil {
+			if out, err = listTreeFrom(st, e.Hash, p, out); err != nil {
 				return out, err
 			}
 			continue
@@ -175,10 +179,10 @@ func readBlobFrom(st storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error
 // that runs without the Repo's lock. Objects are immutable, and this store is used by one
 // goroutine only, so it needs no lock; the shared go-git instance is not touched. close
 // releases its pack files.
-func (r *Repo) privateReader() (read blobReader, close func()) {
-	st := filesystem.NewStorageWithOptions(osfs.New(r.common, osfs.WithBoundOS()),
+func (r *Repo) privateReader() (st *filesystem.Storage, close func()) {
+	st = filesystem.NewStorageWithOptions(osfs.New(r.common, osfs.WithBoundOS()),
 		cache.NewObjectLRU(32*cache.MiByte), filesystem.Options{MaxOpenDescriptors: 8})
-	return func(h plumbing.Hash) ([]byte, error) { return readBlobFrom(st, h) }, func() { st.Close() }
+	return st, func() { st.Close() }
 }
 
 type bytesWriter struct{ b *[]byte }

@@ -140,11 +140,14 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 // checkpointTarget finds the worktree's admin dir, its branch and the commit at its tip,
 // refusing what a checkpoint cannot commit onto. Callers hold the lock.
 func (r *Repo) checkpointTarget(dir string) (string, plumbing.ReferenceName, *object.Commit, error) {
+	if r.pendingAt(dir) {
+		return "", "", nil, fmt.Errorf("worktree %s is still being created", dir)
+	}
 	admin, err := r.worktreeAdmin(dir)
 	if err != nil {
 		return "", "", nil, err
 	}
-	if r.pending[filepath.Base(admin)] {
+	if _, ok := r.pending[filepath.Base(admin)]; ok {
 		return "", "", nil, fmt.Errorf("worktree %s is still being created", dir)
 	}
 	branch, head, err := r.headAt(filepath.Join(admin, "HEAD"))

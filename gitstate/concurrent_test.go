@@ -106,7 +106,7 @@ func TestPendingWorktreeIsLeftAlone(t *testing.T) {
 	r := openTest(t, root)
 	wt := addSession(t, r, "p")
 	unlock, _ := r.lock(t.Context())
-	r.pending["p"] = true
+	r.pending["p"] = wt
 	unlock()
 	if _, _, err := r.Checkpoint(t.Context(), wt, "t", nil); err == nil || !strings.Contains(err.Error(), "still being created") {
 		t.Errorf("Checkpoint(pending) = %v", err)

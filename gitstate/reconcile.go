@@ -62,7 +62,7 @@ func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*Reconci
 	recorded := map[string]bool{}
 	for _, rec := range recs {
 		recorded[rec.Name] = true
-		if r.pending[rec.Name] {
+		if _, ok := r.pending[rec.Name]; ok {
 			continue // being made right now by this process
 		}
 		if err := ctx.Err(); err != nil {

@@ -48,6 +48,9 @@ func (r *Repo) RemoveWorktree(ctx context.Context, dir string, force bool) error
 func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error {
 	dir = filepath.Clean(dir)
 	admin, err := r.worktreeAdmin(dir)
+	if r.pendingAt(dir) {
+		return fmt.Errorf("worktree is still being created")
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		// The directory is gone already: drop the registration that still points at it.
 		if admin := r.adminFor(dir); admin != "" {
@@ -59,7 +62,7 @@ func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error
 	if err != nil {
 		return err
 	}
-	if r.pending[filepath.Base(admin)] {
+	if _, ok := r.pending[filepath.Base(admin)]; ok {
 		return fmt.Errorf("worktree is still being created")
 	}
 	if !force {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -33,10 +34,14 @@ type Repo struct {
 	store  *filesystem.Storage
 	// packStamp is the pack directory's mtime when go-git last indexed it.
 	packStamp time.Time
-	// pending names worktrees whose files are being written without the lock.
-	pending map[string]bool
-	pol     policy // guarded by sem
-	logger  *slog.Logger
+	// pending maps the names of worktrees whose files are being written without the lock to
+	// their dirs.
+	pending map[string]string
+	fills   sync.WaitGroup // the writes StartWorktree runs
+	// beforeFill, when set (tests), runs as a background write begins.
+	beforeFill func(name string)
+	pol        policy // guarded by sem
+	logger     *slog.Logger
 }
 
 // Open finds the repository containing dir (inside its main worktree, a linked worktree, or its
@@ -73,7 +78,7 @@ func Open(dir string, logger *slog.Logger) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", root, err)
 	}
-	r := &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger, pending: map[string]bool{}}
+	r := &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger, pending: map[string]string{}}
 	if err := r.refreshPolicy(context.Background()); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open repository %s: %w", root, err)
@@ -151,8 +156,10 @@ func readCommonDir(admin string) (string, error) {
 	return filepath.Clean(c), nil
 }
 
-// Close releases the pack files the Repo keeps open. It waits for a running operation.
+// Close releases the pack files the Repo keeps open. It waits for a running operation and
+// for the worktrees StartWorktree is writing.
 func (r *Repo) Close() error {
+	r.fills.Wait()
 	r.sem <- struct{}{}
 	defer func() { <-r.sem }()
 	return r.store.Close()

@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
 // pathChange is one path's change between two trees; a zero Mode marks the absent side.
@@ -23,10 +24,14 @@ type pathChange struct {
 // readTree parses a tree object's bytes directly: go-git's decoder, which reads entry by entry
 // through a buffered reader, was most of the time of a review diff.
 func (r *Repo) readTree(h plumbing.Hash) ([]object.TreeEntry, error) {
+	return readTreeFrom(r.git.Storer, h)
+}
+
+func readTreeFrom(st storer.EncodedObjectStorer, h plumbing.Hash) ([]object.TreeEntry, error) {
 	if h.IsZero() {
 		return nil, nil
 	}
-	obj, err := r.git.Storer.EncodedObject(plumbing.TreeObject, h)
+	obj, err := st.EncodedObject(plumbing.TreeObject, h)
 	if err != nil {
 		return nil, fmt.Errorf("read tree %s: %w", h, err)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
 // WorktreeSpec describes a new session branch and its linked worktree.
@@ -43,14 +45,79 @@ func (s WorktreeSpec) Validate() error {
 // at spec.Dir, registered as <common>/worktrees/<spec.Name> exactly as `git worktree add` would.
 // The user's main worktree and index are not touched. On failure nothing is left behind.
 func (r *Repo) AddWorktree(ctx context.Context, spec WorktreeSpec) error {
+	p, err := r.StartWorktree(ctx, spec)
+	if err != nil {
+		return err
+	}
+	return p.Wait(ctx)
+}
+
+// Pending is a worktree StartWorktree is writing in the background.
+type Pending struct {
+	done chan struct{}
+	err  error
+	took time.Duration
+}
+
+// Wait returns when the worktree is complete (nil) or rolled back (its error), or when ctx
+// ends first (the worktree goes on being made).
+func (p *Pending) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when the worktree is complete or rolled back.
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Took is how long the files took to write, once Done.
+func (p *Pending) Took() time.Duration { <-p.done; return p.took }
+
+// StartWorktree is AddWorktree returning once the branch and the record exist: the tree is
+// listed and its files written in the background, without the lock, and the returned
+// Pending says when they are. Meanwhile the branch can be read, diffed and forked;
+// Checkpoint, RemoveWorktree and Reconcile refuse or skip the worktree. Registration is all
+// that holds the lock, so forks started at once do not queue behind each other's trees. If
+// the process dies before the files are written, Reconcile finds the record and either
+// finishes the worktree (a known session) or cleans it up. The write runs to its end even
+// when ctx ends; on failure the branch and record are rolled back as in AddWorktree.
+func (r *Repo) StartWorktree(ctx context.Context, spec WorktreeSpec) (*Pending, error) {
 	if err := spec.Validate(); err != nil {
-		return fmt.Errorf("add worktree: %w", err)
+		return nil, fmt.Errorf("add worktree: %w", err)
 	}
-	if err := r.addBranchWorktree(ctx, spec); err != nil {
-		return fmt.Errorf("add worktree %s: %w", spec.Name, err)
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("add worktree %s: %w", spec.Name, err)
 	}
-	r.logger.Info("worktree added", "name", spec.Name, "branch", spec.Branch, "base", spec.Base, "dir", spec.Dir)
-	return nil
+	base, err := r.beginBranch(spec)
+	if err == nil {
+		r.pending[spec.Name] = filepath.Clean(spec.Dir)
+		r.fills.Add(1)
+	}
+	unlock()
+	if err != nil {
+		return nil, fmt.Errorf("add worktree %s: %w", spec.Name, err)
+	}
+	p := &Pending{done: make(chan struct{})}
+	go func() {
+		defer r.fills.Done()
+		if r.beforeFill != nil {
+			r.beforeFill(spec.Name)
+		}
+		start := time.Now()
+		err := r.fillBranchWorktree(context.WithoutCancel(ctx), spec, base)
+		p.took = time.Since(start)
+		if err != nil {
+			p.err = fmt.Errorf("add worktree %s: %w", spec.Name, err)
+		} else {
+			r.logger.Info("worktree added", "name", spec.Name, "branch", spec.Branch, "base", spec.Base, "dir", spec.Dir, "took", p.took)
+		}
+		close(p.done)
+	}()
+	return p, nil
 }
 
 // Fork starts a new session branch at a checkpoint commit (spec.Base) with its own worktree.
@@ -89,26 +156,23 @@ func (r *Repo) RestoreWorktree(ctx context.Context, name, branch, dir string) er
 	return nil
 }
 
-// addBranchWorktree registers the branch and worktree under the lock, writes the files without
-// it (from an object store of its own), and takes the lock again to write the index. Other
-// sessions' checkpoints and diffs, and other forks, proceed meanwhile; the worktree stays
-// "initializing" and pending, which Checkpoint, RemoveWorktree and Reconcile respect.
-func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
-	unlock, err := r.lock(ctx)
-	if err != nil {
-		return err
-	}
-	p, base, err := r.beginBranchWorktree(ctx, spec)
+// fillBranchWorktree lists the tree and writes the files without the lock (from an object
+// store of its own), then takes the lock to write the index and lift the "initializing"
+// marker. Other sessions' checkpoints and diffs, and other forks, proceed meanwhile.
+func (r *Repo) fillBranchWorktree(ctx context.Context, spec WorktreeSpec, base plumbing.Hash) error {
+	st, closeReader := r.privateReader()
+	p, err := r.prepareUnlocked(ctx, spec, base, st)
+	var entries []*index.Entry
 	if err == nil {
-		r.pending[spec.Name] = true
+		entries, err = p.fill(ctx, st, r.common)
+		r.logger.Debug("worktree files written", "name", spec.Name, "files", len(p.files))
 	}
-	unlock()
-	if err != nil {
-		return err
+	closeReader()
+	var data []byte
+	if err == nil && p.withGit == "" {
+		data = encodeIndex(entries).data // the admin dir is this worktree's alone: no lock
+		err = writeIndexBytes(filepath.Join(p.admin, "index"), data)
 	}
-	registered := time.Now()
-	entries, err := p.fill(ctx, r)
-	r.logger.Debug("worktree files written", "name", spec.Name, "files", len(p.files), "took", time.Since(registered))
 	unlock, lerr := r.lock(context.WithoutCancel(ctx)) // finishing or rolling back must happen
 	if lerr != nil {
 		return lerr
@@ -116,10 +180,12 @@ func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 	defer unlock()
 	delete(r.pending, spec.Name)
 	if err == nil {
-		err = r.finishWorktree(p, entries)
+		err = os.Remove(filepath.Join(p.admin, "locked"))
 	}
 	if err != nil {
-		p.abort()
+		if p != nil {
+			p.abort()
+		}
 		branch := plumbing.NewBranchReferenceName(spec.Branch)
 		if ref, rerr := r.git.Storer.Reference(branch); rerr == nil && ref.Hash() == base {
 			r.git.Storer.RemoveReference(branch)
@@ -130,37 +196,59 @@ func (r *Repo) addBranchWorktree(ctx context.Context, spec WorktreeSpec) error {
 	return nil
 }
 
-// beginBranchWorktree writes the record, creates the branch and registers the worktree.
-// Callers hold the lock.
-func (r *Repo) beginBranchWorktree(ctx context.Context, spec WorktreeSpec) (*pendingWorktree, plumbing.Hash, error) {
+// beginBranch writes the record and creates the branch. Callers hold the lock.
+func (r *Repo) beginBranch(spec WorktreeSpec) (plumbing.Hash, error) {
 	base, err := r.resolve(spec.Base)
 	if err != nil {
-		return nil, base, err
+		return base, err
 	}
 	branch := plumbing.NewBranchReferenceName(spec.Branch)
 	if _, err := r.git.Storer.Reference(branch); err == nil {
-		return nil, base, fmt.Errorf("branch %s already exists", spec.Branch)
+		return base, fmt.Errorf("branch %s already exists", spec.Branch)
 	}
 	if _, err := os.Stat(r.recordPath(spec.Name)); err == nil {
-		return nil, base, fmt.Errorf("worktree name %q is taken (record %s exists)", spec.Name, r.recordPath(spec.Name))
+		return base, fmt.Errorf("worktree name %q is taken (record %s exists)", spec.Name, r.recordPath(spec.Name))
+	}
+	if _, err := os.Lstat(r.adminDir(spec.Name)); err == nil {
+		return base, fmt.Errorf("worktree name %q is taken (%s exists)", spec.Name, r.adminDir(spec.Name))
+	}
+	if err := checkEmptyDir(spec.Dir); err != nil {
+		return base, err
+	}
+	if r.pendingAt(spec.Dir) {
+		return base, fmt.Errorf("worktree dir %s is being made for another worktree", spec.Dir)
 	}
 	// The record goes first: if the process dies anywhere below, Reconcile finds it and
 	// either finishes the worktree or cleans it up.
 	rec := record{Name: spec.Name, Branch: spec.Branch, Dir: filepath.Clean(spec.Dir), Base: base.String()}
 	if err := r.writeRecord(rec); err != nil {
-		return nil, base, err
+		return base, err
 	}
 	if err := r.setRef(branch, base, &plumbing.ZeroHash); err != nil {
 		r.removeRecord(spec.Name)
-		return nil, base, fmt.Errorf("create branch %s: %w", spec.Branch, err)
+		return base, fmt.Errorf("create branch %s: %w", spec.Branch, err)
 	}
-	p, err := r.prepareWorktree(ctx, spec.Name, branch, base, spec.Dir)
-	if err != nil {
-		r.git.Storer.RemoveReference(branch)
-		r.removeRecord(spec.Name)
-		return nil, base, err
+	return base, nil
+}
+
+// pendingAt reports whether a worktree is being written at dir. Callers hold the lock.
+func (r *Repo) pendingAt(dir string) bool {
+	dir = filepath.Clean(dir)
+	for _, d := range r.pending {
+		if d == dir {
+			return true
+		}
 	}
-	return p, base, nil
+	return false
+}
+
+func checkEmptyDir(dir string) error {
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("worktree dir %s exists and is not empty", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("worktree dir %s: %w", dir, err)
+	}
+	return nil
 }
 
 // adminDir is where git keeps a linked worktree's HEAD, index and back-pointer.
@@ -176,13 +264,11 @@ type pendingWorktree struct {
 
 // fill writes the worktree's files, without the lock: from an object store of its own, or by
 // git. It returns the index entries to write, or nil when git wrote the index.
-func (p *pendingWorktree) fill(ctx context.Context, r *Repo) ([]*index.Entry, error) {
+func (p *pendingWorktree) fill(ctx context.Context, st storer.EncodedObjectStorer, common string) ([]*index.Entry, error) {
 	if p.withGit != "" {
 		return nil, checkoutWithGit(ctx, p.dir)
 	}
-	read, closeReader := r.privateReader()
-	defer closeReader()
-	return checkout(ctx, read, r.common, p.dir, p.files)
+	return checkout(ctx, func(h plumbing.Hash) ([]byte, error) { return readBlobFrom(st, h) }, common, p.dir, p.files)
 }
 
 // abort removes what was made.
@@ -217,18 +303,40 @@ func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.Re
 // "locked: initializing" marker until finishWorktree, so neither `git worktree prune` nor
 // Reconcile mistakes a half-made worktree for a dead one; it lists the files to check out.
 // Callers hold the lock.
-func (r *Repo) prepareWorktree(ctx context.Context, name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string) (_ *pendingWorktree, err error) {
+func (r *Repo) prepareWorktree(ctx context.Context, name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string) (*pendingWorktree, error) {
 	dir = filepath.Clean(dir)
+	if _, err := os.Lstat(r.adminDir(name)); err == nil {
+		return nil, fmt.Errorf("worktree name %q is taken (%s exists)", name, r.adminDir(name))
+	}
+	if err := checkEmptyDir(dir); err != nil {
+		return nil, err
+	}
+	return r.registerWorktree(name, branch, commit, dir, r.git.Storer, func(files []treeFile) (string, error) {
+		return r.treeReason(ctx, files)
+	})
+}
+
+// prepareUnlocked is prepareWorktree for a worktree StartWorktree reserved (its name and
+// dir checked, marked pending): it runs without the lock, listing the tree from st, and takes
+// the lock only to apply the checkout policy.
+func (r *Repo) prepareUnlocked(ctx context.Context, spec WorktreeSpec, commit plumbing.Hash, st storer.EncodedObjectStorer) (*pendingWorktree, error) {
+	return r.registerWorktree(spec.Name, plumbing.NewBranchReferenceName(spec.Branch), commit, filepath.Clean(spec.Dir), st,
+		func(files []treeFile) (string, error) {
+			unlock, err := r.lock(ctx)
+			if err != nil {
+				return "", err
+			}
+			defer unlock()
+			return r.treeReason(ctx, files)
+		})
+}
+
+// registerWorktree writes the admin dir and the worktree's .git file, and lists the files to
+// check out (from st) and the policy for them (from reason).
+func (r *Repo) registerWorktree(name string, branch plumbing.ReferenceName, commit plumbing.Hash, dir string,
+	st storer.EncodedObjectStorer, reason func([]treeFile) (string, error)) (_ *pendingWorktree, err error) {
 	admin := r.adminDir(name)
-	if _, err := os.Lstat(admin); err == nil {
-		return nil, fmt.Errorf("worktree name %q is taken (%s exists)", name, admin)
-	}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return nil, fmt.Errorf("worktree dir %s exists and is not empty", dir)
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("worktree dir %s: %w", dir, err)
-	}
-	c, err := r.git.CommitObject(commit)
+	c, err := object.GetCommit(st, commit)
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: %w", commit, err)
 	}
@@ -258,10 +366,10 @@ func (r *Repo) prepareWorktree(ctx context.Context, name string, branch plumbing
 	if err := os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: "+admin+"\n"), 0o666); err != nil {
 		return nil, err
 	}
-	if p.files, err = r.listTree(c.TreeHash, "", nil); err != nil {
+	if p.files, err = listTreeFrom(st, c.TreeHash, "", nil); err != nil {
 		return nil, err
 	}
-	if p.withGit, err = r.treeReason(ctx, p.files); err != nil {
+	if p.withGit, err = reason(p.files); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -39,6 +40,32 @@ func Generate(ctx context.Context, dir string, n int) error {
 		return fmt.Errorf("git fast-import: %w", werr)
 	}
 	_, err = runGit(ctx, dir, "reset", "-q", "--hard")
+	return err
+}
+
+// Fixture returns a repository of n generated files under cache, generating it on the first
+// call and reusing it after, so the figures of one run share one tree. Callers that change the
+// repository take a copy of it (see [Clone]).
+func Fixture(ctx context.Context, cache string, n int) (string, error) {
+	dir := filepath.Join(cache, fmt.Sprintf("fixture-%d", n))
+	done := filepath.Join(dir, ".git", "arbor-fixture-complete")
+	if _, err := os.Stat(done); err == nil {
+		return dir, nil
+	}
+	os.RemoveAll(dir) // a half-made one from an interrupted run
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := Generate(ctx, dir, n); err != nil {
+		return "", fmt.Errorf("generate %d files: %w", n, err)
+	}
+	return dir, os.WriteFile(done, nil, 0o644)
+}
+
+// Clone makes a repository at dir from the fixture at src: objects hard-linked, files
+// checked out by git.
+func Clone(ctx context.Context, src, dir string) error {
+	_, err := runGit(ctx, "", "clone", "-q", "--local", src, dir)
 	return err
 }
 

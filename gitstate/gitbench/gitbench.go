@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -166,8 +167,24 @@ func timed(f func() error) (time.Duration, error) {
 }
 
 func (b *run) fork() error {
-	var ours, ref []time.Duration
+	// The floor: the same files copied by cp -a from a plain tree of HEAD (made untimed).
+	tree := filepath.Join(b.r.CommonDir(), "arbor", "bench-tree")
+	if err := os.MkdirAll(tree, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(tree)
+	if _, err := runShell(b.ctx, b.dir, "git archive HEAD | tar -x -C "+tree); err != nil {
+		return fmt.Errorf("fork: plain tree: %w", err)
+	}
+	var ours, ref, floor []time.Duration
 	for i := range b.o.Rounds {
+		dst := filepath.Join(b.r.CommonDir(), "arbor", fmt.Sprint("bench-cp-", i))
+		d, err := timed(func() error { _, err := runShell(b.ctx, b.dir, "cp -a "+tree+" "+dst); return err })
+		if err != nil {
+			return fmt.Errorf("fork: cp -a: %w", err)
+		}
+		floor = append(floor, d)
+		os.RemoveAll(dst)
 		so, sg := b.spec("fork"), b.spec("git")
 		// Alternate which goes first so neither always meets a warmer cache.
 		steps := []func() error{
@@ -193,6 +210,7 @@ func (b *run) fork() error {
 		b.cleanup(so, sg)
 	}
 	b.add("fork (branch + worktree ready)", ours, "git worktree add -b", ref, "ratio <= 1.0")
+	b.add("fork (branch + worktree ready), against the floor", append([]time.Duration(nil), ours...), "cp -a of the same tree", floor, "")
 	return nil
 }
 
@@ -214,6 +232,16 @@ func (b *run) cleanup(specs ...gitstate.WorktreeSpec) {
 			b.logger.Warn("bench cleanup", "dir", s.Dir, "err", err)
 		}
 	}
+}
+
+func runShell(ctx context.Context, dir, script string) (string, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w\n%s", script, err, out)
+	}
+	return string(out), nil
 }
 
 func (b *run) add(name string, ours []time.Duration, refName string, ref []time.Duration, goal string) {

@@ -19,8 +19,8 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Figures) != 5 {
-		t.Fatalf("%d figures, want 5", len(rep.Figures))
+	if len(rep.Figures) != 7 {
+		t.Fatalf("%d figures, want 7", len(rep.Figures))
 	}
 	for _, f := range rep.Figures {
 		if f.Value <= 0 || math.IsNaN(f.Ratio()) {
@@ -33,7 +33,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	// Every fork of ours must succeed. The reference's count is reported, not required: plain
 	// `git worktree add` run 6 at once loses some to git's own lock files on a loaded machine.
-	if n := rep.Figures[4].Note; !strings.HasPrefix(n, "12/12 succeeded over 2 rounds (git: ") {
+	if n := rep.Figures[5].Note; !strings.HasPrefix(n, "12/12 succeeded over 2 rounds (git: ") {
 		t.Errorf("concurrent note = %q, want 12/12 succeeded over 2 rounds", n)
 	}
 	var b strings.Builder
@@ -101,7 +101,7 @@ func TestRunSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(rep.Suite, "120 files") || len(rep.Figures) != 5 {
+	if !strings.Contains(rep.Suite, "120 files") || len(rep.Figures) != 7 {
 		t.Errorf("report %s with %d figures", rep.Suite, len(rep.Figures))
 	}
 }

@@ -135,7 +135,7 @@ func (b *run) diff() error {
 // repository with no other worktrees; the order alternates as in fork.
 func (b *run) concurrent() error {
 	n := b.o.Concurrent
-	var ours, ref []time.Duration
+	var ours, ref, serial []time.Duration
 	failed, refFailed := 0, 0
 	for i := range b.o.Rounds {
 		steps := []func(){
@@ -154,6 +154,11 @@ func (b *run) concurrent() error {
 		for _, s := range steps {
 			s()
 		}
+		d, err := b.forksOneByOne()
+		if err != nil {
+			return err
+		}
+		serial = append(serial, d)
 		if failed > 0 {
 			break // the figure below says how many; more rounds would only repeat it
 		}
@@ -169,7 +174,31 @@ func (b *run) concurrent() error {
 	if failed > 0 {
 		return fmt.Errorf("%d of %d concurrent forks failed", failed, tries)
 	}
+	g := bench.Figure{Name: fmt.Sprintf("%d concurrent forks, total, against serial", n), Unit: "ms",
+		Reference: fmt.Sprintf("the sum of %d forks one after another", n), Goal: "ratio <= 0.6"}
+	g.Value, g.Spread = bench.MedianMs(ours)
+	g.RefValue, _ = bench.MedianMs(serial)
+	b.report.Add(g)
 	return nil
+}
+
+// forksOneByOne makes Concurrent forks one after another and returns the sum of their times,
+// removing the worktrees after (untimed).
+func (b *run) forksOneByOne() (time.Duration, error) {
+	specs := make([]gitstate.WorktreeSpec, b.o.Concurrent)
+	for i := range specs {
+		specs[i] = b.spec("serial")
+	}
+	defer b.cleanup(specs...)
+	var sum time.Duration
+	for _, s := range specs {
+		d, err := timed(func() error { return b.r.Fork(b.ctx, s) })
+		if err != nil {
+			return 0, fmt.Errorf("serial fork: %w", err)
+		}
+		sum += d
+	}
+	return sum, nil
 }
 
 // forksAtOnce runs create on Concurrent fresh specs of kind at once, returns how long they

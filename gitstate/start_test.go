@@ -1,0 +1,109 @@
+package gitstate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestStartWorktreeRegistersFirst: StartWorktree returns once the branch and the record
+// exist, while another worktree's files are still being written (held here by the hook);
+// that worktree is refused by Checkpoint until its files are in, and both end complete and
+// clean to the git CLI.
+func TestStartWorktreeRegistersFirst(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	_, head, err := r.Head(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	r.beforeFill = func(name string) {
+		if name == "slow" {
+			<-hold
+		}
+	}
+	spec := func(id string) WorktreeSpec {
+		return WorktreeSpec{Name: id, Branch: "arbor/" + id, Base: head, Dir: filepath.Join(r.CommonDir(), "arbor", "worktrees", id)}
+	}
+	slow, err := r.StartWorktree(t.Context(), spec("slow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, root, "rev-parse", "arbor/slow"); got != head {
+		t.Errorf("branch arbor/slow = %q before its files, want %s", got, head)
+	}
+	fast, err := r.StartWorktree(t.Context(), spec("fast"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fast.Wait(t.Context()); err != nil {
+		t.Fatalf("the second worktree waited for the first one's files: %v", err)
+	}
+	select {
+	case <-slow.Done():
+		t.Fatal("the held worktree finished")
+	default:
+	}
+	if _, _, err := r.Checkpoint(t.Context(), spec("slow").Dir, "t", nil); err == nil || !strings.Contains(err.Error(), "still being created") {
+		t.Errorf("Checkpoint of a worktree being made = %v, want a refusal", err)
+	}
+	if err := r.RemoveWorktree(t.Context(), spec("slow").Dir, true); err == nil {
+		t.Error("RemoveWorktree of a worktree being made succeeded")
+	}
+	close(hold)
+	if err := slow.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if slow.Took() <= 0 {
+		t.Errorf("Took = %v", slow.Took())
+	}
+	for _, id := range []string{"slow", "fast"} {
+		dir := spec(id).Dir
+		if st := git(t, dir, "status", "--porcelain"); st != "" {
+			t.Errorf("%s: git status = %q", id, st)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "dir", "sub", "c.txt")); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+		if _, err := os.Stat(filepath.Join(r.adminDir(id), "locked")); !os.IsNotExist(err) {
+			t.Errorf("%s still marked initializing: %v", id, err)
+		}
+	}
+	if list := git(t, root, "worktree", "list"); !strings.Contains(list, spec("slow").Dir) {
+		t.Errorf("git worktree list = %q", list)
+	}
+}
+
+// TestStartWorktreeFailureRollsBack: a worktree whose files cannot be written leaves no
+// branch, record or registration, and Wait says why.
+func TestStartWorktreeFailureRollsBack(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	_, head, _ := r.Head(t.Context())
+	dir := filepath.Join(r.CommonDir(), "arbor", "worktrees", "bad")
+	r.beforeFill = func(string) {
+		// A file where the worktree dir's parent must be: the files cannot be written.
+		os.MkdirAll(filepath.Dir(dir), 0o755)
+		os.WriteFile(dir, []byte("in the way"), 0o644)
+	}
+	p, err := r.StartWorktree(t.Context(), WorktreeSpec{Name: "bad", Branch: "arbor/bad", Base: head, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(t.Context()); err == nil {
+		t.Fatal("Wait = nil for a worktree that could not be written")
+	}
+	if out := git(t, root, "branch", "--list", "arbor/bad"); out != "" {
+		t.Errorf("branch left behind: %q", out)
+	}
+	if _, err := os.Stat(r.recordPath("bad")); !os.IsNotExist(err) {
+		t.Errorf("record left behind: %v", err)
+	}
+	if _, err := os.Stat(r.adminDir("bad")); !os.IsNotExist(err) {
+		t.Errorf("registration left behind: %v", err)
+	}
+}

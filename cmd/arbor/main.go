@@ -38,6 +38,7 @@ func init() {
 		{"stop", "ID", "stop a session and its subagents", cmdStop},
 		{"daemon", "[stop|status] [flags]", "run the daemon (or stop it, or show its status)", cmdDaemon},
 		{"lsp", "", "stdio forwarder for editors; starts the daemon when needed", cmdLSP},
+		{"acp", "[--verbose]", "an Agent Client Protocol agent on stdio (Zed, JetBrains, CodeCompanion, avante.nvim); starts the daemon when needed", cmdACP},
 		{"fake-model", "--script FILE [--addr 127.0.0.1:0]", "serve a scripted OpenAI-compatible model", cmdFakeModel},
 		{"demo", "[--keep]", "run a refactor on a throwaway repository with the built-in scripted model", cmdDemo},
 		{"bench", "startup|kernel|git|agents|harness|longrun [--json]", "measure against references in the same run", cmdBench},

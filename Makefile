@@ -56,6 +56,7 @@ bench: build
 	$(ARBOR) bench harness
 	$(ARBOR) bench longrun
 	$(ARBOR) bench tokens
+	$(ARBOR) bench acp
 
 # The editors' figures, in the real editors: attach → a 5,000-event session's transcript
 # rendered (Neovim and VS Code), a cell's print → the editor (p50), and VS Code's extension host

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/arborhq/arbor/acp/acpbench"
 	"github.com/arborhq/arbor/agents/agentbench"
 	"github.com/arborhq/arbor/agents/harness/harnessbench"
 	"github.com/arborhq/arbor/agents/longrunbench"
@@ -39,7 +40,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("--runs %d: want at least 1", *runs)
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents|harness|longrun|tokens [--runs N] [--json]")
+		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents|harness|longrun|tokens|acp [--runs N] [--json]")
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var rep *bench.Report
@@ -50,6 +51,15 @@ func cmdBench(ctx context.Context, args []string) error {
 			return err
 		}
 		rep, err = startbench.Run(ctx, exe, *runs)
+		if err != nil {
+			return err
+		}
+	case "acp":
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		rep, err = acpbench.Run(ctx, acpbench.Options{Exe: exe, Runs: *runs * 4})
 		if err != nil {
 			return err
 		}

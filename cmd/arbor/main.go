@@ -41,7 +41,7 @@ func init() {
 		{"acp", "[--verbose]", "an Agent Client Protocol agent on stdio (Zed, JetBrains, CodeCompanion, avante.nvim); starts the daemon when needed", cmdACP},
 		{"fake-model", "--script FILE [--addr 127.0.0.1:0]", "serve a scripted OpenAI-compatible model", cmdFakeModel},
 		{"demo", "[--keep]", "run a refactor on a throwaway repository with the built-in scripted model", cmdDemo},
-		{"bench", "startup|kernel|git|agents|harness|longrun [--json]", "measure against references in the same run", cmdBench},
+		{"bench", "startup|kernel|git|agents|harness|longrun|tokens|acp [--json]", "measure against references in the same run", cmdBench},
 		{"fsck", "[--repair] [DIR]", "check the event logs and harness stores of a repository's sessions", cmdFsck},
 		{"harness", "ls|show|edit|rm|history|diff|rollback [--scope S]", "list, show, edit and roll back the harness's notes, memories, skills and subagents", cmdHarness},
 		{"refine", "ID [--focus TEXT] [--scope S]", "ask a model to propose harness edits from what went wrong in a session", cmdRefine},

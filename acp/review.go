@@ -51,6 +51,9 @@ func (a *Agent) review(ctx context.Context, s *session) error {
 	if len(diff.Files) == 0 {
 		return nil
 	}
+	if mode == modeReview && a.state.get(s.id).Kept == diff.Head {
+		return nil // the user kept exactly this change on the branch: asked once is enough
+	}
 	callID := sdk.ToolCallId("arbor-apply-" + short12(diff.Head))
 	summary := diffSummary(diff, info.Branch)
 	content := []sdk.ToolCallContent{sdk.ToolContent(sdk.TextBlock(summary))}
@@ -105,6 +108,9 @@ func (a *Agent) review(ctx context.Context, s *session) error {
 			a.setMode(s, modeBranch)
 		}
 		if choice != optApply && choice != optApplyAlways {
+			if choice == optKeep {
+				a.state.set(s.id, func(st *sessionState) { st.Kept = diff.Head })
+			}
 			why := "kept on " + info.Branch + " (not applied)"
 			if err != nil || choice == "" {
 				why = "not applied: the permission request was cancelled; the change stays on " + info.Branch

@@ -37,6 +37,9 @@ func validMode(m string) bool {
 type sessionState struct {
 	Mode       string   `json:"mode"`
 	MCPServers []string `json:"mcpServers,omitempty"`
+	// Kept is the session head whose change the user chose to keep on the branch: not asked
+	// about again until the session makes another checkpoint.
+	Kept string `json:"kept,omitempty"`
 }
 
 // stateFile is <state>/acp/sessions.json, written whole (temp, fsync, rename) on each change.

@@ -419,6 +419,13 @@ func TestACPFlow(t *testing.T) {
 	if d := e.mustArbor("diff", id); !strings.Contains(d.stdout, "def sub") {
 		t.Fatalf("the refused change is not on the session branch:\n%s", d)
 	}
+	// The kept change is not asked about again by a turn that changes nothing.
+	if res, err = p.conn.Prompt(ctx, sdk.PromptRequest{SessionId: ns.SessionId, Prompt: text("acp hello there")}); err != nil || res.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("acp hello: %v %v", res.StopReason, err)
+	}
+	if len(p.cl.asked) != 2 {
+		t.Fatalf("asked %d times; a kept change was asked about again", len(p.cl.asked))
+	}
 
 	// Cancel a long cell: the prompt answers cancelled, the session stays and takes the next.
 	if _, err := p.conn.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: ns.SessionId, ModeId: "branch"}); err != nil {

@@ -244,6 +244,7 @@ func toolText(cs []sdk.ToolCallContent) string {
 // cancelled with the session kept, an editor that goes away mid-turn leaves the turn running
 // and a new process loads its whole history, and list, fork and set_model work.
 func TestACPFlow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.startACP()
 	ctx := ctxT(t)
@@ -358,6 +359,15 @@ func TestACPFlow(t *testing.T) {
 	if !strings.Contains(planText, "counter: acp child: count to three") {
 		t.Fatalf("plan entries:\n%s", planText)
 	}
+	// The child's entry follows its state: it finishes, and the plan says so.
+	p.cl.waitFor("with the child's plan entry completed", mark, func(n sdk.SessionNotification) bool {
+		if n.Update.Plan == nil || len(n.Update.Plan.Entries) != 1 {
+			return false
+		}
+		pe := n.Update.Plan.Entries[0]
+		m, _ := pe.Meta["arbor"].(map[string]any)
+		return pe.Status == sdk.PlanEntryStatusCompleted && m != nil && strings.HasPrefix(fmt.Sprint(m["branch"]), "arbor/acp-child")
+	})
 	if !strings.Contains(answer, "I documented add") {
 		t.Fatalf("answer %q", answer)
 	}
@@ -554,6 +564,7 @@ func TestACPFlow(t *testing.T) {
 // request. (An unparseable line is dropped by the SDK; a request with bad params is answered
 // with invalid params.)
 func TestACPBadFrames(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cmd := exec.Command(arborBin, "acp")
 	cmd.Dir, cmd.Env = e.repo, e.environ()

@@ -34,7 +34,7 @@ func (r *remote) stop(p *proc) {
 			r.ws.stopping = true
 			r.ws.mu.Unlock()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for {
 			err := r.c.delete(ctx, r.id)

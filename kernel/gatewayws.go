@@ -71,9 +71,13 @@ func dialKernel(ctx context.Context, c *gatewayClient, id string, p *proc, log *
 func (w *wsChannels) dial(ctx context.Context) (*websocket.Conn, error) {
 	h := http.Header{}
 	w.c.auth(h)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	conn, resp, err := websocket.Dial(ctx, w.c.wsURL(w.id, w.session), &websocket.DialOptions{HTTPHeader: h, HTTPClient: w.c.g.HTTP})
+	// ctx bounds the handshake: Jupyter Server answers it only once the kernel has replied
+	// to its kernel_info, which under a burst of starts takes a while.
+	hc := w.c.g.HTTP
+	if hc == nil {
+		hc = wsHTTP
+	}
+	conn, resp, err := websocket.Dial(ctx, w.c.wsURL(w.id, w.session), &websocket.DialOptions{HTTPHeader: h, HTTPClient: hc})
 	if err != nil {
 		if resp != nil {
 			switch resp.StatusCode {
@@ -136,7 +140,7 @@ func (w *wsChannels) redial(dropped error) *websocket.Conn {
 	wait := 100 * time.Millisecond
 	var last error
 	for {
-		ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(w.ctx, 15*time.Second)
 		m, err := w.c.get(ctx, w.id)
 		if err == nil && m.ExecutionState == "dead" {
 			err = errors.New("the gateway reports it dead")

@@ -1,7 +1,8 @@
-// Package jupytertest runs a real Jupyter Server (Debian's python3-jupyter-server) for tests of
-// Arbor's gateway kernels: on loopback, on a free port, with token auth, its state in a temp
-// dir. Call [Start] in a test; [Server.Stop] and [Server.Restart] take it down and bring it
-// back on the same address and token mid-test, as a cluster's gateway going away would.
+// Package jupytertest runs a real Jupyter Server (Debian's python3-jupyter-server) for tests and
+// benchmarks of Arbor's gateway kernels: on loopback, on a free port, with token auth, its
+// state in a temp dir. Call [Start] in a test ([Launch] elsewhere, then [Server.Close]);
+// [Server.Stop] and [Server.Restart] take it down and bring it back on the same address and
+// token mid-test, as a cluster's gateway going away would.
 //
 //	s := jupytertest.Start(t)
 //	// s.URL is "http://127.0.0.1:PORT", s.Token the token; kernel name "python3"
@@ -41,9 +42,10 @@ type Server struct {
 	Token string
 	Dir   string // root_dir and the server's private Jupyter dirs
 
-	t    testing.TB
-	port int
-	log  string
+	t      testing.TB // nil when launched outside a test
+	ownDir bool       // Dir was made by Launch: Close removes it
+	port   int
+	log    string
 
 	// life is held through a whole start, stop or kill: a Restart racing a Stop still in
 	// progress would find the old server answering on the port, then lose it.
@@ -70,29 +72,63 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skip(why)
 	}
-	dir := t.TempDir()
+	s, err := launchIn(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.t = t
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Launch starts a server outside a test (a benchmark); Close stops it and removes its files.
+func Launch() (*Server, error) {
+	if why := Available(); why != "" {
+		return nil, errors.New(why)
+	}
+	dir, err := os.MkdirTemp("", "arbor-jupyter-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := launchIn(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s.ownDir = true
+	return s, nil
+}
+
+// Close stops the server and, after Launch, removes its directory.
+func (s *Server) Close() {
+	s.Stop()
+	if s.ownDir {
+		os.RemoveAll(s.Dir)
+	}
+}
+
+func launchIn(dir string) (*Server, error) {
 	var b [16]byte
 	rand.Read(b[:])
-	s := &Server{Token: hex.EncodeToString(b[:]), Dir: dir, t: t, log: filepath.Join(dir, "server.log")}
+	s := &Server{Token: hex.EncodeToString(b[:]), Dir: dir, log: filepath.Join(dir, "server.log")}
 	spec := filepath.Join(dir, "share", "jupyter", "kernels", KernelName)
 	if err := os.MkdirAll(spec, 0o700); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	js := fmt.Sprintf(`{"argv": [%q, "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "Python 3 (Arbor tests)", "language": "python"}`, Python)
 	if err := os.WriteFile(filepath.Join(spec, "kernel.json"), []byte(js), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	port, err := freePort()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s.port = port
 	s.URL = "http://127.0.0.1:" + strconv.Itoa(port)
 	if err := s.start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(s.Stop)
-	return s
+	return s, nil
 }
 
 // Port is the server's TCP port.
@@ -210,10 +246,14 @@ func (s *Server) Kill() {
 	<-die
 }
 
-// Restart starts the server again on the same address and token (after Stop or Kill).
+// Restart starts the server again on the same address and token (after Stop or Kill); in a
+// test a failure fails it, else it panics.
 func (s *Server) Restart() {
-	s.t.Helper()
 	if err := s.start(); err != nil {
+		if s.t == nil {
+			panic(err)
+		}
+		s.t.Helper()
 		s.t.Fatal(err)
 	}
 }

@@ -3,7 +3,8 @@
 // (scripts embedded under ref/), or Arbor's own plain launch.
 //
 // Call [Run] with [Options] naming the figure groups wanted (none for all): launch, exec,
-// stdout, bridge, interrupt, death, snapshot, many; and the runs, how many times each
+// stdout, bridge, interrupt, death, snapshot, many, gateway (kernels on a Jupyter Server
+// against local ones, see gateway.go); and the runs, how many times each
 // measurement is repeated (its median is the figure). Without the arbor binary:
 //
 //	go test ./kernel/kernelbench -run TestRun -v -args -kernelbench [-kernelbench.groups=exec,stdout] [-kernelbench.runs=5]
@@ -33,7 +34,7 @@ import (
 var jcBench []byte
 
 // Groups lists the figure groups in the order Run measures them.
-var Groups = []string{"launch", "exec", "stdout", "bridge", "interrupt", "death", "snapshot", "many"}
+var Groups = []string{"launch", "exec", "stdout", "bridge", "interrupt", "death", "snapshot", "many", "gateway"}
 
 // ManyKernels is how many kernels the "many" group starts from the fork server.
 var ManyKernels = 100
@@ -95,6 +96,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	steps := map[string]func() error{
 		"launch": e.launch, "exec": e.exec, "stdout": e.stdout, "bridge": e.bridge,
 		"interrupt": e.interrupt, "death": e.death, "snapshot": e.snapshot, "many": e.many,
+		"gateway": e.gateway,
 	}
 	for _, g := range Groups {
 		if !slices.Contains(which, g) {

@@ -77,7 +77,10 @@
 // flight then returns Status "died" with the reason; Revive starts a new kernel (deleting the
 // dead one) at the next cell. A start fails with ErrGatewayUnreachable for a URL that does not
 // answer, ErrGatewayAuth for a refused token (401/403, named), and an unknown kernel name with
-// the gateway's list.
+// the gateway's list. The kernel id is recorded in StateDir, so the next start of a session
+// whose daemon crashed deletes the kernel it left on the cluster. A Manager parks idle gateway
+// kernels like local ones (snapshot, delete), freeing the cluster; it gives them no boot slot
+// and counts them against no MaxLive, since they take no local memory.
 //
 // # Cells that will not stop, and dead kernels
 //

@@ -353,3 +353,40 @@ func TestGatewayDropAndStop(t *testing.T) {
 		t.Fatalf("after the server came back from a crash: %+v", res)
 	}
 }
+
+// TestGatewayOrphanAndPark: a kernel a crashed daemon left on the gateway is deleted when the
+// session's kernel starts again from the same state dir; a Manager parks an idle gateway
+// kernel (snapshot, delete there) and the next cell revives it with its variables.
+func TestGatewayOrphanAndPark(t *testing.T) {
+	s := jupytertest.Start(t)
+	state := t.TempDir()
+	first := gatewayKernel(t, s, s.URL, nil, func(o *Options) { o.StateDir = state })
+	orphan := first.current().gw.id
+	// The daemon "crashes": first is never closed; the next start finds its kernel recorded.
+	m, err := NewManager(ManagerConfig{StateDir: t.TempDir(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	opts := first.opts
+	opts.Logger = testLogger(t)
+	k, err := m.Start(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := kernelIDs(t, s)
+	if len(ids) != 1 || ids[0] == orphan || ids[0] != k.current().gw.id {
+		t.Fatalf("kernels on the server %v; the orphan was %s", ids, orphan)
+	}
+	grun(t, k, "z = 'kept'", ExecOptions{})
+	if !k.Park(t.Context()) {
+		t.Fatal("the gateway kernel was not parked")
+	}
+	if ids := kernelIDs(t, s); len(ids) != 0 {
+		t.Fatalf("a parked kernel is still on the server: %v", ids)
+	}
+	res := grun(t, k, "z", ExecOptions{})
+	if res.Text != "'kept'\n" || !strings.Contains(res.Notice, "stopped to free memory") {
+		t.Fatalf("revived after parking: %+v", res)
+	}
+}

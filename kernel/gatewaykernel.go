@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/arborhq/arbor/atomicfile"
 	"github.com/arborhq/arbor/sandbox"
 )
 
@@ -21,6 +24,46 @@ type remote struct {
 	ws       *wsChannels
 	log      *slog.Logger
 	killOnce sync.Once
+}
+
+// remoteRecord names the gateway kernel a Kernel's StateDir last started, so a daemon that
+// crashed leaves no kernel running on the cluster once the session's kernel starts again: the
+// gateway keeps a kernel whose client vanished (until it culls idle ones, if it does).
+const remoteRecord = "gateway-kernel.json"
+
+type remoteRef struct {
+	URL string `json:"url"`
+	ID  string `json:"id"`
+}
+
+func (k *Kernel) recordRemote(id string) {
+	b, _ := json.Marshal(remoteRef{URL: k.opts.Gateway.URL, ID: id})
+	if err := atomicfile.WriteFileNoSync(filepath.Join(k.opts.StateDir, remoteRecord), b, 0o600); err != nil {
+		k.log.Warn("kernel gateway: record kernel id", "err", err)
+	}
+}
+
+// deleteOrphan deletes the kernel recorded by a previous start that is not this Kernel's
+// current one (a daemon crashed, or a delete failed while the gateway was away).
+func (k *Kernel) deleteOrphan(ctx context.Context) {
+	b, err := os.ReadFile(filepath.Join(k.opts.StateDir, remoteRecord))
+	if err != nil {
+		return
+	}
+	var ref remoteRef
+	if json.Unmarshal(b, &ref) != nil || ref.ID == "" || ref.URL != k.opts.Gateway.URL {
+		return
+	}
+	if p := k.current(); p != nil && p.gw != nil && p.gw.id == ref.ID && !p.isExited() {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := k.gwc.delete(dctx, ref.ID); err != nil {
+		k.log.Warn("kernel gateway: delete the kernel a previous start left", "kernel", ref.ID, "err", err)
+		return
+	}
+	k.log.Info("kernel gateway: deleted the kernel a previous start left", "kernel", ref.ID)
 }
 
 // errStoppedByArbor is the exit reason of a gateway kernel Arbor stopped itself.
@@ -77,11 +120,13 @@ func (k *Kernel) launchRemote(ctx context.Context, s launchSpec, reuse string) (
 	c := k.gwc
 	id := reuse
 	if id == "" {
+		k.deleteOrphan(ctx)
 		m, err := c.start(ctx, k.opts.Dir)
 		if err != nil {
 			return nil, err
 		}
 		id = m.ID
+		k.recordRemote(id)
 	}
 	p := &proc{stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{}), sockCancel: func() {}}
 	p.gw = &remote{c: c, id: id, log: k.log}

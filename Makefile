@@ -2,7 +2,7 @@
 GO ?= go
 ARBOR := $(CURDIR)/bin/arbor
 
-.PHONY: all deps build generate demo test test-go test-e2e test-nvim test-vscode test-vscode-e2e bench bench-editors soak lint clean vsix
+.PHONY: all deps build generate demo test test-go test-acp test-e2e test-nvim test-vscode test-vscode-e2e bench bench-editors soak lint clean vsix
 
 all: build
 
@@ -22,7 +22,7 @@ vsix:
 demo: deps build
 	$(ARBOR) demo
 
-test: deps build test-go test-e2e
+test: deps build test-go test-acp test-e2e
 
 # The tests require what they test (a kernel, bubblewrap), and run without the developer's own
 # git configuration, so a missing identity or setting cannot hide behind it.
@@ -33,6 +33,12 @@ test-go:
 	$(TEST_ENV) $(GO) test -race -timeout 15m ./...
 	# The every-byte-offset truncation of a 1,000-record log, without -race (which makes it slow).
 	$(TEST_ENV) ARBOR_SOAK=1 $(GO) test -count=1 -run TestTruncateEveryOffset ./agents/eventlog/
+
+# `arbor acp` from Node with the official ACP TypeScript SDK as the client (the Go side is
+# TestACPFlow in test-go).
+test-acp: build
+	@bash scripts/deps.sh --editors
+	$(TEST_ENV) ARBOR_BIN=$(ARBOR) bash test/acp/run.sh
 
 test-e2e: test-nvim test-vscode test-vscode-e2e
 

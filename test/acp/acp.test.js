@@ -21,12 +21,14 @@ const rank = { pending: 0, in_progress: 1, completed: 2, failed: 2 };
 test("arbor acp through the ACP TypeScript SDK", { timeout: 240_000 }, async (t) => {
   const w = new World();
   let failed = false;
-  const step = (name, fn) =>
-    t.test(name, { skip: failed && "an earlier step failed" }, async (st) => {
+  // A step with { todo } asserts what is right but is known to fail: its failure is reported
+  // as a todo and does not stop the steps after it.
+  const step = (name, fn, opts = {}) =>
+    t.test(name, { skip: failed && "an earlier step failed", todo: opts.todo }, async (st) => {
       try {
         await fn(st);
       } catch (e) {
-        failed = true;
+        if (!opts.todo) failed = true;
         throw e;
       }
     });
@@ -282,10 +284,11 @@ test("arbor acp through the ACP TypeScript SDK", { timeout: 240_000 }, async (t)
     assert.equal(s._meta?.arbor?.branch, branch);
   });
 
-  await step("session/fork at an event (_meta.arbor.atSeq): a new session on another branch with the history up to there", async () => {
+  let fk;
+  await step("session/fork at an event (_meta.arbor.atSeq): a new session on another branch with the code up to there", async () => {
     const at = replay.find((n) => n.update.sessionUpdate === "agent_message_chunk" && /I documented add/.test(blockText(n.update.content)))?._meta?.arbor?.seq;
     assert.ok(Number.isInteger(at), "the answer's update has no _meta.arbor.seq");
-    const fk = await ed.request(M.session.fork, { sessionId: sid, cwd: w.repo, mcpServers: [], _meta: { arbor: { atSeq: at } } });
+    fk = await ed.request(M.session.fork, { sessionId: sid, cwd: w.repo, mcpServers: [], _meta: { arbor: { atSeq: at } } });
     assert.ok(fk.sessionId && fk.sessionId !== sid, `fork: ${JSON.stringify(fk)}`);
     assert.equal(fk._meta?.arbor?.forkSeq, at);
     assert.equal(fk._meta?.arbor?.forkOf, sid);
@@ -305,6 +308,24 @@ test("arbor acp through the ACP TypeScript SDK", { timeout: 240_000 }, async (t)
     // And the original is untouched by the fork's turn.
     assert.equal(w.session(sid).state, "idle");
   });
+
+  // KNOWN BUG in arbor acp (marked todo so `make test` stays green until it is fixed; it fails
+  // today): session/load of a fork replays only the fork's own events — the daemon's log of a
+  // fork begins with "forked from X at event N" and the conversation before N lives in X's log,
+  // which the load does not replay — so an editor loading a fork shows a conversation without
+  // its beginning, though the model continues from it. ACP's session/load replays the whole
+  // conversation; a fork's is X's up to N, then its own.
+  await step("session/load of the fork replays the conversation up to the fork point, then its own turn", async () => {
+    const before = ed.updates.length;
+    await ed.request(M.session.load, { sessionId: fk.sessionId, cwd: w.repo, mcpServers: [] });
+    const ups = ed.updates.slice(before);
+    const dump = ups.map((n) => `${n._meta?.arbor?.seq} ${n._meta?.arbor?.event} ${kinds([n])}`).join("\n");
+    const users = ups.filter((n) => n.update.sessionUpdate === "user_message_chunk").map((n) => blockText(n.update.content));
+    assert.deepEqual(users.map((u) => u.split(":")[0]), ["acp edit", "acp hello fork"], `the fork's replayed user messages:\n${dump}`);
+    const answers = ups.filter((n) => n.update.sessionUpdate === "agent_message_chunk").map((n) => blockText(n.update.content)).join("|");
+    assert.match(answers, /I documented add.*\|.*hello from arbor/, `the fork's replayed answers:\n${dump}`);
+    assert.ok(ups.every((n) => n.sessionId === fk.sessionId));
+  }, { todo: "arbor acp: session/load of a fork does not replay the conversation before the fork point" });
 
   await step("the acp process killed (SIGKILL) mid-turn: the turn finishes; a new process loads it too", async () => {
     await leaveMidTurn("kill", "acp slow: once more");

@@ -14,11 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 	"go.lsp.dev/jsonrpc2"
 
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/server"
 )
 
@@ -51,6 +53,8 @@ type Agent struct {
 	dmu    sync.Mutex
 	daemon *server.Client
 
+	applies atomic.Int64 // numbers the apply tool calls, so each is its own
+
 	mu       sync.Mutex
 	caps     sdk.ClientCapabilities
 	sessions map[string]*session       // the ACP sessions of this connection, by id
@@ -66,8 +70,9 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 	a.out = newOutbox(func(ctx context.Context, n sdk.SessionNotification) error {
 		return a.peer().SessionUpdate(ctx, n)
 	}, opts.OutboxHook)
+	// The SDK logs through slog's default logger (its SetLogger would race with the reader it
+	// has already started): the caller sets that (cmd/arbor does, to stderr).
 	a.conn = sdk.NewAgentSideConnection(a, out, in)
-	a.conn.SetLogger(a.log)
 	close(a.ready)
 	defer a.close()
 	select {
@@ -324,6 +329,19 @@ func (a *Agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (_ sd
 	if err != nil {
 		return sdk.LoadSessionResponse{}, err
 	}
+	if s := a.session(info.ID); s != nil {
+		s.mu.Lock()
+		busy := s.turn != nil
+		s.mu.Unlock()
+		if busy {
+			return sdk.LoadSessionResponse{}, reqErr(-32602, fmt.Sprintf("session/load: session %s runs a prompt of this connection; it is loaded already", short(info.ID)))
+		}
+	}
+	// A fork's log starts at the fork: the conversation before it is its source's, up to the
+	// event it was forked at (and so on for a fork of a fork), replayed first.
+	if err := a.replayAncestry(ctx, d, info); err != nil {
+		return sdk.LoadSessionResponse{}, err
+	}
 	s, err := a.open(ctx, d, info, cmpOr(p.Cwd, info.Workspace), 1, true)
 	if err != nil {
 		return sdk.LoadSessionResponse{}, err
@@ -335,6 +353,66 @@ func (a *Agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (_ sd
 		return sdk.LoadSessionResponse{}, err
 	}
 	return sdk.LoadSessionResponse{Modes: a.modes(info.ID), Models: a.models(ctx, d, info.Workspace, info.Model)}, nil
+}
+
+// replayAncestry sends, as updates of fork, the history its log does not hold: its source's
+// events up to the fork point, after the source's own ancestry. Their _meta.arbor names the
+// session they are in (source) and their seq there — a fork point for session/fork of it.
+func (a *Agent) replayAncestry(ctx context.Context, d *server.Client, fork server.Session) error {
+	type span struct {
+		id   string
+		upTo uint64
+	}
+	var chain []span
+	for cur := fork; cur.ForkOf != ""; {
+		if len(chain) > 64 {
+			break
+		}
+		chain = append(chain, span{cur.ForkOf, cur.ForkSeq})
+		src, err := server.SessionGet.Call(ctx, d, server.SessionRef{ID: cur.ForkOf})
+		if err != nil {
+			a.log.Warn("the source of a fork is gone; its history before the fork is not replayed", "fork", fork.ID, "source", cur.ForkOf, "err", err)
+			break
+		}
+		cur = *src
+	}
+	if len(chain) == 0 {
+		return nil
+	}
+	tr := newSession(a, fork, "") // translation state of its own: the fork's starts afresh
+	tr.replaying = true
+	for i := len(chain) - 1; i >= 0; i-- {
+		sp := chain[i]
+		for since := uint64(1); since <= sp.upTo; {
+			res, err := server.SessionLog.Call(ctx, d, server.LogParams{ID: sp.id, SinceSeq: since, Limit: 500})
+			if err != nil {
+				return daemonErr("session/load", err)
+			}
+			if len(res.Events) == 0 {
+				break
+			}
+			for _, ev := range res.Events {
+				if ev.Seq > sp.upTo {
+					break
+				}
+				since = ev.Seq + 1
+				if ev.Type == string(event.TypeSubagentSpawned) || ev.Type == string(event.TypeSessionCreated) {
+					continue // the source's children and description are not the fork's
+				}
+				tr.mu.Lock()
+				updates := tr.translate(ev)
+				tr.mu.Unlock()
+				meta := map[string]any{"arbor": map[string]any{"session": fork.ID, "source": sp.id, "seq": ev.Seq, "event": ev.Type}}
+				for _, u := range updates {
+					a.out.push(sdk.SessionNotification{SessionId: sdk.SessionId(fork.ID), Update: u, Meta: meta})
+				}
+			}
+			if res.Events[len(res.Events)-1].Seq >= sp.upTo {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // ResumeSession goes on with a session without replaying its history.

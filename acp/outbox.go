@@ -19,16 +19,18 @@ type outbox struct {
 
 	mu      sync.Mutex
 	items   []sdk.SessionNotification
-	busy    bool // the sender holds an item it is writing
+	seqs    []uint64 // per item, the number of the first push it holds
+	pushed  uint64   // pushes so far
+	busy    uint64   // the first push of the item being written (0: none)
 	wake    chan struct{}
-	drained chan struct{} // closed and replaced each time the outbox empties
+	written chan struct{} // closed and replaced after each write
 	done    chan struct{}
 	closed  bool
 	err     error // the write that failed: the client is gone
 }
 
 func newOutbox(send func(context.Context, sdk.SessionNotification) error, hook func(int)) *outbox {
-	o := &outbox{send: send, hook: hook, wake: make(chan struct{}, 1), drained: make(chan struct{}), done: make(chan struct{})}
+	o := &outbox{send: send, hook: hook, wake: make(chan struct{}, 1), written: make(chan struct{}), done: make(chan struct{})}
 	go o.run()
 	return o
 }
@@ -40,8 +42,10 @@ func (o *outbox) push(n sdk.SessionNotification) {
 		o.mu.Unlock()
 		return
 	}
+	o.pushed++
 	if !o.merge(n) {
 		o.items = append(o.items, n)
+		o.seqs = append(o.seqs, o.pushed)
 	}
 	pending := len(o.items)
 	o.mu.Unlock()
@@ -87,7 +91,7 @@ func (o *outbox) merge(n sdk.SessionNotification) bool {
 	case u.Plan != nil:
 		for i := range o.items {
 			if o.items[i].SessionId == n.SessionId && o.items[i].Update.Plan != nil {
-				o.items[i] = n
+				o.items[i] = n // keeps its place and its number: flush waits for it either way
 				return true
 			}
 		}
@@ -147,8 +151,6 @@ func (o *outbox) run() {
 	for {
 		o.mu.Lock()
 		for len(o.items) == 0 {
-			close(o.drained)
-			o.drained = make(chan struct{})
 			closed := o.closed
 			o.mu.Unlock()
 			if closed {
@@ -158,22 +160,28 @@ func (o *outbox) run() {
 			o.mu.Lock()
 		}
 		n := o.items[0]
-		o.items = o.items[1:]
-		o.busy = true
+		o.busy = o.seqs[0]
+		o.items, o.seqs = o.items[1:], o.seqs[1:]
 		o.mu.Unlock()
 		err := o.send(context.Background(), n)
 		o.mu.Lock()
-		o.busy = false
+		o.busy = 0
 		if err != nil && o.err == nil {
 			o.err = err
-			o.items = nil
+			o.items, o.seqs = nil, nil
 		}
+		close(o.written)
+		o.written = make(chan struct{})
 		o.mu.Unlock()
 	}
 }
 
-// flush waits until everything pushed so far was written (or the client went away).
+// flush waits until everything pushed before it was written (or the client went away). What
+// is pushed meanwhile — another session's cell printing on — does not hold it up.
 func (o *outbox) flush(ctx context.Context) error {
+	o.mu.Lock()
+	mark := o.pushed
+	o.mu.Unlock()
 	for {
 		o.mu.Lock()
 		if o.err != nil {
@@ -181,12 +189,12 @@ func (o *outbox) flush(ctx context.Context) error {
 			o.mu.Unlock()
 			return reqErr(-32603, "the client stopped reading: "+err.Error())
 		}
-		if len(o.items) == 0 && !o.busy {
-			o.mu.Unlock()
+		waiting := o.busy != 0 && o.busy <= mark || len(o.seqs) > 0 && o.seqs[0] <= mark
+		ch := o.written
+		o.mu.Unlock()
+		if !waiting {
 			return nil
 		}
-		ch := o.drained
-		o.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():

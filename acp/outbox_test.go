@@ -2,6 +2,7 @@ package acp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/arborhq/arbor/server"
 )
 
 // A client that takes a second per update while a cell streams 500 updates gets them folded:
@@ -129,9 +132,10 @@ func TestStopReasons(t *testing.T) {
 	}{
 		{turn{}, sdk.StopReasonEndTurn, ""},
 		{turn{cancelled: true, interrupt: "cancelled by the user"}, sdk.StopReasonCancelled, ""},
-		{turn{interrupt: "the goal's token budget ran out"}, sdk.StopReasonMaxTokens, ""},
-		{turn{interrupt: "the goal's wall budget ran out"}, sdk.StopReasonMaxTurnRequests, ""},
-		{turn{failure: "the turn reached its limit of 40 model calls (maxTurnSteps in arbor.json)"}, sdk.StopReasonMaxTurnRequests, ""},
+		{turn{interrupt: "the goal of session ab12 ended: token budget reached", limit: "tokens"}, sdk.StopReasonMaxTokens, ""},
+		{turn{interrupt: "the goal of session ab12 ended: wall budget reached", limit: "wall"}, sdk.StopReasonMaxTurnRequests, ""},
+		{turn{failure: "the turn reached its limit of 40 model calls (maxTurnSteps in arbor.json)", limit: "steps"}, sdk.StopReasonMaxTurnRequests, ""},
+		{turn{interrupt: "the session was stopped"}, sdk.StopReasonCancelled, ""},
 		{turn{finish: "content_filter"}, sdk.StopReasonRefusal, ""},
 		{turn{finish: "length"}, sdk.StopReasonMaxTokens, ""},
 		{turn{failure: "model scripted: connection refused"}, "", "model scripted: connection refused"},
@@ -140,5 +144,69 @@ func TestStopReasons(t *testing.T) {
 		if stop != c.stop || fail != c.fail {
 			t.Errorf("%+v: %q %q, want %q %q", c.t, stop, fail, c.stop, c.fail)
 		}
+	}
+}
+
+// flush waits for what was pushed before it, not for an outbox that never empties: another
+// session's cell printing on to a slow client does not hold up this one's answer.
+func TestOutboxFlushWatermark(t *testing.T) {
+	sent := make(chan struct{}, 1000)
+	o := newOutbox(func(ctx context.Context, n sdk.SessionNotification) error {
+		time.Sleep(30 * time.Millisecond) // a slow client
+		sent <- struct{}{}
+		return nil
+	}, nil)
+	defer o.close()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // another session's cell, printing on
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			o.push(sdk.SessionNotification{SessionId: "other", Update: sdk.UpdateAgentThoughtText(fmt.Sprint(i))})
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	o.push(sdk.SessionNotification{SessionId: "mine", Update: sdk.UpdateAgentMessageText("answer")})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := o.flush(ctx); err != nil {
+		t.Fatalf("flush did not return while the other session printed: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("flush took %v", d)
+	}
+}
+
+// A cell the turn never finished (interrupted, or never started because the turn ended
+// first) is ended as failed, live and on replay, so no tool call is left spinning.
+func TestInterruptedCellsEnd(t *testing.T) {
+	a := New(Options{})
+	s := newSession(a, server.Session{ID: "s1"}, "/r")
+	ev := func(seq uint64, typ string, data string) server.Event {
+		return server.Event{Session: "s1", Seq: seq, Type: typ, Data: json.RawMessage(data)}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.translate(ev(1, "assistant_message", `{"text":"","toolCalls":[{"id":"c1","code":"sleep()"},{"id":"c2","code":"after()"}],"usage":{"inputTokens":1,"outputTokens":1,"costUSD":0}}`))
+	s.translate(ev(2, "tool_started", `{"callId":"c1","code":"sleep()"}`))
+	s.translate(ev(3, "tool_output", `{"callId":"c1","stream":"stdout","text":"half\n"}`))
+	ups := s.translate(ev(4, "interrupted", `{"turn":1,"reason":"cancelled by the user"}`))
+	ended := map[string]bool{}
+	for _, u := range ups {
+		if tu := u.ToolCallUpdate; tu != nil && tu.Status != nil && *tu.Status == sdk.ToolCallStatusFailed {
+			ended[string(tu.ToolCallId)] = true
+			if tu.ToolCallId == "c1@1" && !strings.Contains(toolContentText(tu.Content), "half") {
+				t.Errorf("the interrupted cell lost its output: %q", toolContentText(tu.Content))
+			}
+		}
+	}
+	if !ended["c1@1"] || !ended["c2@1"] || len(s.cells) != 0 {
+		t.Fatalf("ended %v, open %d", ended, len(s.cells))
 	}
 }

@@ -13,12 +13,15 @@ import (
 	"github.com/arborhq/arbor/server"
 )
 
-// What the permission request shows of a change: at most this many files as diffs, each at
-// most this large (the rest are named in the summary).
+// What the permission request shows of a change: at most this many files as diffs, each side
+// at most reviewFileSize and all of them at most reviewTotal (the rest are named in the
+// summary), so no message comes near a client's line limit. writeFileSize bounds a file
+// written through the client.
 const (
 	reviewFiles    = 20
 	reviewFileSize = 256 << 10
-	writeFileSize  = 4 << 20
+	reviewTotal    = 1 << 20
+	writeFileSize  = 1 << 20
 )
 
 const (
@@ -31,20 +34,23 @@ const (
 // review brings the session's remaining change to the user's branch as its mode says: asked
 // first in review mode, at once in apply mode, never in branch mode. An accepted change is
 // written through the client's fs/write_text_file when it offers that.
-func (a *Agent) review(ctx context.Context, s *session) error {
+//
+// work runs the daemon calls (never abandoned halfway: an accept is whole or not at all); ctx,
+// the prompt's, is only the permission request's, so a cancel withdraws the question.
+func (a *Agent) review(ctx, work context.Context, s *session) error {
 	mode := a.state.get(s.id).Mode
 	if mode == modeBranch {
 		return nil
 	}
-	d, err := a.client(ctx)
+	d, err := a.client(work)
 	if err != nil {
 		return err
 	}
-	info, err := server.SessionGet.Call(ctx, d, server.SessionRef{ID: s.id})
+	info, err := server.SessionGet.Call(work, d, server.SessionRef{ID: s.id})
 	if err != nil {
 		return daemonErr("session", err)
 	}
-	diff, err := server.SessionDiff.Call(ctx, d, server.DiffParams{ID: s.id})
+	diff, err := server.SessionDiff.Call(work, d, server.DiffParams{ID: s.id})
 	if err != nil {
 		return daemonErr("diff", err)
 	}
@@ -54,33 +60,43 @@ func (a *Agent) review(ctx context.Context, s *session) error {
 	if mode == modeReview && a.state.get(s.id).Kept == diff.Head {
 		return nil // the user kept exactly this change on the branch: asked once is enough
 	}
-	callID := sdk.ToolCallId("arbor-apply-" + short12(diff.Head))
+	callID := sdk.ToolCallId(fmt.Sprintf("arbor-apply-%s-%d", short12(diff.Head), a.applies.Add(1)))
 	summary := diffSummary(diff, info.Branch)
 	content := []sdk.ToolCallContent{sdk.ToolContent(sdk.TextBlock(summary))}
 	var locations []sdk.ToolCallLocation
-	shown := 0
+	shown, total := 0, 0
+	var left []string
 	for _, f := range diff.Files {
 		full := filepath.Join(info.Workspace, f.Path)
 		locations = append(locations, sdk.ToolCallLocation{Path: full})
-		if f.Binary || shown >= reviewFiles {
+		if f.Binary {
 			continue
 		}
-		oldText, newText, ok := a.sides(ctx, d, s.id, f)
-		if !ok {
+		if shown >= reviewFiles || total >= reviewTotal {
+			left = append(left, f.Path)
+			continue
+		}
+		oldText, newText, ok := a.sides(work, d, s.id, f)
+		if !ok || total+len(oldText)+len(newText) > reviewTotal {
+			left = append(left, f.Path)
 			continue
 		}
 		shown++
+		total += len(oldText) + len(newText)
 		if f.Status == "added" {
 			content = append(content, sdk.ToolDiffContent(full, newText))
 		} else {
 			content = append(content, sdk.ToolDiffContent(full, newText, oldText))
 		}
 	}
+	if len(left) > 0 {
+		content[0] = sdk.ToolContent(sdk.TextBlock(summary + fmt.Sprintf("(not shown here, too large or too many: %s — `arbor diff %s` shows them)\n", strings.Join(left, ", "), short(s.id))))
+	}
 	title := fmt.Sprintf("Apply %d file(s) from %s to your branch", len(diff.Files), info.Branch)
 	s.push(sdk.StartToolCall(callID, title, sdk.WithStartKind(sdk.ToolKindEdit), sdk.WithStartStatus(sdk.ToolCallStatusPending),
 		sdk.WithStartContent(content), sdk.WithStartLocations(locations)))
 	if mode == modeReview {
-		if err := a.out.flush(ctx); err != nil {
+		if err := a.out.flush(work); err != nil {
 			return err
 		}
 		res, err := a.peer().RequestPermission(ctx, sdk.RequestPermissionRequest{
@@ -120,7 +136,7 @@ func (a *Agent) review(ctx context.Context, s *session) error {
 			return nil
 		}
 	}
-	acc, err := server.SessionAccept.Call(ctx, d, server.AcceptParams{ID: s.id, Head: diff.Head, Accepted: &diff.Accepted})
+	acc, err := server.SessionAccept.Call(work, d, server.AcceptParams{ID: s.id, Head: diff.Head, Accepted: &diff.Accepted})
 	if err != nil {
 		msg := daemonErr("accept", err).Error()
 		var re *sdk.RequestError
@@ -132,7 +148,7 @@ func (a *Agent) review(ctx context.Context, s *session) error {
 			sdk.WithUpdateContent(append(content, sdk.ToolContent(sdk.TextBlock("not applied: "+msg))))))
 		return nil
 	}
-	written, skipped := a.writeThrough(ctx, s, info.Workspace, acc.Files)
+	written, skipped := a.writeThrough(work, s, info.Workspace, acc.Files)
 	done := fmt.Sprintf("applied as %s on your branch (%d file(s))", short12(acc.Commit), len(acc.Files))
 	if written > 0 {
 		done += fmt.Sprintf("; %d written through the editor", written)
@@ -149,15 +165,15 @@ func (a *Agent) review(ctx context.Context, s *session) error {
 // sides reads a file's text before and after the change, for a diff the client shows.
 func (a *Agent) sides(ctx context.Context, d *server.Client, id string, f server.FileDiff) (oldText, newText string, ok bool) {
 	if f.Status != "added" {
-		r, err := server.SessionFileAt.Call(ctx, d, server.FileAtParams{ID: id, Path: cmpOr(f.OldPath, f.Path), Side: "base"})
-		if err != nil || len(r.Content) > reviewFileSize {
+		r, err := server.SessionFileAt.Call(ctx, d, server.FileAtParams{ID: id, Path: cmpOr(f.OldPath, f.Path), Side: "base", MaxBytes: reviewFileSize})
+		if err != nil || r.TooLarge {
 			return "", "", false
 		}
 		oldText = r.Content
 	}
 	if f.Status != "deleted" {
-		r, err := server.SessionFileAt.Call(ctx, d, server.FileAtParams{ID: id, Path: f.Path, Side: "head"})
-		if err != nil || len(r.Content) > reviewFileSize {
+		r, err := server.SessionFileAt.Call(ctx, d, server.FileAtParams{ID: id, Path: f.Path, Side: "head", MaxBytes: reviewFileSize})
+		if err != nil || r.TooLarge {
 			return "", "", false
 		}
 		newText = r.Content
@@ -172,11 +188,26 @@ func (a *Agent) writeThrough(ctx context.Context, s *session, root string, files
 	if !a.clientCaps().Fs.WriteTextFile {
 		return 0, nil
 	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return 0, nil
+	}
 	for _, f := range files {
 		full := filepath.Join(root, f)
-		b, err := os.ReadFile(full)
+		// Only a regular file inside the repository: a symlink the change made (to ~/.ssh, say)
+		// is never read and sent on, nor one under a symlinked directory.
+		fi, err := os.Lstat(full)
 		if err != nil {
 			continue // deleted by the change
+		}
+		real, rerr := filepath.EvalSymlinks(full)
+		if !fi.Mode().IsRegular() || rerr != nil || !strings.HasPrefix(real, realRoot+string(filepath.Separator)) {
+			skipped = append(skipped, f+" (not a regular file in the repository)")
+			continue
+		}
+		b, err := os.ReadFile(full)
+		if err != nil {
+			continue
 		}
 		if len(b) > writeFileSize || !utf8.Valid(b) {
 			skipped = append(skipped, f)

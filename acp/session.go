@@ -3,6 +3,7 @@ package acp
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -65,20 +66,28 @@ func (s *session) reset() {
 // onEvent translates one event of the session into updates and follows the prompt's turn.
 // Events at or before the last one seen are dropped (a reattach may send them again).
 func (s *session) onEvent(ev server.Event) {
-	s.mu.Lock()
-	if ev.Seq <= s.lastSeq {
-		s.mu.Unlock()
-		return
-	}
-	s.lastSeq = ev.Seq
-	updates := s.translate(ev)
-	finished := s.follow(ev)
-	var replayDone chan struct{}
-	if s.replaying && s.replayTo > 0 && ev.Seq >= s.replayTo {
-		s.replaying = false
-		replayDone = s.replayed
-	}
-	s.mu.Unlock()
+	var updates []sdk.SessionUpdate
+	var finished, replayDone chan struct{}
+	func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ev.Seq <= s.lastSeq {
+			return
+		}
+		s.lastSeq = ev.Seq
+		updates = s.translate(ev)
+		if t := s.turn; t != nil && !t.closed {
+			if t.awaiting {
+				t.backlog = append(t.backlog, ev) // followed once the send names its message
+			} else {
+				finished = s.follow(ev)
+			}
+		}
+		if s.replaying && s.replayTo > 0 && ev.Seq >= s.replayTo {
+			s.replaying = false
+			replayDone = s.replayed
+		}
+	}()
 	meta := map[string]any{"arbor": map[string]any{"session": s.id, "seq": ev.Seq, "event": ev.Type}}
 	for _, u := range updates {
 		s.a.out.push(sdk.SessionNotification{SessionId: sdk.SessionId(s.id), Update: u, Meta: meta})
@@ -102,7 +111,8 @@ func (s *session) translate(ev server.Event) []sdk.SessionUpdate {
 		if d.Via == "inbox" {
 			return nil // read by the agent's code from its inbox, not a message of the conversation
 		}
-		if t := s.turn; t != nil && !s.replaying && t.queuedSeq != 0 && d.QueuedSeq == t.queuedSeq {
+		if t := s.turn; t != nil && !s.replaying && (t.queuedSeq != 0 && d.QueuedSeq == t.queuedSeq ||
+			t.awaiting && d.From == "user" && strings.TrimSpace(d.Text) == t.text) {
 			return nil // this client's own prompt: it shows it already
 		}
 		switch d.From {
@@ -179,17 +189,48 @@ func (s *session) translate(ev server.Event) []sdk.SessionUpdate {
 		}
 		return []sdk.SessionUpdate{sdk.UpdateAgentThoughtText(fmt.Sprintf("sent to %s:\n%s", strings.Join(to, ", "), d.Text))}
 	case event.TurnFailed:
+		out := s.endCells("the turn failed before this cell finished")
 		if s.replaying || s.turn == nil {
-			return []sdk.SessionUpdate{sdk.UpdateAgentMessageText(fmt.Sprintf("\n\n[arbor] turn %d failed: %s\n", d.Turn, d.Error))}
+			out = append(out, sdk.UpdateAgentMessageText(fmt.Sprintf("\n\n[arbor] turn %d failed: %s\n", d.Turn, d.Error)))
 		}
+		return out
 	case event.Interrupted:
-		return []sdk.SessionUpdate{sdk.UpdateAgentThoughtText(fmt.Sprintf("turn %d interrupted: %s", d.Turn, d.Reason))}
+		return append(s.endCells("interrupted: "+d.Reason), sdk.UpdateAgentThoughtText(fmt.Sprintf("turn %d interrupted: %s", d.Turn, d.Reason)))
+	case event.StateChanged:
+		if d.State.String() != server.StateRunning && d.State.String() != server.StateAdmitted {
+			return s.endCells("the turn ended before this cell finished")
+		}
 	case event.Compaction:
 		return []sdk.SessionUpdate{sdk.UpdateAgentThoughtText("[arbor] the older conversation was compacted into a summary; the raw events stay in the log")}
 	case event.Accepted, event.Merged, event.Rejected, event.Discarded:
 		return []sdk.SessionUpdate{sdk.UpdateAgentThoughtText("[arbor] " + ev.Type + ": " + compactJSON(ev.Data))}
 	}
 	return nil
+}
+
+// endCells ends every cell still open — interrupted, or never started because the turn ended
+// first — so no tool call is left spinning (mu held).
+func (s *session) endCells(why string) []sdk.SessionUpdate {
+	if len(s.cells) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(s.cells))
+	for id := range s.cells {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var out []sdk.SessionUpdate
+	for _, id := range ids {
+		cl := s.cells[id]
+		content := []sdk.ToolCallContent{codeContent(cl.code)}
+		if len(cl.out) > 0 {
+			content = append(content, outputContent(string(cl.out)))
+		}
+		content = append(content, sdk.ToolContent(sdk.TextBlock("[arbor] "+why)))
+		out = append(out, sdk.UpdateToolCall(sdk.ToolCallId(cl.acpID), sdk.WithUpdateStatus(sdk.ToolCallStatusFailed), sdk.WithUpdateContent(content)))
+	}
+	s.cells = map[string]*cell{}
+	return out
 }
 
 // cellFor finds the cell of a call id, or starts one when its assistant_message was not seen

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/arborhq/arbor/atomicfile"
 )
@@ -58,30 +59,56 @@ func openState(dir string, log *slog.Logger) *stateFile {
 	return &stateFile{path: filepath.Join(dir, "acp", "sessions.json"), log: log}
 }
 
-func (f *stateFile) read() map[string]sessionState {
-	m := map[string]sessionState{}
+// read returns the file's sessions; ok is false when the file exists and does not parse (it
+// is then never overwritten: a hand-edit gone wrong is the user's to fix, not to lose).
+func (f *stateFile) read() (m map[string]sessionState, ok bool) {
+	m = map[string]sessionState{}
 	if f.path == "" {
 		for k, v := range f.mem {
 			m[k] = v
 		}
-		return m
+		return m, true
 	}
 	b, err := os.ReadFile(f.path)
 	if err != nil {
-		return m
+		return m, true
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		f.log.Warn("arbor acp state is unreadable; modes start again from review", "file", f.path, "err", err)
-		return map[string]sessionState{}
+		f.log.Warn("arbor acp state is unreadable: every session is in review mode until it is fixed or removed", "file", f.path, "err", err)
+		return map[string]sessionState{}, false
 	}
-	return m
+	return m, true
+}
+
+// locked runs fn holding an advisory lock on the file, which other `arbor acp` processes
+// take too, so two read-modify-writes never lose each other's change.
+func (f *stateFile) locked(fn func()) {
+	if f.path == "" {
+		fn()
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+		fn()
+		return
+	}
+	lf, err := os.OpenFile(f.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		fn()
+		return
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err == nil {
+		defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	}
+	fn()
 }
 
 // get returns a session's state; a session never seen here is in review mode.
 func (f *stateFile) get(id string) sessionState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st, ok := f.read()[id]
+	m, _ := f.read()
+	st, ok := m[id]
 	if !ok || !validMode(st.Mode) {
 		st.Mode = modeReview
 	}
@@ -91,23 +118,24 @@ func (f *stateFile) get(id string) sessionState {
 func (f *stateFile) set(id string, change func(*sessionState)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	m := f.read()
-	st := m[id]
-	if !validMode(st.Mode) {
-		st.Mode = modeReview
-	}
-	change(&st)
-	m[id] = st
-	if f.path == "" {
-		f.mem[id] = st
-		return
-	}
-	b, _ := json.MarshalIndent(m, "", " ")
-	if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err == nil {
-		err = atomicfile.WriteFile(f.path, b, 0o600)
-		if err == nil {
+	f.locked(func() {
+		m, ok := f.read()
+		st := m[id]
+		if !validMode(st.Mode) {
+			st.Mode = modeReview
+		}
+		change(&st)
+		m[id] = st
+		if f.path == "" {
+			f.mem[id] = st
 			return
 		}
-		f.log.Warn("write arbor acp state", "file", f.path, "err", err)
-	}
+		if !ok {
+			return
+		}
+		b, _ := json.MarshalIndent(m, "", " ")
+		if err := atomicfile.WriteFile(f.path, b, 0o600); err != nil {
+			f.log.Warn("write arbor acp state", "file", f.path, "err", err)
+		}
+	})
 }

@@ -19,21 +19,28 @@ func (s *Service) Send(ctx context.Context, id, text, mode string) (string, erro
 // SendKeyed is Send recording key, the journal key of the client's request, on the message
 // (see [Service.RequestApplied]).
 func (s *Service) SendKeyed(ctx context.Context, id, text, mode, key string) (string, error) {
+	status, _, err := s.SendQueued(ctx, id, text, mode, key)
+	return status, err
+}
+
+// SendQueued is SendKeyed also returning the seq of the message's message_queued record, by
+// which a client follows what becomes of it (its user_message names it).
+func (s *Service) SendQueued(ctx context.Context, id, text, mode, key string) (string, uint64, error) {
 	sess, err := s.Get(id)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if text == "" {
-		return "", fmt.Errorf("send to %s: the message is empty", sess.meta.ID)
+		return "", 0, fmt.Errorf("send to %s: the message is empty", sess.meta.ID)
 	}
-	status, err := sess.enqueueMsg(ctx, event.MessageQueued{From: "user", Text: text, Mode: mode, RequestKey: key})
+	status, seq, err := sess.enqueueSeq(ctx, event.MessageQueued{From: "user", Text: text, Mode: mode, RequestKey: key})
 	if err == nil {
 		sess.mu.Lock()
 		sess.usage.HumanInterventions++
 		sess.mu.Unlock()
 		sess.announce()
 	}
-	return status, err
+	return status, seq, err
 }
 
 // Stop ends a session and its descendants: turns are cancelled, kernels stopped. Branches and
@@ -72,13 +79,24 @@ func (s *Service) Stop(ctx context.Context, id string) error {
 
 // Interrupt cuts the session's running turn short (its cell is interrupted, an interrupted
 // record says the user cancelled it); the session stays and takes the next message. Without
-// a running turn it does nothing. Children go on: each is a session of its own.
-func (s *Service) Interrupt(ctx context.Context, id string) error {
+// a running turn it does nothing; with turn > 0 only that turn is cut (a cancel that arrives
+// late must not cut the next one). With tree, the turns its descendants run are cut too.
+func (s *Service) Interrupt(ctx context.Context, id string, turn int, tree bool) error {
 	sess, err := s.Get(id)
 	if err != nil {
 		return err
 	}
-	sess.interrupt("cancelled by the user")
+	sess.mu.Lock()
+	current := sess.turn
+	sess.mu.Unlock()
+	if turn == 0 || turn == current {
+		sess.interrupt("cancelled by the user")
+	}
+	if tree {
+		for _, d := range sess.descendants() {
+			d.interrupt("cancelled by the user (with session " + shortID(sess.meta.ID) + ")")
+		}
+	}
 	return nil
 }
 

@@ -69,15 +69,22 @@ func TestInterruptKeepsSession(t *testing.T) {
 	e := newEnv(t, openScript)
 	ctx := context.Background()
 	s := e.createWith(CreateRequest{Open: true})
-	if err := e.svc.Interrupt(ctx, s.meta.ID); err != nil {
+	if err := e.svc.Interrupt(ctx, s.meta.ID, 0, false); err != nil {
 		t.Fatalf("interrupt an idle session: %v", err)
 	}
 	if _, err := e.svc.Send(ctx, s.meta.ID, "long cell", "auto"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor("the cell to print", func() bool { return len(e.events(s, event.TypeToolOutput)) > 0 })
+	if err := e.svc.Interrupt(ctx, s.meta.ID, 99, false); err != nil { // another turn: not this one
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(e.events(s, event.TypeInterrupted)); n != 0 {
+		t.Fatalf("an interrupt of turn 99 cut the running turn (%d interrupted)", n)
+	}
 	start := time.Now()
-	if err := e.svc.Interrupt(ctx, s.meta.ID); err != nil {
+	if err := e.svc.Interrupt(ctx, s.meta.ID, 1, false); err != nil {
 		t.Fatal(err)
 	}
 	e.settled(s)
@@ -99,7 +106,7 @@ func TestInterruptKeepsSession(t *testing.T) {
 	if last := msgs[len(msgs)-1]; last["text"] != "renamed" {
 		t.Fatalf("the turn after the interrupt answered %v", last)
 	}
-	if err := e.svc.Interrupt(ctx, "nonexistent"); !errors.Is(err, ErrUnknownSession) {
+	if err := e.svc.Interrupt(ctx, "nonexistent", 0, false); !errors.Is(err, ErrUnknownSession) {
 		t.Fatalf("interrupt an unknown session: %v", err)
 	}
 }

@@ -96,7 +96,7 @@ func TestProfileApplied(t *testing.T) {
 			t.Fatalf("request with the profile: model %q, %d tools; want eval-model-7 and fenced (no tools)", q.Model, q.Tools)
 		}
 	}
-	if f := e.events(loop, event.TypeTurnFailed); len(f) != 1 || !strings.Contains(fmt.Sprint(f[0]), "limit of 2 model calls") {
+	if f := e.events(loop, event.TypeTurnFailed); len(f) != 1 || !strings.Contains(fmt.Sprint(f[0]), "limit of 2 model calls") || f[0]["limit"] != "steps" {
 		t.Fatalf("turn_failed: %v", f)
 	}
 	if outs := e.events(loop, event.TypeToolFinished); len(outs) != 2 {

@@ -25,29 +25,35 @@ func (s *Session) enqueue(ctx context.Context, from, text, mode string) (string,
 
 // enqueueMsg is enqueue of a whole message_queued record (a heartbeat's names its run).
 func (s *Session) enqueueMsg(ctx context.Context, q event.MessageQueued) (string, error) {
+	status, _, err := s.enqueueSeq(ctx, q)
+	return status, err
+}
+
+// enqueueSeq is enqueueMsg also returning the seq of the message_queued record.
+func (s *Session) enqueueSeq(ctx context.Context, q event.MessageQueued) (string, uint64, error) {
 	from, text, mode := q.From, q.Text, q.Mode
 	switch mode {
 	case "", "auto":
 		mode = "auto"
 	case "steer", "follow_up":
 	default:
-		return "", fmt.Errorf("message mode %q: want auto, steer or follow_up", mode)
+		return "", 0, fmt.Errorf("message mode %q: want auto, steer or follow_up", mode)
 	}
 	q.Mode = mode
 	s.mu.Lock()
 	if s.state == Stopped {
 		s.mu.Unlock()
-		return "", fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, s.meta.ID)
+		return "", 0, fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, s.meta.ID)
 	}
 	s.mu.Unlock()
 	rec, err := s.append(ctx, q)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	s.mu.Lock()
 	if s.state == Stopped { // stopped while the message was being recorded
 		s.mu.Unlock()
-		return "", fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, s.meta.ID)
+		return "", 0, fmt.Errorf("%w: session %s is stopped; fork it to continue its work", ErrInvalidState, s.meta.ID)
 	}
 	s.pending = append(s.pending, pendingMsg{Seq: rec.Seq, From: from, Text: text, Mode: mode})
 	s.noteTitle(from, text)
@@ -65,7 +71,7 @@ func (s *Session) enqueueMsg(ctx context.Context, q event.MessageQueued) (string
 		s.holder = free // the service is closing: the message waits in the log for recovery
 		s.mu.Unlock()
 	}
-	return status, nil
+	return status, rec.Seq, nil
 }
 
 // runTurns is the session's one turn goroutine: it runs turns while messages are pending.
@@ -142,7 +148,11 @@ func (s *Session) runTurns() {
 			s.mu.Unlock()
 		default:
 			why := failureReason(err)
-			s.append(ctx, event.TurnFailed{Turn: turn, Error: why})
+			limit := ""
+			if errors.As(err, new(stepLimitError)) {
+				limit = "steps"
+			}
+			s.append(ctx, event.TurnFailed{Turn: turn, Error: why, Limit: limit})
 			// A tool call the turn did not answer would make the next request invalid.
 			s.mu.Lock()
 			s.conv = closeDanglingToolCalls(s.conv, turnFailedNote(why))
@@ -158,6 +168,13 @@ func (s *Session) runTurns() {
 			return
 		}
 	}
+}
+
+// stepLimitError is a turn that reached its limit of model calls.
+type stepLimitError int
+
+func (e stepLimitError) Error() string {
+	return fmt.Sprintf("the turn reached its limit of %d model calls (maxTurnSteps in arbor.json)", int(e))
 }
 
 // turnFailedNote answers the tool calls a failed turn left open; replay writes the same.
@@ -277,7 +294,7 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 			s.mu.Unlock()
 		}
 	}
-	return fmt.Errorf("the turn reached its limit of %d model calls (maxTurnSteps in arbor.json)", steps)
+	return stepLimitError(steps)
 }
 
 // complete calls the model with the session's context. Retries (429, 5xx, timeouts, a stream

@@ -61,6 +61,9 @@ func (c *conn) sessionFileAt(ctx context.Context, p FileAtParams) (*FileAtResult
 	if err != nil {
 		return nil, err
 	}
+	if p.MaxBytes > 0 && len(data) > p.MaxBytes {
+		return &FileAtResult{TooLarge: true, Size: len(data)}, nil
+	}
 	return &FileAtResult{Content: string(data)}, nil
 }
 

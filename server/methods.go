@@ -34,7 +34,7 @@ var (
 	SessionLog       Method[LogParams, *LogResult]           = MethodSessionLog
 	SessionSend      Method[SendParams, *SendResult]         = MethodSessionSend
 	SessionStop      Method[SessionRef, *Session]            = MethodSessionStop
-	SessionInterrupt Method[SessionRef, *Session]            = MethodSessionInterrupt
+	SessionInterrupt Method[InterruptParams, *Session]       = MethodSessionInterrupt
 	SessionSetModel  Method[SetModelParams, *Session]        = MethodSessionSetModel
 	Models           Method[ModelsParams, *ModelsResult]     = MethodModels
 	SessionFork      Method[ForkParams, *Session]            = MethodSessionFork

@@ -332,9 +332,20 @@ type SendParams struct {
 	Mode string `json:"mode,omitempty"`
 }
 
-// SendResult says whether the message reached a running turn or waits in the queue.
+// SendResult says whether the message reached a running turn or waits in the queue. Seq is its
+// message_queued record: the user_message that delivers it names that seq (queuedSeq).
 type SendResult struct {
 	Status string `json:"status"` // "delivered" or "queued"
+	Seq    uint64 `json:"seq,omitempty"`
+}
+
+// InterruptParams cuts a session's running turn short. Turn, when set, cuts only that turn
+// (a cancel arriving after it ended leaves the next alone); Tree cuts the turns its
+// descendants run too.
+type InterruptParams struct {
+	ID   string `json:"id"`
+	Turn int    `json:"turn,omitempty"`
+	Tree bool   `json:"tree,omitempty"`
 }
 
 // ForkParams forks a session at an event seq (0 = its latest checkpoint).

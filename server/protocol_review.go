@@ -48,12 +48,16 @@ type FileAtParams struct {
 	ID   string `json:"id"`
 	Path string `json:"path"`
 	Side string `json:"side"` // "base" or "head"
+	// MaxBytes, when > 0, leaves out a larger file's content: TooLarge and Size say so.
+	MaxBytes int `json:"maxBytes,omitempty"`
 }
 
 // FileAtResult carries file content; Missing is set when the file does not exist on that side.
 type FileAtResult struct {
-	Content string `json:"content"`
-	Missing bool   `json:"missing,omitempty"`
+	Content  string `json:"content"`
+	Missing  bool   `json:"missing,omitempty"`
+	TooLarge bool   `json:"tooLarge,omitempty"` // over the request's MaxBytes: no content
+	Size     int    `json:"size,omitempty"`     // the file's size, when TooLarge
 }
 
 // AcceptParams brings a session's change onto the user's current branch.

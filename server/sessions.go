@@ -63,18 +63,21 @@ func (c *conn) sessionGet(ctx context.Context, p SessionRef) (*Session, error) {
 }
 
 func (c *conn) sessionSend(ctx context.Context, p SendParams) (*SendResult, error) {
-	status, err := c.srv.agents.SendKeyed(ctx, p.ID, p.Text, p.Mode, requestKey(ctx))
+	status, seq, err := c.srv.agents.SendQueued(ctx, p.ID, p.Text, p.Mode, requestKey(ctx))
 	if err != nil {
 		return nil, err
 	}
-	return &SendResult{Status: status}, nil
+	return &SendResult{Status: status, Seq: seq}, nil
 }
 
-func (c *conn) sessionInterrupt(ctx context.Context, p SessionRef) (*Session, error) {
-	if err := c.srv.agents.Interrupt(ctx, p.ID); err != nil {
+func (c *conn) sessionInterrupt(ctx context.Context, p InterruptParams) (*Session, error) {
+	if p.Turn < 0 {
+		return nil, errInvalidParams{fmt.Sprintf("interrupt: turn %d: want a turn number (from 1), or none for the running turn", p.Turn)}
+	}
+	if err := c.srv.agents.Interrupt(ctx, p.ID, p.Turn, p.Tree); err != nil {
 		return nil, err
 	}
-	return c.sessionGet(ctx, p)
+	return c.sessionGet(ctx, SessionRef{ID: p.ID})
 }
 
 func (c *conn) sessionSetModel(ctx context.Context, p SetModelParams) (*Session, error) {

@@ -224,6 +224,7 @@ type TurnFailed struct {
 	Turn       int    `json:"turn"`
 	Error      string `json:"error"`
 	Checkpoint bool   `json:"checkpoint,omitempty"`
+	Limit      string `json:"limit,omitempty"` // "steps": the turn reached its limit of model calls
 }
 
 // Interrupted is a turn cut short by the daemon stopping.

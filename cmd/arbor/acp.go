@@ -27,6 +27,7 @@ func cmdACP(ctx context.Context, args []string) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log) // the ACP SDK's own diagnostics go there too; stdout is the protocol
 	dial := func(ctx context.Context, onNotify func(string, json.RawMessage)) (*server.Client, error) {
 		nc, err := server.Dial(ctx, server.DialOptions{
 			Socket: workspace.SocketPath(), Autostart: true,

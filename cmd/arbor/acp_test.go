@@ -470,6 +470,33 @@ func TestACPFlow(t *testing.T) {
 		t.Fatalf("a prompt after the cancel: %v %v", res.StopReason, err)
 	}
 
+	// A prompt sent while another runs supersedes it: the first answers cancelled, its cell
+	// ends failed (not left spinning), and the second runs.
+	mark = p.cl.count()
+	go func() {
+		r, err := p.conn.Prompt(ctx, sdk.PromptRequest{SessionId: ns.SessionId, Prompt: text("acp long: again")})
+		got <- answerT{r, err}
+	}()
+	p.cl.waitFor("with the second long cell's output", mark, func(n sdk.SessionNotification) bool {
+		u := n.Update.ToolCallUpdate
+		return u != nil && strings.Contains(toolText(u.Content), "tick 2")
+	})
+	if res, err = p.conn.Prompt(ctx, sdk.PromptRequest{SessionId: ns.SessionId, Prompt: text("acp hello, superseding")}); err != nil || res.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("the superseding prompt: %v %v", res.StopReason, err)
+	}
+	if a := <-got; a.err != nil || a.res.StopReason != sdk.StopReasonCancelled {
+		t.Fatalf("the superseded prompt: %v %v", a.res.StopReason, a.err)
+	}
+	failedCell := false
+	for _, n := range p.cl.since(mark) {
+		if u := n.Update.ToolCallUpdate; u != nil && u.Status != nil && *u.Status == sdk.ToolCallStatusFailed && strings.Contains(toolText(u.Content), "interrupted") {
+			failedCell = true
+		}
+	}
+	if !failedCell {
+		t.Fatalf("the interrupted cell was not ended: %v", kinds(p.cl.since(mark)))
+	}
+
 	// The editor goes away mid-turn: the turn goes on in the daemon, and a new process loads
 	// the whole history, the finished cell included.
 	mark = p.cl.count()
@@ -550,6 +577,40 @@ func TestACPFlow(t *testing.T) {
 	}
 	if res, err = p2.conn.Prompt(ctx, sdk.PromptRequest{SessionId: fk.SessionId, Prompt: text("acp hello fork")}); err != nil || res.StopReason != sdk.StopReasonEndTurn {
 		t.Fatalf("a prompt on the fork: %v %v", res.StopReason, err)
+	}
+	// Loading the fork replays its source's conversation up to the fork point, then its own.
+	mark = p2.cl.count()
+	if _, err := p2.conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: fk.SessionId, Cwd: e.repo, McpServers: []sdk.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	var forkUsers []string
+	for _, n := range p2.cl.since(mark) {
+		if u := n.Update.UserMessageChunk; u != nil {
+			forkUsers = append(forkUsers, blockText(u.Content))
+		}
+	}
+	if len(forkUsers) != 2 || !strings.HasPrefix(forkUsers[0], "acp edit") || forkUsers[1] != "acp hello fork" {
+		t.Fatalf("the fork's loaded user messages: %q", forkUsers)
+	}
+
+	// A turn this connection did not start (sent from the CLI) is cancelled from it too.
+	cancels := strings.Count(e.arbor("log", id).stdout, "interrupted: cancelled by the user")
+	e.mustArbor("send", id, "acp slow: from the CLI")
+	deadline = time.Now().Add(hangGuard)
+	for strings.Count(e.arbor("log", id).stdout, "slow start") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the CLI's slow cell did not start")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := p2.conn.Cancel(ctx, sdk.CancelNotification{SessionId: ns.SessionId}); err != nil {
+		t.Fatal(err)
+	}
+	for strings.Count(e.arbor("log", id).stdout, "interrupted: cancelled by the user") == cancels {
+		if time.Now().After(deadline) {
+			t.Fatal("session/cancel did not stop a turn the connection had not started")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	_, err = p2.conn.UnstableSetSessionModel(ctx, sdk.UnstableSetSessionModelRequest{SessionId: ns.SessionId, ModelId: "gpt-nope"})
 	if re := acpErr(t, err); !strings.Contains(re.Message, `unknown model "gpt-nope"`) || !strings.Contains(re.Message, "scripted") {

@@ -863,17 +863,26 @@ export interface FileAtParams {
   id: string;
   path: string;
   side: string;
+  maxBytes?: number;
 }
 
 export interface FileAtResult {
   content: string;
   missing?: boolean;
+  tooLarge?: boolean;
+  size?: number;
 }
 
 export interface ForkParams {
   id: string;
   atSeq?: number;
   name?: string;
+}
+
+export interface InterruptParams {
+  id: string;
+  turn?: number;
+  tree?: boolean;
 }
 
 export interface LogParams {
@@ -923,6 +932,7 @@ export interface SendParams {
 
 export interface SendResult {
   status: string;
+  seq?: number;
 }
 
 export interface SetModelParams {
@@ -1086,6 +1096,7 @@ export interface TurnFailed {
   turn: number;
   error: string;
   checkpoint?: boolean;
+  limit?: string;
 }
 
 export interface Interrupted {
@@ -1404,7 +1415,7 @@ export interface Requests {
   'arbor/session.fileAt': { params: FileAtParams; result: FileAtResult };
   'arbor/session.fork': { params: ForkParams; result: Session };
   'arbor/session.get': { params: SessionRef; result: Session };
-  'arbor/session.interrupt': { params: SessionRef; result: Session };
+  'arbor/session.interrupt': { params: InterruptParams; result: Session };
   'arbor/session.log': { params: LogParams; result: LogResult };
   'arbor/session.merge': { params: MergeParams; result: AcceptResult };
   'arbor/session.reject': { params: RejectParams; result: RejectResult };

@@ -773,15 +773,23 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field id string
 ---@field path string
 ---@field side string
+---@field maxBytes? number
 
 ---@class arbor.FileAtResult
 ---@field content string
 ---@field missing? boolean
+---@field tooLarge? boolean
+---@field size? number
 
 ---@class arbor.ForkParams
 ---@field id string
 ---@field atSeq? number
 ---@field name? string
+
+---@class arbor.InterruptParams
+---@field id string
+---@field turn? number
+---@field tree? boolean
 
 ---@class arbor.LogParams
 ---@field id string
@@ -823,6 +831,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 
 ---@class arbor.SendResult
 ---@field status string
+---@field seq? number
 
 ---@class arbor.SetModelParams
 ---@field id string
@@ -962,6 +971,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field turn number
 ---@field error string
 ---@field checkpoint? boolean
+---@field limit? string
 
 ---@class arbor.Interrupted
 ---@field turn number
@@ -1218,9 +1228,10 @@ M.fields = {
   Hunk = { 'oldStart', 'oldLines', 'newStart', 'newLines', 'header', 'lines' },
   DiscardParams = { 'id', 'force' },
   DiscardResult = { 'session', 'worktreeRemoved', 'branchDeleted', 'archived' },
-  FileAtParams = { 'id', 'path', 'side' },
-  FileAtResult = { 'content', 'missing' },
+  FileAtParams = { 'id', 'path', 'side', 'maxBytes' },
+  FileAtResult = { 'content', 'missing', 'tooLarge', 'size' },
   ForkParams = { 'id', 'atSeq', 'name' },
+  InterruptParams = { 'id', 'turn', 'tree' },
   LogParams = { 'id', 'sinceSeq', 'limit' },
   LogResult = { 'events' },
   Event = { 'session', 'seq', 'ts', 'type', 'data' },
@@ -1228,7 +1239,7 @@ M.fields = {
   RejectParams = { 'id', 'files', 'hunks', 'head', 'accepted' },
   RejectResult = { 'commit', 'files' },
   SendParams = { 'id', 'text', 'mode' },
-  SendResult = { 'status' },
+  SendResult = { 'status', 'seq' },
   SetModelParams = { 'id', 'model' },
   SessionsParams = { 'dir' },
   SessionsResult = { 'sessions' },
@@ -1252,7 +1263,7 @@ M.fields = {
   ToolOutput = { 'callId', 'stream', 'text', 'truncated' },
   ToolFinished = { 'callId', 'status', 'output', 'bytes', 'durationMs', 'executionCount', 'artifact', 'rich', 'error' },
   Checkpoint = { 'turn', 'commit', 'merged', 'spend' },
-  TurnFailed = { 'turn', 'error', 'checkpoint' },
+  TurnFailed = { 'turn', 'error', 'checkpoint', 'limit' },
   Interrupted = { 'turn', 'reason' },
   Recovered = { 'previousState', 'worktree' },
   Kernel = { 'event', 'pid', 'restored', 'summary', 'error', 'sandboxed' },
@@ -1356,7 +1367,7 @@ M.requests = {
   ['arbor/session.fileAt'] = { params = 'arbor.FileAtParams', result = 'arbor.FileAtResult' },
   ['arbor/session.fork'] = { params = 'arbor.ForkParams', result = 'arbor.Session' },
   ['arbor/session.get'] = { params = 'arbor.SessionRef', result = 'arbor.Session' },
-  ['arbor/session.interrupt'] = { params = 'arbor.SessionRef', result = 'arbor.Session' },
+  ['arbor/session.interrupt'] = { params = 'arbor.InterruptParams', result = 'arbor.Session' },
   ['arbor/session.log'] = { params = 'arbor.LogParams', result = 'arbor.LogResult' },
   ['arbor/session.merge'] = { params = 'arbor.MergeParams', result = 'arbor.AcceptResult' },
   ['arbor/session.reject'] = { params = 'arbor.RejectParams', result = 'arbor.RejectResult' },

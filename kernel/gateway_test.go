@@ -104,6 +104,11 @@ func TestGatewayExecute(t *testing.T) {
 		!strings.Contains(res.Text, "refused: no such thing here") {
 		t.Fatalf("host bridge: %+v", res)
 	}
+	// Model code that calls the bridge directly gets only the fixed method table.
+	res = grun(t, k, "import arbor_runtime\ntry:\n    await arbor_runtime.call('kernel.exec', {'cmd': 'id'})\nexcept ArborError as e:\n    print('refused:', e)", ExecOptions{})
+	if !strings.Contains(res.Text, `refused: unknown Arbor method "kernel.exec"`) {
+		t.Fatalf("a method outside the table: %+v", res)
+	}
 	// A task that outlives its cell still gets its answer.
 	grun(t, k, "import asyncio\nasync def later():\n    global got\n    await asyncio.sleep(0.3)\n    got = await arbor_ping('late')\nasyncio.ensure_future(later())", ExecOptions{})
 	time.Sleep(time.Second)

@@ -156,7 +156,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	} else {
 		meta.Harness = req.Harness
 	}
-	if err := ws.Repo.AddWorktree(ctx, gitstate.WorktreeSpec{Name: id, Branch: meta.Branch, Base: base, Dir: meta.Worktree}); err != nil {
+	// The files are written while the first model call goes out (see worktreeGate).
+	pending, err := s.startWorktree(ctx, ws.Repo, gitstate.WorktreeSpec{Name: id, Branch: meta.Branch, Base: base, Dir: meta.Worktree}, !cfg.Worktree.Empty())
+	if err != nil {
 		return nil, fmt.Errorf("create session: %w", err)
 	}
 	sess, err := s.open(ws, meta, cfg, client)
@@ -172,6 +174,16 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		sess.log.Close()
 		os.RemoveAll(sess.dir) // holds only the log that never got its first record
 		return nil, err
+	}
+	var warm func()
+	if parent == nil {
+		// A user waits on a root session's first result; children start their kernel at
+		// their first tool call, so a wide tree does not boot a kernel per leaf.
+		warm = sess.warmKernel
+	}
+	sess.gateWorktree(pending, warm)
+	if pending != nil {
+		s.worktreeStep(id, "writing")
 	}
 	sess.setState(ctx, Admitted, "")
 	if parent != nil {
@@ -195,11 +207,6 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if err := sess.setupWorktree(ctx); err != nil {
 		// Reported on the session, and to the model, which can often work around it.
 		task += "\n\n" + setupFailedText(err.Error())
-	}
-	if parent == nil {
-		// A user waits on a root session's first result; children start their kernel at
-		// their first tool call, so a wide tree does not boot a kernel per leaf.
-		sess.warmKernel()
 	}
 	if req.Goal != nil {
 		// Before the task is queued, so the first turn is already the goal's.

@@ -86,12 +86,18 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 		RequestKey: key, Harness: src.meta.Harness,
 	}
 	repo := src.ws.Repo
-	if err := repo.Fork(ctx, gitstate.WorktreeSpec{Name: nid, Branch: meta.Branch, Base: commit, Dir: meta.Worktree}); err != nil {
+	// Registered here; the files are written in the background (see worktreeGate), so forks
+	// made at once do not wait for each other's trees.
+	pending, err := s.startWorktree(ctx, repo, gitstate.WorktreeSpec{Name: nid, Branch: meta.Branch, Base: commit, Dir: meta.Worktree}, !cfg.Worktree.Empty())
+	if err != nil {
 		return nil, fmt.Errorf("fork %s: %w", src.meta.ID, err)
 	}
 	sess, err := s.open(src.ws, meta, cfg, client)
 	if err != nil {
 		// The branch holds nothing new yet: it is reachable from the source's and goes.
+		if pending != nil {
+			pending.Wait(context.WithoutCancel(ctx))
+		}
 		repo.Discard(context.WithoutCancel(ctx), meta.Worktree, meta.Branch, false)
 		return nil, err
 	}
@@ -103,6 +109,7 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 		return nil, err
 	}
 	sess.replay([]eventlog.Record{rec})
+	sess.gateWorktree(pending, nil)
 	// Visible from here on, admitted while its worktree is prepared (which may take minutes).
 	sess.setState(ctx, Admitted, "")
 	// Like any new worktree, a fork's gets the untracked files and setup arbor.json lists.

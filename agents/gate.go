@@ -41,6 +41,7 @@ var skipping = regexp.MustCompile(`(?i)(pytest\.skip|mark\.skip|mark\.xfail|unit
 // the files the gate command names.
 func (s *Session) protectedGlobs(pol workspace.HarnessPolicy) []string {
 	globs := append(append([]string(nil), builtinProtected...), pol.Protected...)
+	s.awaitWorktree(context.Background()) // the files the gate names must be seen
 	for _, f := range strings.Fields(pol.Gate) {
 		f = strings.Trim(f, `"'`)
 		if strings.HasPrefix(f, "-") || filepath.IsAbs(f) || !strings.ContainsAny(f, "./") {

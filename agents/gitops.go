@@ -182,6 +182,9 @@ func (s *Service) mergeChild(ctx context.Context, parent, child *Session, resolu
 func (s *Session) commitWorktree(ctx context.Context, why string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
+	if _, err := s.awaitWorktree(ctx); err != nil {
+		return false, err
+	}
 	s.mu.Lock()
 	turn := s.turn
 	s.mu.Unlock()
@@ -223,6 +226,7 @@ func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate
 	if err := sess.waitTurnEnd(ctx); err != nil {
 		return nil, fmt.Errorf("discard %s: wait for its turn to end: %w", shortID(sess.meta.ID), err)
 	}
+	sess.awaitWorktree(ctx) // one that could not be made is discarded all the same
 	if !force {
 		if _, err := sess.commitWorktree(ctx, "kept on discard"); err != nil {
 			return nil, fmt.Errorf("discard %s: keep its uncommitted work: %w (discard --force drops it)", shortID(sess.meta.ID), err)

@@ -403,6 +403,7 @@ func (s *Session) runCheck(ctx context.Context, v *event.Verified, timeout time.
 	defer func() { v.DurationMs = time.Since(start).Milliseconds() }()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	s.awaitWorktree(cctx)
 	r := s.runCommand(cctx, s.meta.Worktree, v.Command, []string{"ARBOR_SESSION=" + s.meta.ID})
 	v.Passed, v.ExitCode, v.TimedOut, v.Output, v.Error = r.passed, r.exitCode, r.timedOut, r.output, r.err
 	if r.timedOut {

@@ -61,6 +61,9 @@ func (s *Session) warmKernel() {
 // ensureKernel returns a live kernel, starting one (again) when there is none or it died. The
 // notice tells the model when its namespace was lost or restored.
 func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, error) {
+	if _, err := s.awaitWorktree(ctx); err != nil { // the kernel's cwd
+		return nil, "", err
+	}
 	ks := &s.kernel
 	ks.mu.Lock()
 	defer ks.mu.Unlock()

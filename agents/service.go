@@ -59,6 +59,10 @@ type Options struct {
 	// HeartbeatClaimed, when set, runs after a heartbeat's run is claimed and before it is
 	// delivered (the daemon's crash tests kill it there).
 	HeartbeatClaimed func(session, heartbeat string, run int)
+	// WorktreeStep, when set, runs at each step of making or reclaiming a session's worktree
+	// (the daemon's crash tests kill it there): "writing" once a new session is recorded
+	// while its files are still being written.
+	WorktreeStep func(session, step string)
 
 	turnHook func(s *Session, turn int) // tests: runs at the start of every turn
 }

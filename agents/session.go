@@ -94,6 +94,7 @@ type Session struct {
 	rate       rateLimiter
 	reserved   map[string]bool    // child names being created
 	watch      *workspace.Watcher // changes in the worktree since the last checkpoint; nil = scan
+	wt         *worktreeGate      // the worktree being written; nil once it was made before the session
 
 	kernel kernelSlot
 	// client calls model, the configured model turns use: meta.Model until the user switches

@@ -389,6 +389,16 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 		return "", err
 	}
 	start := time.Now()
+	// A new session's first cell may find its worktree still being written.
+	waited, err := s.awaitWorktree(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		msg := "the python tool is unavailable: the session's worktree could not be made: " + err.Error()
+		s.append(ctx, event.ToolFinished{CallID: call.ID, Status: "unavailable", Output: msg, Error: err.Error(), WorktreeWaitMs: waited.Milliseconds()})
+		return msg, nil
+	}
 	k, notice, err := s.ensureKernel(ctx)
 	if err != nil {
 		msg := "the python tool is unavailable: " + err.Error()
@@ -444,6 +454,7 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	fin := event.ToolFinished{
 		CallID: call.ID, Status: res.Status, Output: b.Text, Bytes: b.Bytes,
 		DurationMs: time.Since(start).Milliseconds(), ExecutionCount: res.ExecutionCount, Rich: rich,
+		WorktreeWaitMs: waited.Milliseconds(),
 	}
 	if b.Cut {
 		fin.Artifact = b.Artifact
@@ -507,6 +518,10 @@ func (s *Session) checkpoint(ctx context.Context, turn int) {
 func (s *Session) checkpointAs(ctx context.Context, turn int, title string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
+	if _, err := s.awaitWorktree(ctx); err != nil {
+		s.append(ctx, event.TurnFailed{Turn: turn, Error: "checkpoint: " + err.Error(), Checkpoint: true})
+		return
+	}
 	msg := title + "\n\n" + firstLine(s.meta.Task)
 	commit, changed, err := s.ws.Repo.Checkpoint(ctx, s.meta.Worktree, msg, s.touched())
 	if err != nil {

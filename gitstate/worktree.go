@@ -93,6 +93,12 @@ func (r *Repo) StartWorktree(ctx context.Context, spec WorktreeSpec) (*Pending, 
 		return nil, fmt.Errorf("add worktree %s: %w", spec.Name, err)
 	}
 	base, err := r.beginBranch(spec)
+	why := ""
+	if err == nil {
+		if why, err = r.repoReason(ctx); err != nil {
+			r.rollbackBranch(spec, base)
+		}
+	}
 	if err == nil {
 		r.pending[spec.Name] = filepath.Clean(spec.Dir)
 		r.fills.Add(1)
@@ -108,7 +114,7 @@ func (r *Repo) StartWorktree(ctx context.Context, spec WorktreeSpec) (*Pending, 
 			r.beforeFill(spec.Name)
 		}
 		start := time.Now()
-		err := r.fillBranchWorktree(context.WithoutCancel(ctx), spec, base)
+		err := r.fillBranchWorktree(context.WithoutCancel(ctx), spec, base, why)
 		p.took = time.Since(start)
 		if err != nil {
 			p.err = fmt.Errorf("add worktree %s: %w", spec.Name, err)
@@ -159,9 +165,9 @@ func (r *Repo) RestoreWorktree(ctx context.Context, name, branch, dir string) er
 // fillBranchWorktree lists the tree and writes the files without the lock (from an object
 // store of its own), then takes the lock to write the index and lift the "initializing"
 // marker. Other sessions' checkpoints and diffs, and other forks, proceed meanwhile.
-func (r *Repo) fillBranchWorktree(ctx context.Context, spec WorktreeSpec, base plumbing.Hash) error {
+func (r *Repo) fillBranchWorktree(ctx context.Context, spec WorktreeSpec, base plumbing.Hash, why string) error {
 	st, closeReader := r.privateReader()
-	p, err := r.prepareUnlocked(ctx, spec, base, st)
+	p, err := r.prepareUnlocked(spec, base, st, why)
 	var entries []*index.Entry
 	if err == nil {
 		entries, err = p.fill(ctx, st, r.common)
@@ -186,14 +192,20 @@ func (r *Repo) fillBranchWorktree(ctx context.Context, spec WorktreeSpec, base p
 		if p != nil {
 			p.abort()
 		}
-		branch := plumbing.NewBranchReferenceName(spec.Branch)
-		if ref, rerr := r.git.Storer.Reference(branch); rerr == nil && ref.Hash() == base {
-			r.git.Storer.RemoveReference(branch)
-		}
-		r.removeRecord(spec.Name)
+		r.rollbackBranch(spec, base)
 		return err
 	}
 	return nil
+}
+
+// rollbackBranch removes the branch (when it is still at base) and the record of a worktree
+// that could not be made. Callers hold the lock.
+func (r *Repo) rollbackBranch(spec WorktreeSpec, base plumbing.Hash) {
+	branch := plumbing.NewBranchReferenceName(spec.Branch)
+	if ref, rerr := r.git.Storer.Reference(branch); rerr == nil && ref.Hash() == base {
+		r.git.Storer.RemoveReference(branch)
+	}
+	r.removeRecord(spec.Name)
 }
 
 // beginBranch writes the record and creates the branch. Callers hold the lock.
@@ -317,17 +329,24 @@ func (r *Repo) prepareWorktree(ctx context.Context, name string, branch plumbing
 }
 
 // prepareUnlocked is prepareWorktree for a worktree StartWorktree reserved (its name and
-// dir checked, marked pending): it runs without the lock, listing the tree from st, and takes
-// the lock only to apply the checkout policy.
-func (r *Repo) prepareUnlocked(ctx context.Context, spec WorktreeSpec, commit plumbing.Hash, st storer.EncodedObjectStorer) (*pendingWorktree, error) {
+// dir checked, marked pending, the repository's checkout policy why read): it runs without
+// the lock, reading the tree and its .gitattributes from st, so forks made at once do not
+// queue for the lock behind each other.
+func (r *Repo) prepareUnlocked(spec WorktreeSpec, commit plumbing.Hash, st storer.EncodedObjectStorer, why string) (*pendingWorktree, error) {
 	return r.registerWorktree(spec.Name, plumbing.NewBranchReferenceName(spec.Branch), commit, filepath.Clean(spec.Dir), st,
 		func(files []treeFile) (string, error) {
-			unlock, err := r.lock(ctx)
-			if err != nil {
-				return "", err
+			if why != "" {
+				return why, nil
 			}
-			defer unlock()
-			return r.treeReason(ctx, files)
+			for _, f := range files {
+				if !isAttrFile(f.path) {
+					continue
+				}
+				if b, err := readBlobFrom(st, f.hash); err != nil || attrsChangeContent(b) {
+					return f.path, nil // unreadable: assume the worst, as treeReason does
+				}
+			}
+			return "", nil
 		})
 }
 

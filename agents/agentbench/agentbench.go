@@ -29,6 +29,7 @@ import (
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/agents/model/scripted"
 	"github.com/arborhq/arbor/bench"
+	"github.com/arborhq/arbor/gitstate/gitbench"
 	"github.com/arborhq/arbor/workspace"
 )
 
@@ -38,6 +39,8 @@ type Options struct {
 	Spawns   int // children spawned per run for the latency figure (default 30)
 	Warm     int // warm 1+1 round trips per run (default 50)
 	Sessions int // sessions in the scale figure (default 1000)
+	Files    int // files in the generated repository the spawn and fork figures run in (default 20,000)
+	Forks    int // forks made at once, and one after another, for the fork figure (default 50)
 	Logger   *slog.Logger
 }
 
@@ -106,6 +109,12 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	if o.Sessions <= 0 {
 		o.Sessions = 1000
 	}
+	if o.Files <= 0 {
+		o.Files = 20000
+	}
+	if o.Forks <= 0 {
+		o.Forks = 50
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,10 +124,17 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	}
 	defer os.RemoveAll(tmp)
 	rep := &bench.Report{Suite: "agents"}
+	// One generated repository for the run; each measurement works in a clone of it.
+	fixture, err := gitbench.Fixture(ctx, filepath.Join(tmp, "fixture"), o.Files)
+	if err != nil {
+		return nil, fmt.Errorf("agents bench: %w", err)
+	}
 
 	var spawn, warm [2][]float64 // p50s and p99s, one per run
 	for i := range o.Runs {
-		p50, p99, err := spawnLatency(ctx, filepath.Join(tmp, fmt.Sprint("spawn-", i)), o)
+		dir := filepath.Join(tmp, fmt.Sprint("spawn-", i))
+		p50, p99, err := spawnLatency(ctx, dir, fixture, o)
+		os.RemoveAll(dir) // gigabytes of worktrees
 		if err != nil {
 			return nil, fmt.Errorf("spawn latency: %w", err)
 		}
@@ -129,9 +145,9 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		warm[0], warm[1] = append(warm[0], p50), append(warm[1], p99)
 	}
 	v, sp := bench.Median(spawn[0])
-	rep.Add(bench.Figure{Name: "spawn: await rlm() → child's first model request p50", Value: v, Spread: sp, Unit: "ms",
+	rep.Add(bench.Figure{Name: fmt.Sprintf("spawn (%d-file repository): await rlm() → child's first model request p50", o.Files), Value: v, Spread: sp, Unit: "ms",
 		Stated: refSpawnMs, StatedBy: refStated, Goal: "<= 100 ms",
-		Note: fmt.Sprintf("%d children a run; kernels warm in the background, the first model call does not wait for one", o.Spawns)})
+		Note: fmt.Sprintf("%d children a run; the first model call waits for neither a kernel nor the worktree's files", o.Spawns)})
 	v, sp = bench.Median(spawn[1])
 	rep.Add(bench.Figure{Name: "spawn p99", Value: v, Spread: sp, Unit: "ms"})
 	v, sp = bench.Median(warm[0])
@@ -139,6 +155,23 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		Stated: refWarmMs, StatedBy: refStated, Goal: "<= 15 ms", Note: fmt.Sprintf("%d round trips a run", o.Warm)})
 	v, sp = bench.Median(warm[1])
 	rep.Add(bench.Figure{Name: "warm tool round trip p99", Value: v, Spread: sp, Unit: "ms"})
+
+	var together, oneByOne []float64
+	forkRuns := min(o.Runs, 2) // each makes 2×Forks worktrees of the whole repository
+	for i := range forkRuns {
+		dir := filepath.Join(tmp, fmt.Sprint("fork-", i))
+		c, s, err := forkRegistration(ctx, dir, fixture, o)
+		os.RemoveAll(dir)
+		if err != nil {
+			return nil, fmt.Errorf("forks: %w", err)
+		}
+		together, oneByOne = append(together, c), append(oneByOne, s)
+	}
+	v, sp = bench.Median(together)
+	rs, _ := bench.Median(oneByOne)
+	rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), total", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
+		Reference: fmt.Sprintf("the sum of %d forks one after another", o.Forks), RefValue: rs, Goal: "ratio <= 0.6",
+		Note: fmt.Sprintf("%d runs; a fork is ready when recorded, its files written in the background (see bench git for the files)", forkRuns)})
 
 	var walls, peaks, perSession []float64
 	for i := range o.Runs {
@@ -172,6 +205,23 @@ type env struct {
 }
 
 func newEnv(ctx context.Context, dir string, n int, arborJSON string, o Options) (*env, error) {
+	repo := filepath.Join(dir, "repo")
+	if err := gitRepo(repo, arborJSON); err != nil {
+		return nil, err
+	}
+	return serve(ctx, dir, repo, n, o)
+}
+
+// newEnvIn is newEnv in a clone of the generated repository at fixture.
+func newEnvIn(ctx context.Context, dir, fixture string, n int, o Options) (*env, error) {
+	repo := filepath.Join(dir, "repo")
+	if err := gitbench.Clone(ctx, fixture, repo); err != nil {
+		return nil, err
+	}
+	return serve(ctx, dir, repo, n, o)
+}
+
+func serve(ctx context.Context, dir, repo string, n int, o Options) (*env, error) {
 	s, err := scripted.Parse([]byte(strings.ReplaceAll(script, "range(N)", fmt.Sprintf("range(%d)", n))), "agents bench")
 	if err != nil {
 		return nil, err
@@ -183,10 +233,6 @@ func newEnv(ctx context.Context, dir string, n int, arborJSON string, o Options)
 	}
 	srv := &http.Server{Handler: rec}
 	go srv.Serve(ln)
-	repo := filepath.Join(dir, "repo")
-	if err := gitRepo(repo, arborJSON); err != nil {
-		return nil, err
-	}
 	svc, err := agents.New(agents.Options{StateDir: filepath.Join(dir, "state"), Logger: o.Logger,
 		Overrides: workspace.Overrides{ModelBaseURL: "http://" + ln.Addr().String() + "/v1", Model: "scripted"}})
 	if err != nil {
@@ -222,8 +268,8 @@ func (e *env) waitQuiet(ctx context.Context, limit time.Duration) error {
 
 // spawnLatency runs one spawner of o.Spawns children in a fresh service and returns the p50
 // and p99, in ms, from each await rlm() to that child's first model request.
-func spawnLatency(ctx context.Context, dir string, o Options) (p50, p99 float64, err error) {
-	e, err := newEnv(ctx, dir, o.Spawns, "", o)
+func spawnLatency(ctx context.Context, dir, fixture string, o Options) (p50, p99 float64, err error) {
+	e, err := newEnvIn(ctx, dir, fixture, o.Spawns, o)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -262,6 +308,57 @@ func spawnLatency(ctx context.Context, dir string, o Options) (p50, p99 float64,
 		return 0, 0, fmt.Errorf("the spawner reported no spawns")
 	}
 	return bench.Ms(bench.Percentile(lat, 50)), bench.Ms(bench.Percentile(lat, 99)), nil
+}
+
+// forkRegistration forks one session o.Forks times one after another, then o.Forks times at
+// once, and returns the total time at once and the sum of the serial times, in ms.
+func forkRegistration(ctx context.Context, dir, fixture string, o Options) (together, oneByOne float64, err error) {
+	e, err := newEnvIn(ctx, dir, fixture, 0, o)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer e.stop()
+	src, err := e.svc.Create(ctx, agents.CreateRequest{Task: "leaf to fork", Dir: e.repo})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := e.waitQuiet(ctx, 5*time.Minute); err != nil {
+		return 0, 0, err
+	}
+	var sum time.Duration
+	var made []*agents.Session
+	for i := range o.Forks {
+		start := time.Now()
+		f, err := e.svc.Fork(ctx, src.ID(), 0, fmt.Sprint("serial-", i))
+		if err != nil {
+			return 0, 0, err
+		}
+		sum += time.Since(start)
+		made = append(made, f)
+	}
+	// The forks at once start on a quiet disk, as the first serial one did.
+	for _, f := range made {
+		if err := f.AwaitWorktree(ctx); err != nil {
+			return 0, 0, err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, o.Forks)
+	start := time.Now()
+	for i := range o.Forks {
+		wg.Go(func() {
+			if _, err := e.svc.Fork(ctx, src.ID(), 0, fmt.Sprint("together-", i)); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	all := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, 0, err
+	}
+	return bench.Ms(all), bench.Ms(sum), nil
 }
 
 // warmRoundTrip runs o.Warm tool calls of 1+1 in one session of a fresh service and returns

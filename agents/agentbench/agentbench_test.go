@@ -14,7 +14,7 @@ func TestRun(t *testing.T) {
 		t.Skip(err)
 	}
 	const runs = 2
-	r, err := Run(t.Context(), Options{Runs: runs, Spawns: 3, Warm: 3, Sessions: 4})
+	r, err := Run(t.Context(), Options{Runs: runs, Spawns: 3, Warm: 3, Sessions: 4, Files: 200, Forks: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

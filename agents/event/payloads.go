@@ -207,6 +207,9 @@ type ToolFinished struct {
 	Artifact       string   `json:"artifact,omitempty"` // the full output's file, when it was cut
 	Rich           []string `json:"rich,omitempty"`     // files of rich outputs (images, HTML)
 	Error          string   `json:"error,omitempty"`
+	// WorktreeWaitMs is how long the cell waited for its session's worktree to be written
+	// (a new session's first cell; part of DurationMs).
+	WorktreeWaitMs int64 `json:"worktreeWaitMs,omitempty"`
 }
 
 // Checkpoint is a commit on the session's branch: at a turn's end, before a merge or a

@@ -53,6 +53,15 @@ func cmdDaemon(ctx context.Context, args []string) error {
 		// yet delivered.
 		opts.HeartbeatClaimed = func(string, string, int) { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 	}
+	if step := os.Getenv("ARBOR_TEST_CRASH_WORKTREE"); step != "" {
+		// Crash tests: the daemon dies as kill -9 would at a step of making or reclaiming a
+		// session's worktree.
+		opts.WorktreeStep = func(_, at string) {
+			if at == step {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
+	}
 	svc, err := agents.New(opts)
 	if err != nil {
 		return err

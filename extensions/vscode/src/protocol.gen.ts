@@ -1083,6 +1083,7 @@ export interface ToolFinished {
   artifact?: string;
   rich?: string[];
   error?: string;
+  worktreeWaitMs?: number;
 }
 
 export interface Checkpoint {

@@ -960,6 +960,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field artifact? string
 ---@field rich? string[]
 ---@field error? string
+---@field worktreeWaitMs? number
 
 ---@class arbor.Checkpoint
 ---@field turn number
@@ -1261,7 +1262,7 @@ M.fields = {
   ModelChanged = { 'model', 'from' },
   ToolStarted = { 'callId', 'code' },
   ToolOutput = { 'callId', 'stream', 'text', 'truncated' },
-  ToolFinished = { 'callId', 'status', 'output', 'bytes', 'durationMs', 'executionCount', 'artifact', 'rich', 'error' },
+  ToolFinished = { 'callId', 'status', 'output', 'bytes', 'durationMs', 'executionCount', 'artifact', 'rich', 'error', 'worktreeWaitMs' },
   Checkpoint = { 'turn', 'commit', 'merged', 'spend' },
   TurnFailed = { 'turn', 'error', 'checkpoint', 'limit' },
   Interrupted = { 'turn', 'reason' },

@@ -38,8 +38,9 @@ import (
 	"github.com/arborhq/arbor/server"
 )
 
+// script's cell prints ~100-byte lines every millisecond for %g seconds.
 const script = `{"rules":[
- {"when":{"last":"^stream for"},"code":"import time\nt = time.time()\ni = 0\nwhile time.time() - t < 5:\n    print('line', i, 'x' * 90, flush=True)\n    i += 1\n    time.sleep(0.001)\nprint('done', i)"},
+ {"when":{"last":"^stream for"},"code":"import time\nt = time.time()\ni = 0\nwhile time.time() - t < %g:\n    print('line', i, 'x' * 90, flush=True)\n    i += 1\n    time.sleep(0.001)\nprint('done', i)"},
  {"when":{"last":"^done \\d+"},"text":"streamed"},
  {"when":{"last":"^hello"},"text":"hi"}
 ],"default":{"text":"ok"}}`
@@ -50,6 +51,8 @@ type Options struct {
 	Runs int    // prompts timed for the latency figure (default 20)
 	// SlowRate is the slow client's read rate in bytes per second (default 32 KiB/s).
 	SlowRate int
+	// Stream is how long the printing cell prints (default 5 s).
+	Stream time.Duration
 }
 
 // Run measures the figures; it starts its own daemon in a private directory and stops it.
@@ -59,6 +62,9 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	}
 	if o.SlowRate <= 0 {
 		o.SlowRate = 32 << 10
+	}
+	if o.Stream <= 0 {
+		o.Stream = 5 * time.Second
 	}
 	tmp, err := os.MkdirTemp("", "arbor-acpbench-")
 	if err != nil {
@@ -70,7 +76,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(sockDir)
-	s, err := scripted.Parse([]byte(script), "acp bench")
+	s, err := scripted.Parse([]byte(fmt.Sprintf(script, o.Stream.Seconds())), "acp bench")
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +218,7 @@ func stream(ctx context.Context, p *proc, direct *server.Client, id sdk.SessionI
 		}
 	}()
 	t0 := time.Now()
-	_, err = p.conn.Prompt(ctx, sdk.PromptRequest{SessionId: id, Prompt: text("stream for five seconds")})
+	_, err = p.conn.Prompt(ctx, sdk.PromptRequest{SessionId: id, Prompt: text("stream for a while")})
 	close(done)
 	if err != nil {
 		return 0, 0, 0, err

@@ -30,7 +30,9 @@ type Gateway struct {
 	// Poll is how often the kernel's REST model is read to notice a kernel the gateway
 	// stopped (culled, deleted by its operator) when the WebSocket says nothing; 0 means 10 s.
 	Poll time.Duration
-	// HTTP is the client for REST calls; nil means a client with a 30 s timeout.
+	// HTTP is the client for REST calls and the WebSocket; nil means Arbor's own. Each call is
+	// bounded by its context (a kernel start by the start's deadline: a gateway answers POST
+	// /api/kernels once the kernel is up, which under a burst of starts takes long), else 30 s.
 	HTTP *http.Client
 }
 
@@ -60,7 +62,7 @@ func (g *Gateway) poll() time.Duration {
 	return g.Poll
 }
 
-var defaultGatewayHTTP = &http.Client{Timeout: 30 * time.Second}
+var defaultGatewayHTTP = &http.Client{}
 
 // gatewayClient makes the REST calls of one Gateway.
 type gatewayClient struct {
@@ -103,6 +105,11 @@ func isStatus(err error, code int) bool {
 
 // do sends one request and decodes a JSON answer into out (nil: discarded).
 func (c *gatewayClient) do(ctx context.Context, method, path string, body, out any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)

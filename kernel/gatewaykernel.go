@@ -273,7 +273,7 @@ func (k *Kernel) restartRemote(ctx context.Context, old *proc, src string) *proc
 	w.mu.Lock()
 	w.restarting = true
 	w.mu.Unlock()
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	rctx, cancel := context.WithTimeout(ctx, gatewayBootTimeout)
 	defer cancel()
 	if err := old.gw.c.restart(rctx, old.gw.id); err != nil {
 		k.log.Warn("kernel gateway: restart failed; starting a new kernel", "kernel", old.gw.id, "err", err)

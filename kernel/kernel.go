@@ -170,7 +170,7 @@ func (k *Kernel) launchWith(ctx context.Context, restore, reuse string) (*proc, 
 		s.report = filepath.Join(k.opts.StateDir, "restore-"+s.tag+".json")
 	}
 	// A boot never waits forever, even when the caller's ctx has no deadline.
-	ctx, cancel := context.WithTimeout(ctx, bootTimeout)
+	ctx, cancel := context.WithTimeout(ctx, k.bootLimit())
 	defer cancel()
 	var p *proc
 	var err error
@@ -207,8 +207,19 @@ func (k *Kernel) launchWith(ctx context.Context, restore, reuse string) (*proc, 
 	return p, nil
 }
 
-// bootTimeout bounds one kernel start.
-const bootTimeout = 2 * time.Minute
+// bootTimeout bounds one kernel start; gatewayBootTimeout one on a gateway, where a kernel may
+// be a pod waiting to be scheduled and its image pulled.
+const (
+	bootTimeout        = 2 * time.Minute
+	gatewayBootTimeout = 5 * time.Minute
+)
+
+func (k *Kernel) bootLimit() time.Duration {
+	if k.opts.Gateway != nil {
+		return gatewayBootTimeout
+	}
+	return bootTimeout
+}
 
 // setProc installs p as the current process and watches it.
 func (k *Kernel) setProc(p *proc) {

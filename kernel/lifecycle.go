@@ -54,7 +54,7 @@ func (k *Kernel) replace(ctx context.Context, old *proc) (*Manifest, error) {
 		}
 		defer k.mgr.bootDone()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, k.bootLimit())
 	defer cancel()
 	p, err := k.launch(ctx, src)
 	if err != nil {

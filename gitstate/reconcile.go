@@ -72,6 +72,10 @@ func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*Reconci
 			if dir != "" {
 				rec.Dir = filepath.Clean(dir)
 			}
+			if rec.Released {
+				r.reconcileReleased(rec, rep)
+				continue
+			}
 			r.reconcileKnown(ctx, rec, rep)
 		} else {
 			r.reconcileOrphan(ctx, rec, rep)
@@ -216,6 +220,9 @@ func (r *Repo) reconcileOrphan(ctx context.Context, rec record, rep *ReconcileRe
 	} else if _, err := r.clearPartial(rec, false); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("orphaned worktree %s: %v", rec.Dir, err))
 		return
+	}
+	if rec.Released {
+		os.RemoveAll(releasedAside(rec.Dir))
 	}
 	var res DiscardResult
 	if err := r.dropBranch(plumbing.NewBranchReferenceName(rec.Branch), false, &res); err != nil {

@@ -23,6 +23,9 @@ type record struct {
 	Base   string `json:"base"`
 	// Exclude lists paths Setup copied or linked in: never part of a checkpoint.
 	Exclude []string `json:"exclude,omitempty"`
+	// Released marks a worktree ReleaseWorktree removed to free its disk: the branch holds
+	// all of its work, and RestoreWorktree brings it back.
+	Released bool `json:"released,omitempty"`
 }
 
 func (r *Repo) recordDir() string { return filepath.Join(r.common, "arbor", "gitstate") }

@@ -40,7 +40,10 @@ type Repo struct {
 	fills   sync.WaitGroup // the writes StartWorktree runs
 	// beforeFill, when set (tests), runs as a background write begins.
 	beforeFill func(name string)
-	pol        policy // guarded by sem
+	onStep     func(name, step string) // see OnStep
+	sizeMu     sync.Mutex
+	sizes      map[string]int64 // TreeSize by commit
+	pol        policy           // guarded by sem
 	logger     *slog.Logger
 }
 

@@ -144,6 +144,7 @@ func (r *Repo) RestoreWorktree(ctx context.Context, name, branch, dir string) er
 		return fmt.Errorf("restore worktree %s: %w", name, err)
 	}
 	defer unlock()
+	r.restoreReleased(name, dir)
 	ref, err := r.git.Storer.Reference(plumbing.NewBranchReferenceName(branch))
 	if err != nil {
 		return fmt.Errorf("restore worktree %s: branch %s: %w", name, branch, err)

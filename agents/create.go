@@ -105,6 +105,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	if err := cfg.Trust.Check(); err != nil {
 		return nil, err
 	}
+	if err := ws.checkBudget(ctx, cfg.Worktrees, base); err != nil {
+		return nil, err
+	}
 	var parentMeta *Meta
 	if parent != nil {
 		parentMeta = &parent.meta
@@ -182,6 +185,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		warm = sess.warmKernel
 	}
 	sess.gateWorktree(pending, warm)
+	if cfg.Worktrees.Bounded() {
+		sess.reclaimLater() // one more worktree: an inactive session's may go
+	}
 	if pending != nil {
 		s.worktreeStep(id, "writing")
 	}

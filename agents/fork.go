@@ -59,6 +59,9 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 	if err := cfg.Trust.Check(); err != nil {
 		return nil, err
 	}
+	if err := src.ws.checkBudget(ctx, cfg.Worktrees, commit); err != nil {
+		return nil, err
+	}
 	var prof Meta
 	if cfg, err = withProfile(cfg, "", &src.meta, &prof); err != nil {
 		return nil, err
@@ -110,6 +113,9 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 	}
 	sess.replay([]eventlog.Record{rec})
 	sess.gateWorktree(pending, nil)
+	if cfg.Worktrees.Bounded() {
+		sess.reclaimLater()
+	}
 	// Visible from here on, admitted while its worktree is prepared (which may take minutes).
 	sess.setState(ctx, Admitted, "")
 	// Like any new worktree, a fork's gets the untracked files and setup arbor.json lists.

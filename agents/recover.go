@@ -96,6 +96,13 @@ func (s *Service) reconcile(ctx context.Context, ws *Workspace, unreadable map[s
 	if err != nil {
 		return fmt.Errorf("reconcile worktrees of %s: %w", ws.Root, err)
 	}
+	for _, sess := range s.all() {
+		if sess.ws == ws && ws.Repo.Released(sess.meta.ID) {
+			sess.mu.Lock()
+			sess.released = true // given up under the worktree bounds: checked out at its next use
+			sess.mu.Unlock()
+		}
+	}
 	for _, id := range rep.Recreated {
 		if sess, err := s.Get(id); err == nil {
 			sess.append(ctx, event.Recovered{Worktree: "recreated from branch " + sess.meta.Branch})

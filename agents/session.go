@@ -33,6 +33,9 @@ type Info struct {
 	// then (refs/arbor/archive/…), empty when another branch held it or it was forced.
 	Discarded bool
 	Archived  string
+	// WorktreeReleased is set while the session's worktree is given up under arbor.json's
+	// "worktrees" bounds (its work on its branch; checked out again at its next use).
+	WorktreeReleased bool
 }
 
 // pendingMsg is a message waiting for delivery at the recipient's next model call or turn.
@@ -95,6 +98,11 @@ type Session struct {
 	reserved   map[string]bool    // child names being created
 	watch      *workspace.Watcher // changes in the worktree since the last checkpoint; nil = scan
 	wt         *worktreeGate      // the worktree being written; nil once it was made before the session
+	// released: the worktree was given up under arbor.json's bounds (reclaim.go); wtMu
+	// orders releasing and restoring it. inactiveSince orders who gives it up first.
+	released      bool
+	wtMu          sync.Mutex
+	inactiveSince time.Time
 
 	kernel kernelSlot
 	// client calls model, the configured model turns use: meta.Model until the user switches
@@ -171,6 +179,7 @@ func (s *Session) snapshotLocked() Info {
 	if s.archived != nil {
 		in.Discarded, in.Archived = true, s.archived.Archived
 	}
+	in.WorktreeReleased = s.released
 	if s.goal != nil {
 		g := s.goal.Goal
 		g.LastCheck = nil
@@ -261,6 +270,12 @@ func (s *Session) changeStateLocked(ctx context.Context, from []State, st State,
 	}
 	_, err := s.append(ctx, event.StateChanged{State: st, Reason: reason})
 	s.state = st
+	if st == Inactive || st == Stopped {
+		s.inactiveSince = time.Now()
+		if s.cfg.Worktrees.Bounded() {
+			s.svc.spawn(func() { s.svc.reclaimWorktrees(s.ws) })
+		}
+	}
 	s.unrecorded = err != nil
 	if st == Failed {
 		s.errMsg = reason

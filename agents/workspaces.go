@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	"github.com/arborhq/arbor/gitstate"
 	"github.com/arborhq/arbor/workspace"
@@ -19,6 +20,7 @@ type Workspace struct {
 	SessionsDir string         // <git-common-dir>/arbor/sessions
 	WorktreeDir string         // <git-common-dir>/arbor/worktrees
 	slots       *slots         // one per running turn: maxRunning
+	reclaimMu   sync.Mutex     // one sweep of the worktree bounds at a time (reclaim.go)
 }
 
 // workspaceFor opens (once) the workspace of the repository containing dir.
@@ -40,6 +42,9 @@ func (s *Service) workspaceFor(dir string) (*Workspace, error) {
 	if repo.Root() != root {
 		// dir is inside a linked worktree: serve the main repository.
 		return s.workspaceFor(repo.Root())
+	}
+	if f := s.opts.WorktreeStep; f != nil {
+		repo.OnStep(f)
 	}
 	cfg, err := workspace.Load(root, s.opts.Overrides)
 	if err != nil {

@@ -69,8 +69,16 @@ func (s *Session) AwaitWorktree(ctx context.Context) error {
 // waited; the error is the worktree's own when it could not be made.
 func (s *Session) awaitWorktree(ctx context.Context) (time.Duration, error) {
 	s.mu.Lock()
-	g := s.wt
+	g, released := s.wt, s.released
 	s.mu.Unlock()
+	start := time.Now()
+	if released {
+		// Given up under the worktree bounds: checked out again (reclaim.go).
+		s.wtMu.Lock()
+		err := s.restoreWorktree(ctx)
+		s.wtMu.Unlock()
+		return time.Since(start), err
+	}
 	if g == nil {
 		return 0, nil
 	}
@@ -79,7 +87,6 @@ func (s *Session) awaitWorktree(ctx context.Context) (time.Duration, error) {
 		return 0, g.err
 	default:
 	}
-	start := time.Now()
 	select {
 	case <-g.done:
 		return time.Since(start), g.err

@@ -131,6 +131,10 @@ type Session struct {
 	// its commits or the discard was forced.
 	Discarded bool   `json:"discarded,omitempty"`
 	Archived  string `json:"archived,omitempty"`
+	// WorktreeReleased is set while the session holds no worktree: it was given up under
+	// arbor.json's "worktrees" bounds, its work kept on the branch, and is checked out again
+	// at the session's next use.
+	WorktreeReleased bool `json:"worktreeReleased,omitempty"`
 }
 
 // GoalBrief is a session's goal as the tree shows it.

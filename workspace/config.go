@@ -94,6 +94,8 @@ type Config struct {
 	Goals GoalPolicy
 	// Kernels says where the sessions' kernels run ("kernels", kernels.go).
 	Kernels Kernels
+	// Worktrees bounds the session worktrees kept on disk ("worktrees", worktrees.go).
+	Worktrees Worktrees
 	// Trust says which guarded settings the repository's arbor.json sets and whether they
 	// are trusted. Untrusted ones were not applied: what starts work in the repository
 	// calls Trust.Check first, so the user learns why instead of getting another config.

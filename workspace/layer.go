@@ -50,6 +50,8 @@ type fileConfig struct {
 
 	Kernels *fileKernels `json:"kernels"`
 
+	Worktrees *fileWorktrees `json:"worktrees"`
+
 	profiles map[string]*fileProfile
 }
 
@@ -322,6 +324,9 @@ func (f fileConfig) apply(cfg *Config, root string) error {
 		return err
 	}
 	if err := f.Kernels.apply(&cfg.Kernels); err != nil {
+		return err
+	}
+	if err := f.Worktrees.apply(&cfg.Worktrees); err != nil {
 		return err
 	}
 	if f.Worktree != nil {

@@ -29,7 +29,7 @@ func Registered() []Payload {
 		SessionCreated{}, StateChanged{}, TurnStarted{}, MessageQueued{}, UserMessage{},
 		AssistantMessage{}, ModelRetry{}, ModelChanged{}, ToolStarted{}, ToolOutput{}, ToolFinished{}, Checkpoint{},
 		TurnFailed{}, Interrupted{}, Recovered{}, Kernel{}, SubagentSpawned{}, MessageSent{},
-		Compaction{}, WorktreeSetup{}, Forked{}, Accepted{}, Merged{}, Rejected{}, Discarded{},
+		Compaction{}, WorktreeSetup{}, Worktree{}, Forked{}, Accepted{}, Merged{}, Rejected{}, Discarded{},
 		HarnessProposed{}, HarnessApplied{}, HarnessRejected{}, HarnessRolledBack{}, Refined{},
 		GoalSet{}, GoalChanged{}, GoalWait{}, Verified{},
 		HeartbeatTick{},

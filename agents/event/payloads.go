@@ -27,6 +27,7 @@ const (
 	TypeMessageSent       Type = "message_sent"
 	TypeCompaction        Type = "compaction"
 	TypeWorktreeSetup     Type = "worktree_setup"
+	TypeWorktree          Type = "worktree"
 	TypeForked            Type = "forked"
 	TypeAccepted          Type = "accepted"
 	TypeMerged            Type = "merged"
@@ -298,6 +299,15 @@ type WorktreeSetup struct {
 	Command string   `json:"command,omitempty"`
 }
 
+// Worktree is a change of the session's worktree under arbor.json's "worktrees" bounds:
+// Event "released" (checkpointed onto the branch, Commit when there was work to commit, and
+// removed from disk) or "restored" (checked out again from the branch, in DurationMs).
+type Worktree struct {
+	Event      string `json:"event"`
+	Commit     string `json:"commit,omitempty"`
+	DurationMs int64  `json:"durationMs,omitempty"`
+}
+
 // Forked is a fork's history by reference: its conversation is Source's records up to Seq,
 // replayed, so a fork costs one record however long the source's log is.
 type Forked struct {
@@ -523,6 +533,7 @@ func (SubagentSpawned) EventType() Type   { return TypeSubagentSpawned }
 func (MessageSent) EventType() Type       { return TypeMessageSent }
 func (Compaction) EventType() Type        { return TypeCompaction }
 func (WorktreeSetup) EventType() Type     { return TypeWorktreeSetup }
+func (Worktree) EventType() Type          { return TypeWorktree }
 func (Forked) EventType() Type            { return TypeForked }
 func (Accepted) EventType() Type          { return TypeAccepted }
 func (Merged) EventType() Type            { return TypeMerged }

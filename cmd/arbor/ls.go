@@ -91,10 +91,10 @@ func cmdLs(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tMODEL\tTOKENS\tBRANCH\tTASK")
+	fmt.Fprintln(tw, "ID\tSTATE\tMODEL\tTOKENS\tBRANCH\tWORKTREE\tTASK")
 	for _, s := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID[:12], s.State, modelLabel(s),
-			s.Total.InputTokens+s.Total.OutputTokens, s.Branch, truncate(firstLine(s.Task), 50))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.ID[:12], s.State, modelLabel(s),
+			s.Total.InputTokens+s.Total.OutputTokens, s.Branch, worktreeLabel(s), truncate(firstLine(s.Task), 50))
 	}
 	return tw.Flush()
 }
@@ -165,6 +165,17 @@ func cmdTree(ctx context.Context, args []string) error {
 }
 
 // modelLabel is the session's model, and the profile it runs with.
+// worktreeLabel says whether a session holds a worktree on disk.
+func worktreeLabel(s server.Session) string {
+	switch {
+	case s.Discarded:
+		return "-"
+	case s.WorktreeReleased:
+		return "released"
+	}
+	return "yes"
+}
+
 func modelLabel(s server.Session) string {
 	if s.Profile == "" {
 		return s.Model

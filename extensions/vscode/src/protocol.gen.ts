@@ -122,6 +122,7 @@ export const EventSubagentSpawned = 'subagent_spawned';
 export const EventMessageSent = 'message_sent';
 export const EventCompaction = 'compaction';
 export const EventWorktreeSetup = 'worktree_setup';
+export const EventWorktree = 'worktree';
 export const EventForked = 'forked';
 export const EventAccepted = 'accepted';
 export const EventMerged = 'merged';
@@ -744,6 +745,7 @@ export interface Session {
   profile?: string;
   discarded?: boolean;
   archived?: string;
+  worktreeReleased?: boolean;
 }
 
 export interface Usage {
@@ -1155,6 +1157,12 @@ export interface WorktreeSetup {
   command?: string;
 }
 
+export interface Worktree {
+  event: string;
+  commit?: string;
+  durationMs?: number;
+}
+
 export interface Forked {
   source: string;
   seq: number;
@@ -1316,6 +1324,7 @@ export interface EventPayloads {
   message_sent: MessageSent;
   compaction: Compaction;
   worktree_setup: WorktreeSetup;
+  worktree: Worktree;
   forked: Forked;
   accepted: Accepted;
   merged: Merged;
@@ -1357,6 +1366,7 @@ export const EventTypes: readonly EventType[] = [
   'message_sent',
   'compaction',
   'worktree_setup',
+  'worktree',
   'forked',
   'accepted',
   'merged',

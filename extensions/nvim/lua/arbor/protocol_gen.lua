@@ -112,6 +112,7 @@ M.EventSubagentSpawned = 'subagent_spawned'
 M.EventMessageSent = 'message_sent'
 M.EventCompaction = 'compaction'
 M.EventWorktreeSetup = 'worktree_setup'
+M.EventWorktree = 'worktree'
 M.EventForked = 'forked'
 M.EventAccepted = 'accepted'
 M.EventMerged = 'merged'
@@ -668,6 +669,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field profile? string
 ---@field discarded? boolean
 ---@field archived? string
+---@field worktreeReleased? boolean
 
 ---@class arbor.Usage
 ---@field modelCalls number
@@ -1021,6 +1023,11 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field linked? string[]
 ---@field command? string
 
+---@class arbor.Worktree
+---@field event string
+---@field commit? string
+---@field durationMs? number
+
 ---@class arbor.Forked
 ---@field source string
 ---@field seq number
@@ -1215,7 +1222,7 @@ M.fields = {
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
   AttachResult = { 'session' },
-  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile', 'discarded', 'archived' },
+  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile', 'discarded', 'archived', 'worktreeReleased' },
   Usage = { 'modelCalls', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   GoalBrief = { 'objective', 'status', 'waiting', 'until' },
   SessionRef = { 'id' },
@@ -1273,6 +1280,7 @@ M.fields = {
   Receipt = { 'to', 'name', 'role', 'status' },
   Compaction = { 'summary', 'liveVariables', 'compacted', 'kept', 'forced', 'usage' },
   WorktreeSetup = { 'ok', 'error', 'copied', 'linked', 'command' },
+  Worktree = { 'event', 'commit', 'durationMs' },
   Forked = { 'source', 'seq', 'commit', 'turns' },
   Accepted = { 'commit', 'branch', 'files', 'mode' },
   Merged = { 'child', 'branch', 'commit', 'files' },
@@ -1312,6 +1320,7 @@ M.event_payloads = {
   message_sent = 'MessageSent',
   compaction = 'Compaction',
   worktree_setup = 'WorktreeSetup',
+  worktree = 'Worktree',
   forked = 'Forked',
   accepted = 'Accepted',
   merged = 'Merged',
@@ -1410,6 +1419,7 @@ M.event_types = {
   'message_sent',
   'compaction',
   'worktree_setup',
+  'worktree',
   'forked',
   'accepted',
   'merged',

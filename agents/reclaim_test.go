@@ -1,0 +1,78 @@
+package agents
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/arborhq/arbor/agents/event"
+)
+
+// TestWorktreeBoundReleasesAndRestores: with "worktrees": {"max": 1}, a new session makes the
+// inactive one give its worktree up — its uncommitted work checkpointed onto its branch, the
+// directory gone, Info saying so — and a message to it checks the worktree out again with
+// that work, before its turn runs there.
+func TestWorktreeBoundReleasesAndRestores(t *testing.T) {
+	e := newEnv(t, recoverScript)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktrees":{"max":1},"idleTimeout":"2s"}`), 0o644)
+	git(t, e.repo, "add", "arbor.json")
+	git(t, e.repo, "commit", "-qm", "bounds")
+	a := e.create("write a note")
+	e.settled(a)
+	e.waitFor("the first session to go inactive", func() bool { return a.State() == Inactive })
+	// Work no checkpoint took yet: a user's edit in the inactive session's worktree.
+	os.WriteFile(filepath.Join(a.meta.Worktree, "user.txt"), []byte("by hand\n"), 0o644)
+
+	b := e.create("write another note")
+	e.settled(b)
+	e.waitFor("the first session's worktree to be released", func() bool {
+		infos, _ := e.svc.List("")
+		for _, in := range infos {
+			if in.ID == a.meta.ID {
+				return in.WorktreeReleased
+			}
+		}
+		return false
+	})
+	if _, err := os.Stat(a.meta.Worktree); !os.IsNotExist(err) {
+		t.Errorf("the released worktree is still on disk: %v", err)
+	}
+	if got := strings.TrimSpace(git(t, e.repo, "show", a.meta.Branch+":user.txt")); got != "by hand" {
+		t.Errorf("the uncommitted work on the branch: %q", got)
+	}
+	if ev := e.events(a, event.TypeWorktree); len(ev) != 1 || ev[0]["event"] != "released" {
+		t.Errorf("worktree events = %v", ev)
+	}
+
+	if _, err := e.svc.Send(t.Context(), a.meta.ID, "write it again", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the revived session to settle", func() bool { return a.State() == Idle })
+	for f, want := range map[string]string{"user.txt": "by hand\n", "note.txt": "kept\n"} {
+		if b, err := os.ReadFile(filepath.Join(a.meta.Worktree, f)); err != nil || string(b) != want {
+			t.Errorf("%s in the restored worktree: %q, %v", f, b, err)
+		}
+	}
+	if ev := e.events(a, event.TypeWorktree); len(ev) < 2 || ev[1]["event"] != "restored" {
+		t.Errorf("worktree events = %v", ev)
+	}
+	if st := git(t, a.meta.Worktree, "status", "--porcelain"); strings.TrimSpace(st) != "" {
+		t.Errorf("the restored worktree: git status %q", st)
+	}
+}
+
+// TestDiskBudgetTooSmallIsRefused: a disk budget smaller than one worktree of the repository
+// refuses new sessions, saying how big one is.
+func TestDiskBudgetTooSmallIsRefused(t *testing.T) {
+	e := newEnv(t, recoverScript)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktrees":{"diskBudget":"1KB"}}`), 0o644)
+	git(t, e.repo, "add", "arbor.json")
+	git(t, e.repo, "commit", "-qm", "tiny budget")
+	_, err := e.svc.Create(t.Context(), CreateRequest{Task: "write a note", Dir: e.repo})
+	var re RequestError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "worktrees.diskBudget 1.0 KB is smaller than one worktree of this repository (8.2 KB") {
+		t.Fatalf("Create = %v, want the budget refused", err)
+	}
+}

@@ -237,6 +237,11 @@ function body(e: P.TypedEvent): string[] {
       if (d.output && !d.passed) out.push(fenced(d.output));
       return out;
     }
+    case P.EventWorktree: {
+      const d = e.data;
+      if (d.event === 'released') return [`worktree released to stay within the workspace's worktree bounds; its work is on the branch${d.commit ? ` (checkpoint \`${d.commit.slice(0, 10)}\`)` : ''} and it is checked out again at the next use`];
+      return [`worktree checked out again from the branch (${d.durationMs ?? 0} ms)`];
+    }
     case P.EventHeartbeatTick: {
       const d = e.data;
       const counted = d.count > 1 ? ` (counting ${d.count} due times)` : '';
@@ -258,7 +263,7 @@ const known: Record<P.EventType, true> = {
   [P.EventModelRetry]: true, [P.EventModelChanged]: true, [P.EventToolStarted]: true, [P.EventToolOutput]: true, [P.EventToolFinished]: true,
   [P.EventCheckpoint]: true, [P.EventTurnFailed]: true, [P.EventInterrupted]: true,
   [P.EventRecovered]: true, [P.EventKernel]: true, [P.EventSubagentSpawned]: true,
-  [P.EventMessageSent]: true, [P.EventCompaction]: true, [P.EventWorktreeSetup]: true,
+  [P.EventMessageSent]: true, [P.EventCompaction]: true, [P.EventWorktreeSetup]: true, [P.EventWorktree]: true,
   [P.EventForked]: true, [P.EventAccepted]: true, [P.EventMerged]: true, [P.EventRejected]: true, [P.EventDiscarded]: true,
   [P.EventHarnessProposed]: true, [P.EventHarnessApplied]: true, [P.EventHarnessRejected]: true,
   [P.EventHarnessRolledBack]: true, [P.EventRefined]: true,

@@ -239,6 +239,7 @@ local quiet = {
   [P.EventMessageQueued] = true,
   [P.EventKernel] = true,
   [P.EventWorktreeSetup] = true,
+  [P.EventWorktree] = true,
   [P.EventModelRetry] = true,
   [P.EventModelChanged] = true,
 }

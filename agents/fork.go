@@ -124,6 +124,13 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 		sess.conv = append(sess.conv, setupFailedNote(err.Error()))
 		sess.mu.Unlock()
 	}
+	// The user asked for this fork and opens its worktree next: it returns with the files in.
+	// (Forks made at once still write their trees in parallel: none waits on another's.)
+	if _, err := sess.awaitWorktree(ctx); err != nil {
+		why := fmt.Sprintf("writing its worktree failed: %v", err)
+		sess.setState(ctx, Failed, why)
+		return nil, fmt.Errorf("fork %s: %s", src.meta.ID, why)
+	}
 	sess.setState(ctx, Idle, "")
 	return sess, nil
 }

@@ -106,8 +106,19 @@ test('Arbor: New Task starts a session that appears idle in the Sessions view', 
   t.diagnostic(`Sessions view row: ${text}`);
   assert.match(text, /idle · scripted · .* tok · arbor\//);
   // The kernel's rlm('write the tests', name='tests') started a subagent: it sits one level down.
-  await expectVisible(page.locator('.monaco-list-row[aria-level="2"]', { hasText: 'tests' }).filter({ hasText: 'arbor/' }),
-    'the subagent "tests" that the session spawned with rlm() is not shown under it', 30000);
+  // A parent drawn before its first child arrived may keep the collapsed state VS Code gave
+  // it then: a user expands it, and so does the test.
+  const child = page.locator('.monaco-list-row[aria-level="2"]', { hasText: 'tests' }).filter({ hasText: 'arbor/' });
+  try {
+    await child.first().waitFor({ state: 'visible', timeout: 15000 });
+  } catch {
+    const parent = page.locator('.monaco-list-row[aria-level="1"]', { hasText: TASK }).first();
+    if ((await parent.getAttribute('aria-expanded')) === 'false') {
+      t.diagnostic('the session row was collapsed when its subagent arrived: expanding it');
+      await parent.locator('.monaco-tl-twistie').click();
+    }
+  }
+  await expectVisible(child, 'the subagent "tests" that the session spawned with rlm() is not shown under it', 30000);
 
   await page.screenshot({ path: SHOT.replace(/\.png$/, '-sessions.png') }).catch(() => undefined);
 

@@ -224,13 +224,10 @@ render[P.EventCompaction] = function(d, lines)
 end
 
 render[P.EventWorktree] = function(d, lines)
-  if d.event == 'released' then
-    local c = s(d.commit)
-    table.insert(lines, 'worktree released to stay within the worktree bounds; its work is on the branch'
-      .. (c and (' (checkpoint ' .. c:sub(1, 10) .. ')') or '') .. ' and it is checked out again at the next use')
-    return
-  end
-  table.insert(lines, 'worktree checked out again from the branch (' .. tostring(tonumber(d.durationMs) or 0) .. ' ms)')
+  local c = s(d.commit)
+  table.insert(lines, d.event == 'released' and ('worktree released to stay within the worktree bounds; its work is on the branch'
+    .. (c and (' (checkpoint ' .. c:sub(1, 10) .. ')') or '') .. ' and it is checked out again at the next use')
+    or ('worktree checked out again from the branch (' .. tostring(tonumber(d.durationMs) or 0) .. ' ms)'))
 end
 
 render[P.EventWorktreeSetup] = function(d, lines)

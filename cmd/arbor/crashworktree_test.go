@@ -26,9 +26,12 @@ func TestDaemonKilledWhileWorktreeIsWritten(t *testing.T) {
 	e.git(e.repo, "commit", "-qm", "many files")
 
 	e.vars["ARBOR_TEST_CRASH_WORKTREE"] = "writing"
+	// The kill waits for the background write to have begun (under load it may not have).
+	e.vars["ARBOR_TEST_CRASH_WORKTREE_WAIT"] = filepath.Join(e.repo, ".git", "arbor", "worktrees", "*", "many")
 	r := e.arbor("run", "--detach", "compute two while writing")
 	pid := e.daemonPID()
 	delete(e.vars, "ARBOR_TEST_CRASH_WORKTREE")
+	delete(e.vars, "ARBOR_TEST_CRASH_WORKTREE_WAIT")
 	if r.code == 0 {
 		t.Fatalf("the command succeeded, so the daemon did not die at the hook:\n%s", r)
 	}

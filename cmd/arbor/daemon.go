@@ -56,10 +56,20 @@ func cmdDaemon(ctx context.Context, args []string) error {
 	if step := os.Getenv("ARBOR_TEST_CRASH_WORKTREE"); step != "" {
 		// Crash tests: the daemon dies as kill -9 would at a step of making or reclaiming a
 		// session's worktree.
+		// ARBOR_TEST_CRASH_WORKTREE_WAIT, a glob, holds the kill until it matches (e.g. until
+		// the background write has begun, so the worktree is cut short half written).
+		wait := os.Getenv("ARBOR_TEST_CRASH_WORKTREE_WAIT")
 		opts.WorktreeStep = func(_, at string) {
-			if at == step {
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			if at != step {
+				return
 			}
+			for deadline := time.Now().Add(10 * time.Second); wait != "" && time.Now().Before(deadline); {
+				if m, _ := filepath.Glob(wait); len(m) > 0 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 	}
 	svc, err := agents.New(opts)

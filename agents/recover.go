@@ -38,6 +38,7 @@ func (s *Service) Recover(ctx context.Context) error {
 		}
 		entries, _ := os.ReadDir(ws.SessionsDir)
 		var resume []*Session
+		var owned []string // kernel dirs of the sessions whose logs this daemon now holds
 		unreadable := map[string]bool{}
 		for _, e := range entries {
 			if !e.IsDir() {
@@ -50,11 +51,18 @@ func (s *Service) Recover(ctx context.Context) error {
 				unreadable[e.Name()] = true
 				continue
 			}
+			owned = append(owned, filepath.Join(ws.SessionsDir, e.Name(), "kernel"))
 			// An eval task's session (its harness pinned) is its run's to decide: the run stops
 			// it and runs the task again, so it does not call the model meanwhile.
 			if sess != nil && sess.meta.Harness == nil {
 				resume = append(resume, sess)
 			}
+		}
+		// A kernel the previous daemon started just before it died, too late to record it.
+		if pids, err := kernel.ReapUnder(owned); err != nil {
+			s.log.Warn("reap kernels", "workspace", ws.Root, "err", err)
+		} else if len(pids) > 0 {
+			s.log.Info("reaped kernels a previous daemon left unrecorded", "workspace", ws.Root, "pids", pids)
 		}
 		if err := s.reconcile(ctx, ws, unreadable); err != nil {
 			errs = append(errs, err)

@@ -45,6 +45,24 @@ func procStart(pid int) (uint64, error) {
 	return strconv.ParseUint(string(f[19]), 10, 64)
 }
 
+// procParent returns pid's parent pid, or 0.
+func procParent(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(string(f[1]))
+	return ppid
+}
+
 func bootID() string {
 	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return string(bytes.TrimSpace(b))
@@ -103,4 +121,50 @@ func ReapOrphans(stateDir string) ([]int, error) {
 		os.Remove(path)
 	}
 	return killed, nil
+}
+
+// ReapUnder kills the processes (and the process groups they lead) whose command line names a
+// path under one of dirs, and returns their pids. It closes the window ReapOrphans leaves: a
+// daemon killed between starting a kernel and recording it leaves a kernel no record names,
+// but its command line names its session's kernel directory. Callers pass only directories
+// they own (a session whose log they hold), so no other daemon's kernel is touched.
+func ReapUnder(dirs []string) ([]int, error) {
+	if len(dirs) == 0 {
+		return nil, nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("reap kernels: %w", err)
+	}
+	self := os.Getpid()
+	var killed []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 || pid == self {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !namesUnder(b, dirs) || procParent(pid) == self {
+			continue // our own children are ours to manage
+		}
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		killed = append(killed, pid)
+	}
+	return killed, nil
+}
+
+// namesUnder reports whether a NUL-separated command line has an argument under one of dirs.
+func namesUnder(cmdline []byte, dirs []string) bool {
+	for _, arg := range bytes.Split(cmdline, []byte{0}) {
+		for _, d := range dirs {
+			d = filepath.Clean(d) + string(filepath.Separator)
+			if bytes.HasPrefix(arg, []byte(d)) {
+				return true
+			}
+		}
+	}
+	return false
 }

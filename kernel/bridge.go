@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -153,7 +154,15 @@ func (b *bridge) serve(c net.Conn) {
 	if err := json.Unmarshal(sc.Bytes(), &hello); err != nil ||
 		subtle.ConstantTimeCompare([]byte(hello.Token), []byte(b.token)) != 1 {
 		b.log.Warn("kernel bridge: refused a connection with a bad token")
+		c.SetWriteDeadline(time.Now().Add(bridgeWriteTimeout))
 		c.Write([]byte(`{"id":null,"error":{"message":"the Arbor bridge refused this connection: bad token"}}` + "\n"))
+		// Read on until the client hangs up (or a moment passes): closing with its request
+		// unread would make its write fail (EPIPE) before it reads why it was refused.
+		if uc, ok := c.(*net.UnixConn); ok {
+			uc.CloseWrite()
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		io.Copy(io.Discard, io.LimitReader(c, 1<<20))
 		return
 	}
 	var wmu sync.Mutex

@@ -65,3 +65,62 @@ func TestDaemonKilledWhileWorktreeIsWritten(t *testing.T) {
 		t.Errorf("the recovered session did not run its task:\n%s", out)
 	}
 }
+
+// TestDaemonKilledWhileReleasingAWorktree: with "worktrees": {"max": 1}, a second session
+// makes the first (inactive, with a user's uncommitted edit in its worktree) give its worktree
+// up. The daemon is killed (SIGKILL) after each step of that release; the next daemon finds
+// the session holding its worktree or released, and a message to it brings the worktree back
+// with the edit in it, committed on the branch or still in the files.
+func TestDaemonKilledWhileReleasingAWorktree(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"checkpointed", "marked", "moved", "unregistered", "removed"} {
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			writeFile(t, filepath.Join(e.repo, "arbor.json"), `{"worktrees": {"max": 1}, "idleTimeout": "1s"}`)
+			e.git(e.repo, "add", "arbor.json")
+			e.git(e.repo, "commit", "-qm", "bounds")
+
+			e.vars["ARBOR_TEST_CRASH_WORKTREE"] = step // read at the daemon's start
+			a := sessionID(t, e.mustArbor("run", "write a file"))
+			eventually(t, "the first session to go inactive", func() bool { return e.session(a).State == "inactive" })
+			wt := e.session(a).Worktree
+			writeFile(t, filepath.Join(wt, "user.txt"), "by hand\n") // no checkpoint has it
+
+			pid := e.daemonPID()
+			e.arbor("run", "--detach", "compute two while releasing") // its reply may be cut by the kill
+			delete(e.vars, "ARBOR_TEST_CRASH_WORKTREE")
+			eventually(t, "the daemon to die at "+step, func() bool { return syscall.Kill(pid, 0) != nil })
+
+			if r := e.arbor("fsck"); r.code != 0 {
+				t.Fatalf("fsck after the kill at %s:\n%s", step, r)
+			}
+			s := e.session(a) // a new daemon
+			if s.State == "failed" || s.Branch == "" {
+				t.Fatalf("after the kill at %s: %+v", step, s)
+			}
+			if list := e.git(e.repo, "worktree", "list", "--porcelain"); strings.Contains(list, wt+".released") {
+				t.Errorf("the moved-aside directory is registered: %s", list)
+			}
+			e.mustArbor("send", a, "write a file again")
+			eventually(t, "the revived session to settle", func() bool {
+				st := e.session(a).State
+				return st == "idle" || st == "inactive"
+			})
+			for f, want := range map[string]string{"user.txt": "by hand\n", "hello.txt": "hello from arbor\n"} {
+				if b, err := os.ReadFile(filepath.Join(wt, f)); err != nil || string(b) != want {
+					t.Errorf("%s in the worktree after the kill at %s: %q, %v", f, step, b, err)
+				}
+			}
+			if _, err := os.Stat(wt + ".released"); !os.IsNotExist(err) {
+				t.Errorf("the moved-aside directory is still there: %v", err)
+			}
+			if step != "checkpointed" {
+				// From the checkpoint on, the edit is on the branch too.
+				if got := e.git(e.repo, "show", s.Branch+":user.txt"); strings.TrimSpace(got) != "by hand" {
+					t.Errorf("%s:user.txt = %q", s.Branch, got)
+				}
+			}
+		})
+	}
+}

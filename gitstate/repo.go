@@ -38,6 +38,10 @@ type Repo struct {
 	// their dirs.
 	pending map[string]string
 	fills   sync.WaitGroup // the writes StartWorktree runs
+	// fillSlots bounds the background writes running at once (maxFills): 30 children
+	// spawned in a row, each writing 20,000 files, would otherwise share the disk and the
+	// cores 30 ways, and the next spawn, the turns and the first cells all wait behind them.
+	fillSlots chan struct{}
 	// beforeFill, when set (tests), runs as a background write begins.
 	beforeFill func(name string)
 	onStep     func(name, step string) // see OnStep
@@ -81,7 +85,8 @@ func Open(dir string, logger *slog.Logger) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", root, err)
 	}
-	r := &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger, pending: map[string]string{}}
+	r := &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger, pending: map[string]string{},
+		fillSlots: make(chan struct{}, maxFills)}
 	if err := r.refreshPolicy(context.Background()); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open repository %s: %w", root, err)

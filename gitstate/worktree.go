@@ -76,6 +76,10 @@ func (p *Pending) Done() <-chan struct{} { return p.done }
 // Took is how long the files took to write, once Done.
 func (p *Pending) Took() time.Duration { <-p.done; return p.took }
 
+// maxFills is how many of StartWorktree's background writes run at once in a repository;
+// the rest wait their turn, first come first served.
+const maxFills = 2
+
 // StartWorktree is AddWorktree returning once the branch and the record exist: the tree is
 // listed and its files written in the background, without the lock, and the returned
 // Pending says when they are. Meanwhile the branch can be read, diffed and forked;
@@ -110,10 +114,12 @@ func (r *Repo) StartWorktree(ctx context.Context, spec WorktreeSpec) (*Pending, 
 	p := &Pending{done: make(chan struct{})}
 	go func() {
 		defer r.fills.Done()
+		start := time.Now() // the wait for a slot is part of the write's time
+		r.fillSlots <- struct{}{}
+		defer func() { <-r.fillSlots }()
 		if r.beforeFill != nil {
 			r.beforeFill(spec.Name)
 		}
-		start := time.Now()
 		err := r.fillBranchWorktree(context.WithoutCancel(ctx), spec, base, why)
 		p.took = time.Since(start)
 		if err != nil {

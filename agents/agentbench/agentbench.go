@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,15 +21,18 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/arborhq/arbor/agents"
 	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/agents/model/scripted"
 	"github.com/arborhq/arbor/bench"
+	"github.com/arborhq/arbor/gitstate"
 	"github.com/arborhq/arbor/gitstate/gitbench"
 	"github.com/arborhq/arbor/workspace"
 )
@@ -41,7 +45,12 @@ type Options struct {
 	Sessions int // sessions in the scale figure (default 1000)
 	Files    int // files in the generated repository the spawn and fork figures run in (default 20,000)
 	Forks    int // forks made at once, and one after another, for the fork figure (default 50)
-	Logger   *slog.Logger
+	// Budget is the child sessions of the disk-budget figure, made in the generated
+	// repository (default 1000).
+	Budget int
+	// Only, when set, names the groups to run: spawn, warm, forks, scale, budget, eventlog.
+	Only   []string
+	Logger *slog.Logger
 }
 
 // The reference harness's figures, stated in the issue for its own machine. They are shown for
@@ -115,6 +124,9 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	if o.Forks <= 0 {
 		o.Forks = 50
 	}
+	if o.Budget <= 0 {
+		o.Budget = 1000
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -132,6 +144,9 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 
 	var spawn, warm [2][]float64 // p50s and p99s, one per run
 	for i := range o.Runs {
+		if !o.runs("spawn") {
+			break
+		}
 		dir := filepath.Join(tmp, fmt.Sprint("spawn-", i))
 		p50, p99, err := spawnLatency(ctx, dir, fixture, o)
 		os.RemoveAll(dir) // gigabytes of worktrees
@@ -139,55 +154,88 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 			return nil, fmt.Errorf("spawn latency: %w", err)
 		}
 		spawn[0], spawn[1] = append(spawn[0], p50), append(spawn[1], p99)
-		if p50, p99, err = warmRoundTrip(ctx, filepath.Join(tmp, fmt.Sprint("warm-", i)), o); err != nil {
+	}
+	if len(spawn[0]) > 0 {
+		v, sp := bench.Median(spawn[0])
+		rep.Add(bench.Figure{Name: fmt.Sprintf("spawn (%d-file repository): await rlm() → child's first model request p50", o.Files), Value: v, Spread: sp, Unit: "ms",
+			Stated: refSpawnMs, StatedBy: refStated, Goal: "<= 100 ms",
+			Note: fmt.Sprintf("%d children a run; the first model call waits for neither a kernel nor the worktree's files", o.Spawns)})
+		v, sp = bench.Median(spawn[1])
+		rep.Add(bench.Figure{Name: "spawn p99", Value: v, Spread: sp, Unit: "ms"})
+	}
+	for i := range o.Runs {
+		if !o.runs("warm") {
+			break
+		}
+		p50, p99, err := warmRoundTrip(ctx, filepath.Join(tmp, fmt.Sprint("warm-", i)), o)
+		if err != nil {
 			return nil, fmt.Errorf("warm round trip: %w", err)
 		}
 		warm[0], warm[1] = append(warm[0], p50), append(warm[1], p99)
 	}
-	v, sp := bench.Median(spawn[0])
-	rep.Add(bench.Figure{Name: fmt.Sprintf("spawn (%d-file repository): await rlm() → child's first model request p50", o.Files), Value: v, Spread: sp, Unit: "ms",
-		Stated: refSpawnMs, StatedBy: refStated, Goal: "<= 100 ms",
-		Note: fmt.Sprintf("%d children a run; the first model call waits for neither a kernel nor the worktree's files", o.Spawns)})
-	v, sp = bench.Median(spawn[1])
-	rep.Add(bench.Figure{Name: "spawn p99", Value: v, Spread: sp, Unit: "ms"})
-	v, sp = bench.Median(warm[0])
-	rep.Add(bench.Figure{Name: "warm tool round trip (1+1): tool call → next model request p50", Value: v, Spread: sp, Unit: "ms",
-		Stated: refWarmMs, StatedBy: refStated, Goal: "<= 15 ms", Note: fmt.Sprintf("%d round trips a run", o.Warm)})
-	v, sp = bench.Median(warm[1])
-	rep.Add(bench.Figure{Name: "warm tool round trip p99", Value: v, Spread: sp, Unit: "ms"})
+	if len(warm[0]) > 0 {
+		v, sp := bench.Median(warm[0])
+		rep.Add(bench.Figure{Name: "warm tool round trip (1+1): tool call → next model request p50", Value: v, Spread: sp, Unit: "ms",
+			Stated: refWarmMs, StatedBy: refStated, Goal: "<= 15 ms", Note: fmt.Sprintf("%d round trips a run", o.Warm)})
+		v, sp = bench.Median(warm[1])
+		rep.Add(bench.Figure{Name: "warm tool round trip p99", Value: v, Spread: sp, Unit: "ms"})
+	}
 
-	var together, oneByOne []float64
-	forkRuns := min(o.Runs, 2) // each makes 2×Forks worktrees of the whole repository
-	for i := range forkRuns {
-		dir := filepath.Join(tmp, fmt.Sprint("fork-", i))
-		c, s, err := forkRegistration(ctx, dir, fixture, o)
+	if o.runs("forks") {
+		var together, oneByOne []float64
+		forkRuns := min(o.Runs, 2) // each makes 2×Forks worktrees of the whole repository
+		for i := range forkRuns {
+			dir := filepath.Join(tmp, fmt.Sprint("fork-", i))
+			c, s, err := forkRegistration(ctx, dir, fixture, o)
+			os.RemoveAll(dir)
+			if err != nil {
+				return nil, fmt.Errorf("forks: %w", err)
+			}
+			together, oneByOne = append(together, c), append(oneByOne, s)
+		}
+		v, sp := bench.Median(together)
+		rs, _ := bench.Median(oneByOne)
+		rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), total", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
+			Reference: fmt.Sprintf("the sum of %d forks one after another", o.Forks), RefValue: rs, Goal: "ratio <= 0.6",
+			Note: fmt.Sprintf("%d runs; a fork returns once its files are written", forkRuns)})
+	}
+
+	if o.runs("scale") {
+		var walls, peaks, perSession []float64
+		for i := range o.Runs {
+			wall, peak, per, err := scale(ctx, filepath.Join(tmp, fmt.Sprint("scale-", i)), o)
+			if err != nil {
+				return nil, fmt.Errorf("scale: %w", err)
+			}
+			walls, peaks, perSession = append(walls, wall.Seconds()), append(peaks, peak), append(perSession, per)
+		}
+		v, sp := bench.Median(walls)
+		rep.Add(bench.Figure{Name: fmt.Sprintf("scale: %d child sessions (8 running at once) wall time", o.Sessions), Value: v, Spread: sp, Unit: "s"})
+		v, sp = bench.Median(peaks)
+		rep.Add(bench.Figure{Name: "scale: daemon peak RSS (excluding kernels)", Value: v, Spread: sp, Unit: "MB", Goal: "<= 200 MB",
+			Note: "the process's RSS, so later runs start from what earlier ones left"})
+		v, sp = bench.Median(perSession)
+		rep.Add(bench.Figure{Name: "scale: RSS per inactive session", Value: v, Spread: sp, Unit: "KB", Goal: "<= 100 KB"})
+	}
+
+	if o.runs("budget") {
+		dir := filepath.Join(tmp, "budget")
+		r, err := budget(ctx, dir, fixture, o)
 		os.RemoveAll(dir)
 		if err != nil {
-			return nil, fmt.Errorf("forks: %w", err)
+			return nil, fmt.Errorf("disk budget: %w", err)
 		}
-		together, oneByOne = append(together, c), append(oneByOne, s)
+		_, one := bench.Median([]float64{r.peakMB}) // one run: a thousand children take minutes
+		rep.Add(bench.Figure{Name: fmt.Sprintf("disk budget: %d children (%d-file repository), peak worktree disk", o.Budget, o.Files), Value: r.peakMB, Spread: one, Unit: "MB",
+			Reference: fmt.Sprintf("the worktrees.diskBudget (%d worktrees)", r.budgetTrees), RefValue: r.budgetMB,
+			Note: fmt.Sprintf("one worktree is %.1f MB; without the budget the children's worktrees would take %.0f MB; %d released, wall %.0f s",
+				r.treeMB, r.treeMB*float64(o.Budget), r.released, r.wall.Seconds())})
+		_, one = bench.Median([]float64{r.peakRSS})
+		rep.Add(bench.Figure{Name: "disk budget: daemon peak RSS (excluding kernels)", Value: r.peakRSS, Spread: one, Unit: "MB", Goal: "<= 200 MB"})
 	}
-	v, sp = bench.Median(together)
-	rs, _ := bench.Median(oneByOne)
-	rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), total", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
-		Reference: fmt.Sprintf("the sum of %d forks one after another", o.Forks), RefValue: rs, Goal: "ratio <= 0.6",
-		Note: fmt.Sprintf("%d runs; a fork is ready when recorded, its files written in the background (see bench git for the files)", forkRuns)})
-
-	var walls, peaks, perSession []float64
-	for i := range o.Runs {
-		wall, peak, per, err := scale(ctx, filepath.Join(tmp, fmt.Sprint("scale-", i)), o)
-		if err != nil {
-			return nil, fmt.Errorf("scale: %w", err)
-		}
-		walls, peaks, perSession = append(walls, wall.Seconds()), append(peaks, peak), append(perSession, per)
+	if !o.runs("eventlog") {
+		return rep, nil
 	}
-	v, sp = bench.Median(walls)
-	rep.Add(bench.Figure{Name: fmt.Sprintf("scale: %d child sessions (8 running at once) wall time", o.Sessions), Value: v, Spread: sp, Unit: "s"})
-	v, sp = bench.Median(peaks)
-	rep.Add(bench.Figure{Name: "scale: daemon peak RSS (excluding kernels)", Value: v, Spread: sp, Unit: "MB", Goal: "<= 200 MB",
-		Note: "the process's RSS, so later runs start from what earlier ones left"})
-	v, sp = bench.Median(perSession)
-	rep.Add(bench.Figure{Name: "scale: RSS per inactive session", Value: v, Spread: sp, Unit: "KB", Goal: "<= 100 KB"})
 
 	ev, err := eventlog.Bench(ctx, filepath.Join(tmp, "eventlog"), o.Runs)
 	if err != nil {
@@ -196,6 +244,9 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	rep.Figures = append(rep.Figures, ev.Figures...)
 	return rep, nil
 }
+
+// runs reports whether the group is to run.
+func (o Options) runs(group string) bool { return len(o.Only) == 0 || slices.Contains(o.Only, group) }
 
 type env struct {
 	svc  *agents.Service
@@ -458,4 +509,110 @@ func gitRepo(dir, arborJSON string) error {
 		}
 	}
 	return nil
+}
+
+type budgetResult struct {
+	peakMB, budgetMB, treeMB float64
+	budgetTrees, released    int
+	peakRSS                  float64
+	wall                     time.Duration
+}
+
+// budgetTrees is the disk budget of the budget figure, in worktrees of the repository: room
+// for the 8 children running at once, their parent and one being released.
+const budgetTrees = 10
+
+// budget spawns o.Budget children in a clone of the generated repository with
+// worktrees.diskBudget set to budgetTrees worktrees and idleTimeout short, so finished children
+// go inactive and give their worktrees up; it samples the worktrees' disk (allocated blocks)
+// and the process's RSS until every child is inactive.
+func budget(ctx context.Context, dir, fixture string, o Options) (r budgetResult, err error) {
+	repo := filepath.Join(dir, "repo")
+	if err := gitbench.Clone(ctx, fixture, repo); err != nil {
+		return r, err
+	}
+	g, err := gitstate.Open(repo, nil)
+	if err != nil {
+		return r, err
+	}
+	_, head, err := g.Head(ctx)
+	if err == nil {
+		var size int64
+		if size, err = g.TreeSize(ctx, head); err == nil {
+			r.treeMB = float64(size) / 1e6
+		}
+	}
+	g.Close()
+	if err != nil {
+		return r, err
+	}
+	r.budgetTrees = budgetTrees
+	r.budgetMB = r.treeMB * budgetTrees
+	cfg := fmt.Sprintf(`{"idleTimeout":"200ms","maxRunning":8,"maxDepth":2,"worktrees":{"diskBudget":"%dKB"}}`, int64(r.budgetMB*1000))
+	os.WriteFile(filepath.Join(repo, "arbor.json"), []byte(cfg), 0o644)
+	for _, args := range [][]string{{"add", "arbor.json"}, {"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "bounds"}} {
+		c := exec.CommandContext(ctx, "git", args...)
+		c.Dir = repo
+		if out, err := c.CombinedOutput(); err != nil {
+			return r, fmt.Errorf("git %v: %v %s", args, err, out)
+		}
+	}
+	e, err := serve(ctx, dir, repo, o.Budget, o)
+	if err != nil {
+		return r, err
+	}
+	defer e.stop()
+	wts := filepath.Join(repo, ".git", "arbor", "worktrees")
+	runtime.GC()
+	r.peakRSS = rssMB()
+	start := time.Now()
+	if _, err := e.svc.Create(ctx, agents.CreateRequest{Task: "scale out", Dir: e.repo}); err != nil {
+		return r, err
+	}
+	deadline := time.Now().Add(2 * time.Hour)
+	var lastDisk time.Time
+	for ; ; time.Sleep(100 * time.Millisecond) {
+		r.peakRSS = max(r.peakRSS, rssMB())
+		if time.Since(lastDisk) > time.Second {
+			r.peakMB = max(r.peakMB, float64(diskUse(wts))/1e6)
+			lastDisk = time.Now()
+		}
+		infos, _ := e.svc.List("")
+		inactive, released := 0, 0
+		for _, in := range infos {
+			if in.State == agents.Inactive {
+				inactive++
+			}
+			if in.WorktreeReleased {
+				released++
+			}
+		}
+		if len(infos) == o.Budget+1 && inactive >= o.Budget {
+			r.released = released
+			break
+		}
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("%d sessions, %d inactive after 2 h", len(infos), inactive)
+		}
+	}
+	r.wall = time.Since(start)
+	r.peakMB = max(r.peakMB, float64(diskUse(wts))/1e6)
+	return r, nil
+}
+
+// diskUse is the disk allocated to the files under dir (st_blocks), what du reports.
+func diskUse(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // a worktree removed while we walk it
+		}
+		if fi, err := d.Info(); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	return n
 }

@@ -14,7 +14,7 @@ func TestRun(t *testing.T) {
 		t.Skip(err)
 	}
 	const runs = 2
-	r, err := Run(t.Context(), Options{Runs: runs, Spawns: 3, Warm: 3, Sessions: 4, Files: 200, Forks: 4})
+	r, err := Run(t.Context(), Options{Runs: runs, Spawns: 3, Warm: 3, Sessions: 4, Files: 200, Forks: 4, Budget: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,8 +24,15 @@ func TestRun(t *testing.T) {
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	stated := 0
+	stated, budget := 0, 0
 	for _, f := range r.Figures {
+		if strings.HasPrefix(f.Name, "disk budget") {
+			budget++
+			if f.Spread == nil || f.Spread.Runs != 1 {
+				t.Errorf("%q: spread %+v, want one run", f.Name, f.Spread)
+			}
+			continue
+		}
 		if f.Spread == nil || f.Spread.Runs != runs {
 			t.Errorf("%q: spread %+v, want %d runs", f.Name, f.Spread, runs)
 		}
@@ -38,5 +45,8 @@ func TestRun(t *testing.T) {
 	}
 	if stated != 2 {
 		t.Errorf("%d stated figures, want 2 (spawn and warm round trip)", stated)
+	}
+	if budget != 2 {
+		t.Errorf("%d disk budget figures, want 2", budget)
 	}
 }

@@ -25,6 +25,8 @@ func cmdBench(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	runs := fs.Int("runs", 5, "repetitions of each measurement; figures are their medians")
 	sessions := fs.Int("sessions", 1000, "sessions in the agents scale figure")
+	children := fs.Int("budget", 1000, "children of the agents disk-budget figure")
+	only := fs.String("only", "", "agents: the groups to run, comma-separated (spawn, warm, forks, scale, budget, eventlog)")
 	entries := fs.Int("entries", 10000, "entries in the harness figures")
 	heartbeats := fs.Int("heartbeats", 1000, "heartbeats scheduled on the idle daemon of the longrun figures")
 	turns := fs.Int("turns", 200, "cells of the recorded trajectory the tokens figures replay")
@@ -68,7 +70,11 @@ func cmdBench(ctx context.Context, args []string) error {
 	case "git":
 		rep, err = gitbench.RunOptions(ctx, logger, gitbench.Options{Rounds: *runs})
 	case "agents":
-		rep, err = agentbench.Run(ctx, agentbench.Options{Runs: *runs, Sessions: *sessions})
+		var groups []string
+		if *only != "" {
+			groups = strings.Split(*only, ",")
+		}
+		rep, err = agentbench.Run(ctx, agentbench.Options{Runs: *runs, Sessions: *sessions, Budget: *children, Only: groups})
 	case "harness":
 		exe, err := os.Executable()
 		if err != nil {

@@ -28,6 +28,7 @@ func commitAll(t *testing.T, dir, msg string) {
 }
 
 func TestAcceptWholeFilesHunksDirtyConflict(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, acceptScript)
 	ctx := t.Context()
 	var long []string
@@ -173,6 +174,7 @@ func TestAcceptWholeFilesHunksDirtyConflict(t *testing.T) {
 // Accepting at the head of the diff the user reviewed takes exactly that change: a checkpoint
 // made since is left on the session's branch. A head that is not the session's is refused.
 func TestAcceptAtTheReviewedHead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^review","turn":1},"code":"open('first.txt','w').write('reviewed\\n')"},
  {"when":{"last":"more"},"code":"open('second.txt','w').write('not reviewed\\n')"}

@@ -45,6 +45,7 @@ const bigOutputScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestLargeOutputStaysInKernel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bigOutputScript)
 	s := e.create("big output")
 	e.settled(s)
@@ -70,6 +71,7 @@ const richScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestRichOutputsBecomeArtifacts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, richScript)
 	s := e.create("plot something")
 	e.settled(s)

@@ -17,6 +17,7 @@ const watchedTurnsScript = `{"rules":[
 // TestCheckpointsFromWatchedChanges: the first checkpoint scans the worktree, later ones commit
 // what the watcher saw change — additions in new directories, deletions, mode changes.
 func TestCheckpointsFromWatchedChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, watchedTurnsScript)
 	s := e.create("files across turns")
 	e.settled(s)

@@ -25,6 +25,7 @@ const growScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestCompactionKeepsContextBoundedAndReplays(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, growScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"models":{"scripted":{"contextWindow":1200}}}`), 0o644)
 	s := e.create("grow the context")
@@ -62,6 +63,7 @@ func TestCompactionKeepsContextBoundedAndReplays(t *testing.T) {
 }
 
 func TestContextOverflowCompactsAndRetriesOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, growScript)
 	s := e.create("overflow the window")
 	e.settled(s)
@@ -107,6 +109,7 @@ const fencedScript = `{"rules":[
 // TestFencedToolMode: a model without tool calling writes python blocks; they run in the
 // kernel and their output goes back as a message.
 func TestFencedToolMode(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, fencedScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"models":{"scripted":{"toolMode":"fenced"}}}`), 0o644)
 	s := e.create("fenced code please")
@@ -134,6 +137,7 @@ var longScript = `{"rules":[
 // the window, and between compactions every request repeats the one before byte for byte
 // and appends to it, so a provider's prompt cache reuses all of it.
 func TestCompactionCutsRarely(t *testing.T) {
+	t.Parallel()
 	const window = 2000
 	e := newEnv(t, longScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(fmt.Sprintf(`{"maxTurnSteps":60,"models":{"scripted":{"contextWindow":%d}}}`, window)), 0o644)

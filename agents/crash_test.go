@@ -16,6 +16,7 @@ import (
 // recorded as turn_failed, and the session takes a message afterwards; other sessions never
 // notice.
 func TestPanicInTurnFailsOnlyThatTurn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, recoverScript)
 	e.svc.opts.turnHook = func(s *Session, turn int) {
 		if s.meta.Name == "victim" && turn == 1 {
@@ -46,6 +47,7 @@ func TestPanicInTurnFailsOnlyThatTurn(t *testing.T) {
 // TestVisibleOnlyOnceRecorded: a fork whose worktree setup takes a while is listed as
 // admitted, never in an unrecorded state, and every State prints.
 func TestVisibleOnlyOnceRecorded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, recoverScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"sleep 1"}}`), 0o644)
 	e.trust()
@@ -88,6 +90,7 @@ func TestVisibleOnlyOnceRecorded(t *testing.T) {
 // its first state. Recovery neither crashes nor hides it: the session comes back, its task is
 // queued, and it runs.
 func TestRecoverLogWithOnlySessionCreated(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, recoverScript)
 	s := e.create("write a note")
 	e.settled(s)

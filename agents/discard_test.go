@@ -13,6 +13,7 @@ import (
 )
 
 func TestDiscardKeepsUnmergedWork(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, acceptScript)
 	ctx := t.Context()
 	unmerged := e.create("files task")
@@ -103,6 +104,7 @@ func TestDiscardKeepsUnmergedWork(t *testing.T) {
 }
 
 func TestDiscardForceDropsWork(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, acceptScript)
 	s := e.create("files task")
 	e.settled(s)
@@ -126,6 +128,7 @@ const busyScript = `{"rules":[
 // TestDiscardRunningSession discards a session in the middle of a cell: the turn ends, the
 // work it wrote is archived, and nothing is recorded after the discard.
 func TestDiscardRunningSession(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, busyScript)
 	s := e.create("busy task")
 	e.waitFor("the cell to start", func() bool {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,10 @@ import (
 	"github.com/arborhq/arbor/agents/model/scripted"
 	"github.com/arborhq/arbor/workspace"
 )
+
+// userConfigs maps each test to the user config file of its service (a test's own, so tests
+// run in parallel).
+var userConfigs sync.Map // *testing.T → string
 
 // testEnv is a real git repository, a scripted model over HTTP and a Service with real
 // kernels.
@@ -37,8 +42,6 @@ func newEnvIn(t *testing.T, script, repo string) *testEnv {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	s, err := scripted.Parse([]byte(script), t.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +52,11 @@ func newEnvIn(t *testing.T, script, repo string) *testEnv {
 		t.Fatal(err)
 	}
 	gitInit(t, repo, map[string]string{"main.py": "print('hi')\n"})
+	userConf := filepath.Join(t.TempDir(), "config.json") // see userConfig
+	userConfigs.Store(t, userConf)
+	t.Cleanup(func() { userConfigs.Delete(t) })
 	svc, err := New(Options{StateDir: t.TempDir(),
-		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3"}})
+		Overrides: workspace.Overrides{ModelBaseURL: url, Model: "scripted", KernelPython: "/usr/bin/python3", UserConfig: userConf}})
 	if err != nil {
 		t.Fatal(err)
 	}

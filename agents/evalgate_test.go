@@ -36,6 +36,7 @@ func (e *testEnv) putNote(id, body string) string {
 // later edit does not leak into a run of an earlier version), and each marker's behaviour is
 // caught — a false claim, a diff that only edits tests, a wrong edit.
 func TestEvalExampleSuiteTellsHarnessesApart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules": [], "default": {"text": "unused"}}`)
 	userConfig(t, `{"goals": {"backoff": "30s"}}`)
 	run := func(ref string, tags ...string) *eval.Report {
@@ -73,6 +74,7 @@ func TestEvalExampleSuiteTellsHarnessesApart(t *testing.T) {
 // The eval gate refuses a proposal that lowers held-out success, with what it measured, and
 // applies one that raises it, with the effect in the proposal and its commit's trailer.
 func TestEvalGateDecidesProposals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules": [], "default": {"text": "ok"}}`)
 	userConfig(t, `{"goals": {"backoff": "30s"}, "harness": {"workspace": {"policy": "review",
 		"eval": {"suite": "example", "split": "heldout", "tags": ["edge-case"], "maxTokenIncrease": 0.5}}}}`)

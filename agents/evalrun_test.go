@@ -110,6 +110,7 @@ func resultOf(t *testing.T, s *eval.Report, task string) eval.TaskResult {
 // flags an empty diff and a diff that edits only tests, and ends a task whose agent stops
 // working without a claim (no 30 s back-off waited out).
 func TestEvalRunVerdictsClaimsFlags(t *testing.T) {
+	t.Parallel()
 	e, suite := evalEnv(t)
 	start := time.Now()
 	sum := e.runEval(EvalRequest{Suite: suite, Repeat: 1, Parallel: 2})
@@ -165,6 +166,7 @@ func TestEvalRunVerdictsClaimsFlags(t *testing.T) {
 // The agent of an eval task sees neither the suite (its hidden checks) nor the repository
 // measured.
 func TestEvalTaskCannotReadSuiteOrRepo(t *testing.T) {
+	t.Parallel()
 	needSandbox(t)
 	// Outside /tmp, which every sandbox replaces with its own: where a user's code is.
 	base, err := os.MkdirTemp("/var/tmp", "arbor-eval-test-")
@@ -217,6 +219,7 @@ func toolOutputs(t *testing.T, e *testEnv, r eval.TaskResult) []string {
 // check that does not exist or hangs (errored, not a failure of the agent), a fixture whose
 // setup fails.
 func TestEvalBadInput(t *testing.T) {
+	t.Parallel()
 	e, suite := evalEnv(t)
 	ctx := context.Background()
 	if _, err := e.svc.StartEval(ctx, EvalRequest{Dir: e.repo, Suite: suite, Repeat: 0}); err == nil || !strings.Contains(err.Error(), "repeat 0") {
@@ -261,6 +264,7 @@ func TestEvalBadInput(t *testing.T) {
 // A model that becomes unreachable mid-suite errors the tasks it was needed for; the suite
 // goes on and the report counts them.
 func TestEvalModelUnreachableMidSuite(t *testing.T) {
+	t.Parallel()
 	e, suite := evalEnv(t)
 	sc := mustScript(t, evalScript)
 	srv := httptest.NewServer(sc.Handler())
@@ -311,6 +315,7 @@ func mustScript(t *testing.T, body string) *scripted.Script {
 // A daemon restart mid-suite keeps the finished tasks, runs the interrupted one again and the
 // rest, and ends the run done.
 func TestEvalSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	e, suite := evalEnv(t)
 	slow := strings.Replace(evalScript, `"code": "claim = await goal.complete(evidence='looks fine')"`,
 		`"code": "import time\ntime.sleep(4)\nclaim = await goal.complete(evidence='looks fine')"`, 1)
@@ -358,6 +363,7 @@ func runStatus(st *eval.Store, id string) string {
 
 // Stopping a run stops the task in flight (recorded as errored, saying so) and runs no more.
 func TestEvalStop(t *testing.T) {
+	t.Parallel()
 	e, suite := evalEnv(t)
 	slow := strings.Replace(evalScript, `"code": "claim = await goal.complete(evidence='looks fine')"`,
 		`"code": "import time\ntime.sleep(30)\nclaim = await goal.complete(evidence='looks fine')"`, 1)

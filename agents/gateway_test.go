@@ -34,12 +34,8 @@ func TestGatewaySession(t *testing.T) {
 	srv := jupytertest.Start(t)
 	e := newEnv(t, gatewayScript)
 	t.Setenv("GW_TEST_TOKEN", srv.Token)
-	cfgDir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
-	os.MkdirAll(cfgDir, 0o700)
 	conf := fmt.Sprintf(`{"kernels":{"gateway":{"url":%q,"tokenEnv":"GW_TEST_TOKEN","kernelName":%q}}}`, srv.URL, jupytertest.KernelName)
-	if err := os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	userConfig(t, conf)
 	os.WriteFile(filepath.Join(e.repo, "main.py"), []byte("def greet():\n    print('hi')\n\ngreet()\n"), 0o644)
 	git(t, e.repo, "commit", "-qam", "greet")
 

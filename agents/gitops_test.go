@@ -60,6 +60,7 @@ func revParse(t *testing.T, dir, rev string) string {
 }
 
 func TestForkAtTwoPoints(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, twoTurnScript)
 	ctx := t.Context()
 	parent := e.create("write files")
@@ -219,6 +220,7 @@ func paths(d *gitstate.Diff) string {
 }
 
 func TestDiffIgnoresBaseMovingAheadAndPerTurn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, twoTurnScript)
 	ctx := t.Context()
 	s := e.create("write files")
@@ -257,6 +259,7 @@ func TestDiffIgnoresBaseMovingAheadAndPerTurn(t *testing.T) {
 // TestConcurrentForks forks one session many times at once: every fork gets its own branch at
 // the checkpoint and its own worktree, with no race on the session or the repository.
 func TestConcurrentForks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, twoTurnScript)
 	parent := e.create("write files")
 	e.settled(parent)
@@ -293,6 +296,7 @@ func TestConcurrentForks(t *testing.T) {
 // A fork at a seq inside a turn, after a cell that changed files, starts from those files:
 // the conversation it inherits says the cell ran, and its worktree agrees.
 func TestForkMidTurnMatchesConversation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"turn":1},"code":"open('a.txt','w').write('one\\n')"},
  {"when":{"turn":2},"code":"open('b.txt','w').write('two\\n')"},

@@ -64,6 +64,7 @@ func (e *testEnv) waitGoal(s *Session, status string) Goal {
 // A goal the model sets keeps the session taking turns — each continuation a real model
 // request — until the model claims it complete on the third; then no request follows.
 func TestGoalCompletedAfterThreeTurns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"last":"^reach the goal"},"code":"print((await goal.set('write three files', turn_budget=10))['status'])"},
  {"when":{"last":"Keep working toward the goal: write three files"},"code":"import glob\nn = len(glob.glob('f*.txt'))\nopen(f'f{n}.txt', 'w').write('x')\nif n == 2:\n    print((await goal.complete(evidence='three files'))['status'])"}
@@ -98,6 +99,7 @@ func TestGoalCompletedAfterThreeTurns(t *testing.T) {
 // A goal waiting on its child parks: no model request for the parent while the child works
 // (10 s), and the child's result resumes it.
 func TestGoalParksOnChildAndResumesOnItsMessage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^delegate","last":"^delegate"},"code":"await goal.set('get the answer from the child')\nh = await rlm('child: compute the answer slowly', name='slow')\nprint('started')"},
  {"when":{"task":"^delegate","last":"child result 42"},"code":"await goal.complete(evidence='the child said 42')"},
@@ -138,6 +140,7 @@ func TestGoalParksOnChildAndResumesOnItsMessage(t *testing.T) {
 // Turns that change nothing back off, doubling, and the goal ends as stalled after
 // goals.stallAfter of them; then no request follows.
 func TestGoalStallBacksOffThenStalls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[],"default":{"text":"I have nothing to do"}}`)
 	userConfig(t, `{"goals":{"backoff":"200ms","stallAfter":3}}`)
 	n := countRequests(e.script, "idle along")
@@ -176,6 +179,7 @@ func TestGoalStallBacksOffThenStalls(t *testing.T) {
 // A child's spending counts against its parent's goal: the child's model call that uses up
 // the parent's token budget ends the goal as budget_limited and interrupts the child.
 func TestChildSpendingStopsParentGoalAtBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^lead","last":"^lead"},"code":"await goal.set('lead the work', token_budget=5000)\nawait rlm('worker: spend a lot', name='w')"},
  {"when":{"task":"^worker"},"code":"import time\ntime.sleep(30)","usage":{"prompt_tokens":6000,"completion_tokens":10}}
@@ -203,6 +207,7 @@ func TestChildSpendingStopsParentGoalAtBudget(t *testing.T) {
 // Bad input: a budget of zero or below, an empty objective, a second goal without replace, a
 // goal on a stopped session, an unknown action.
 func TestGoalBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
 	s := e.create("something")
 	e.settled(s)
@@ -252,6 +257,7 @@ func (e *testEnv) autonomous(task string, spec GoalSpec) *Session {
 // The end condition fails twice, its output going back to the model each time, then passes:
 // the run ends verified, with the model's own claim recorded beside it.
 func TestEndConditionFailsTwiceThenPasses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^count to three","last":"^count to three"},"code":"open('n.txt', 'w').write('1')"},
  {"when":{"task":"^count to three","last":"(?s)failed \\(exit 1\\).*have 1"},"code":"open('n.txt', 'w').write('2')"},
@@ -298,6 +304,7 @@ func TestEndConditionFailsTwiceThenPasses(t *testing.T) {
 // A turn that leaves the worktree as it was when the end condition last failed is not checked
 // again; the model is told so, and the next change is checked.
 func TestUnchangedWorktreeIsNotCheckedAgain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^fix it","last":"^fix it"},"code":"open('ok.txt', 'w').write('no')"},
  {"when":{"task":"^fix it","last":"failed \\(exit 1\\)"},"text":"I think it is fine as it is"},
@@ -317,6 +324,7 @@ func TestUnchangedWorktreeIsNotCheckedAgain(t *testing.T) {
 
 // Each limit ends a run naming it: turns, wall time (mid-cell), cost.
 func TestRunLimits(t *testing.T) {
+	t.Parallel()
 	t.Run("turns", func(t *testing.T) {
 		e := newEnv(t, `{"rules":[{"when":{"task":"^keep going"},"code":"import uuid\nopen(uuid.uuid4().hex, 'w').write('x')"}],"default":{"text":"more"}}`)
 		s := e.autonomous("keep going", GoalSpec{Until: "false", TurnBudget: 2})
@@ -355,6 +363,7 @@ func TestRunLimits(t *testing.T) {
 // A restart resumes an active goal with what it had spent: its turns so far count, a back-off
 // under way is waited out, and it ends where it would have without the restart.
 func TestGoalResumesAfterRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[],"default":{"text":"nothing to do"}}`)
 	userConfig(t, `{"goals":{"backoff":"10s","stallAfter":2}}`)
 	s := e.create("sit still")
@@ -399,6 +408,7 @@ func TestGoalResumesAfterRestart(t *testing.T) {
 // A profile's completion gate and limits make a root session's run autonomous; a request's
 // own settings win over the profile's, one by one; children run with the profile but no goal.
 func TestProfileMakesTheRunAutonomous(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^gated","last":"^gated"},"code":"open('done.txt', 'w').write('yes')\nawait rlm('helper: look around', name='h')"}
 ],"default":{"text":"ok"}}`)
@@ -427,6 +437,7 @@ func TestProfileMakesTheRunAutonomous(t *testing.T) {
 // A turn that only sends a message parks the goal until the reply: the child asks its parent,
 // makes no model request while the parent takes its time, and goes on when the answer comes.
 func TestGoalParksOnAMessageUntilTheReply(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^boss","last":"^boss"},"code":"await rlm('asker: find out the colour', name='asker')"},
  {"when":{"task":"^boss","last":"which colour"},"code":"import time\ntime.sleep(5)\nawait agent_message.send('blue', receiver_role='child', receiver_name='asker')"},
@@ -454,6 +465,7 @@ func TestGoalParksOnAMessageUntilTheReply(t *testing.T) {
 // An end condition that does not exist, or hangs, is reported as such (named, timed out) and
 // the model is told; the run goes on to its limit rather than hanging.
 func TestEndConditionMissingOrHanging(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[{"when":{"task":"^try"},"code":"import uuid\nopen(uuid.uuid4().hex, 'w').write('x')"}],"default":{"text":"ok"}}`)
 	var mu sync.Mutex
 	var told []string
@@ -540,6 +552,7 @@ func TestGoalReplaceAndPause(t *testing.T) {
 // A goal parked on a child the user stops goes on at once: it is not left waiting for a
 // message that will never come.
 func TestGoalParkedOnAStoppedChildGoesOn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^chief","last":"^chief"},"code":"await goal.set('have the child finish')\nawait rlm('sleeper: sleep long', name='sleeper')"},
  {"when":{"task":"^chief","last":"Keep working toward the goal"},"code":"await goal.complete(evidence='the child was stopped; done without it')"},
@@ -561,6 +574,7 @@ func TestGoalParkedOnAStoppedChildGoesOn(t *testing.T) {
 // check again: a model that does nothing backs off and stalls. Stopping the session pauses
 // its goal, saying so.
 func TestGoalGuardsAgainstTheModel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^cheat","last":"^cheat"},"code":"print(await goal.set('anything', replace=True))"}
 ],"default":{"text":"nothing to do"}}`)

@@ -3,8 +3,6 @@ package agents
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -83,11 +81,7 @@ func TestSpawnWithASubagentSpec(t *testing.T) {
  {"when":{"task":"^delegate"},"text":"ok"}
 ],"default":{"text":"no role seen"}}`)
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
-	cfg := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
-	os.MkdirAll(cfg, 0o700)
-	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"models":{"reviewer-model":{"baseURL":"`+e.url+`","model":"scripted"}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	userConfig(t, `{"models":{"reviewer-model":{"baseURL":"`+e.url+`","model":"scripted"}}}`)
 	p := e.create("delegate a review")
 	e.settled(p)
 	out := fmt.Sprint(e.events(p, event.TypeToolFinished)[0]["output"])

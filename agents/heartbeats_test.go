@@ -86,6 +86,7 @@ const busyBeatScript = `{"rules":[
 // come one by one. Runs 1..N are each delivered exactly once, and every delivery is one model
 // request.
 func TestHeartbeatBusySessionCoalescesAndDropsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, busyBeatScript)
 	requests := countHeartbeatRequests(e.script)
 	s := e.create("busy with a long cell")
@@ -140,6 +141,7 @@ const bridgeBeatScript = `{"rules":[
 // a call without a schedule fails in Python, list and delete see this session's heartbeats,
 // and an unknown id is named.
 func TestHeartbeatFromAKernelCell(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridgeBeatScript)
 	s := e.create("beats from the kernel")
 	e.settled(s)
@@ -154,6 +156,7 @@ func TestHeartbeatFromAKernelCell(t *testing.T) {
 
 // Bad input: a stopped session takes no heartbeat; bad schedules and unknown ids are named.
 func TestHeartbeatBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
 	s := e.create("nothing much")
 	e.settled(s)
@@ -187,6 +190,7 @@ func TestHeartbeatBadInput(t *testing.T) {
 // Ticks missed while the daemon is down come as one delivery at start, with their count; the
 // run numbers go on without a gap, and an inactive session is revived by it.
 func TestHeartbeatMissedTicksCoalesceAtStart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
 	s := e.create("wait for beats")
 	e.settled(s)
@@ -238,6 +242,7 @@ func TestHeartbeatMissedTicksCoalesceAtStart(t *testing.T) {
 // A daemon that died after claiming a run comes back to one of two logs: the run's message
 // was queued (it is not delivered again) or it was not (it is delivered now, once).
 func TestHeartbeatClaimResolvedByTheLog(t *testing.T) {
+	t.Parallel()
 	for _, queued := range []bool{true, false} {
 		t.Run(fmt.Sprintf("queued=%v", queued), func(t *testing.T) {
 			e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
@@ -296,6 +301,7 @@ func TestHeartbeatClaimResolvedByTheLog(t *testing.T) {
 // Ticks that come while the session is reserved by something other than a turn — a merge, the
 // move to inactive — wait as one too, and are handed on when the reservation ends.
 func TestHeartbeatCoalescesDuringAReservation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
 	s := e.create("reserved while ticking")
 	e.settled(s)
@@ -321,6 +327,7 @@ func TestHeartbeatCoalescesDuringAReservation(t *testing.T) {
 // A tick whose store write fails (here: the file replaced by a directory) loses no run: the
 // heartbeat goes on once the disk takes writes again, and runs 1..N stay without a gap.
 func TestHeartbeatSurvivesAFailedWrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
 	s := e.create("ticking through a bad disk")
 	e.settled(s)

@@ -18,6 +18,7 @@ const reviveScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestIdleSessionGoesInactiveAndRevivesWithNamespace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, reviveScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"idleTimeout":"200ms"}`), 0o644)
 	s := e.create("remember a number")

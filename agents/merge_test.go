@@ -23,6 +23,7 @@ const mergeScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestChildMergeIntoParent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, mergeScript)
 	ctx := t.Context()
 	parent := e.create("merge parent task")

@@ -66,6 +66,7 @@ func TestOpenSession(t *testing.T) {
 // Interrupt stops the running cell and turn, records why, and leaves the session idle and
 // able to take the next message; with no turn running it does nothing.
 func TestInterruptKeepsSession(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, openScript)
 	ctx := context.Background()
 	s := e.createWith(CreateRequest{Open: true})

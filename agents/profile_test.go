@@ -81,6 +81,7 @@ func (e *testEnv) createWith(req CreateRequest) *Session {
 // mode, retries as it says and stops a turn at its step limit — all seen at the model stub —
 // and records it in its first event; a session without it runs as arbor.json says.
 func TestProfileApplied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, profileScript)
 	writeConfig(t, e.repo, profileConfig)
 	stub := observeStub(e.script)
@@ -162,6 +163,7 @@ func TestProfileRetriesSucceed(t *testing.T) {
 // TestProfileInheritedAndRecovered: a child runs with its parent's profile; after a restart,
 // with the profile changed in arbor.json meanwhile, the session runs with what it recorded.
 func TestProfileInheritedAndRecovered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, profileScript)
 	writeConfig(t, e.repo, profileConfig)
 	stub := observeStub(e.script)
@@ -251,6 +253,7 @@ func TestProfileRefused(t *testing.T) {
 // TestProfileCompaction: a profile's compaction policy decides how much stays verbatim, and a
 // fork of a session runs with the session's profile.
 func TestProfileCompaction(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, growScript)
 	writeConfig(t, e.repo, `{"models":{"scripted":{"contextWindow":1200}},"profiles":{"tight":{"compaction":{"keep":2}}}}`)
 	s := e.createWith(CreateRequest{Task: "grow the context", Profile: "tight"})

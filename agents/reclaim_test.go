@@ -15,6 +15,7 @@ import (
 // directory gone, Info saying so — and a message to it checks the worktree out again with
 // that work, before its turn runs there.
 func TestWorktreeBoundReleasesAndRestores(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, recoverScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktrees":{"max":1},"idleTimeout":"2s"}`), 0o644)
 	git(t, e.repo, "add", "arbor.json")

@@ -14,6 +14,7 @@ import (
 // TestReconcileAfterDiscard: reconciling recreates a worktree the user deleted, cleans up an
 // orphan with its work archived, and leaves a discarded session without a worktree.
 func TestReconcileAfterDiscard(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, acceptScript)
 	ctx := t.Context()
 	lost := e.create("files task")

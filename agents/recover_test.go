@@ -22,6 +22,7 @@ const recoverScript = `{"rules":[
 // recreated from the branch, and a worktree whose session was never recorded is cleaned up
 // with its work kept on a branch.
 func TestRecoverAfterRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, recoverScript)
 	s := e.create("write a note")
 	e.settled(s)
@@ -98,6 +99,7 @@ func (e *testEnv) restartWith(ov workspace.Overrides) *Service {
 }
 
 func TestRestartKeepsTheTree(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, fanOutScript)
 	root := e.create("fan out the work")
 	e.settled(root)
@@ -118,6 +120,7 @@ func TestRestartKeepsTheTree(t *testing.T) {
 }
 
 func TestRecoveredSessionWithoutModelFailsClearly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, recoverScript)
 	s := e.create("write a note")
 	e.settled(s)

@@ -23,6 +23,7 @@ const refinerRule = `{"when":{"system":"You refine the harness","last":"(?s)Focu
 // default "apply" policy it lands as a commit whose trailers say refine, the trigger and the
 // intended effect; it is rolled back as a new commit; refine's tokens are counted apart.
 func TestRefineProposesAppliesAndRollsBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[`+refinerRule+`,
  {"when":{"task":"^compute","turn":1},"code":"import no_such_module_xyz"},
  {"when":{"task":"^compute"},"text":"the import failed"}
@@ -94,6 +95,7 @@ func TestRefineProposesAppliesAndRollsBack(t *testing.T) {
 // A refiner that answers prose gets one repair request, then the run is recorded as rejected;
 // the session goes on.
 func TestRefineUnusableReplyIsRejectedNotFatal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[`+refinerRule+`,
  {"when":{"task":"^compute","turn":1},"code":"1/0"},
  {"when":{"task":"^compute"},"text":"done"}
@@ -143,11 +145,7 @@ func TestContaminatedRefinementIsCaught(t *testing.T) {
 	}
 	git(t, e.repo, "add", ".")
 	git(t, e.repo, "commit", "-qm", "calc and its test")
-	cfg := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
-	os.MkdirAll(cfg, 0o700)
-	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"harness":{"workspace":{"policy":"apply","gate":"python3 test_calc.py","gateTimeout":"1m"}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	userConfig(t, `{"harness":{"workspace":{"policy":"apply","gate":"python3 test_calc.py","gateTimeout":"1m"}}}`)
 	s := e.create("make the tests pass")
 	e.settled(s)
 	ctx := context.Background()
@@ -208,9 +206,7 @@ func TestRefineEveryTurnsWithCooldown(t *testing.T) {
  {"when":{"system":"You refine the harness"},"text":"{\"edits\": []}"},
  {"when":{"last":"^(go|turn)"},"code":"1/0"}
 ],"default":{"text":"failed again"}}`)
-			cfg := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
-			os.MkdirAll(cfg, 0o700)
-			os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"refine":{"everyTurns":2,"cooldown":"`+tc.cooldown+`"}}`), 0o600)
+			userConfig(t, `{"refine":{"everyTurns":2,"cooldown":"`+tc.cooldown+`"}}`)
 			s := e.create("go")
 			e.settled(s)
 			for i := 2; i <= 4; i++ {

@@ -17,6 +17,7 @@ import (
 // other reverts it on the session's branch as a checkpoint (the user's branch does not move),
 // the agent is told in its conversation (also after a restart), and nothing is left to review.
 func TestReviewAcceptOneHunkRejectTheOther(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^hunks","turn":1},"code":"ls = open('long.txt').read().split('\\n')\nls[1] = 'CHANGED 2'\nls[39] = 'CHANGED 40'\nopen('long.txt','w').write('\\n'.join(ls))\nopen('extra.txt','w').write('extra\\n')"},
  {"when":{"task":"^hunks","turn":2},"text":"understood"}
@@ -125,6 +126,7 @@ func TestReviewAcceptOneHunkRejectTheOther(t *testing.T) {
 // Merging a conflicting child: the conflict's files with their versions, a refused partial
 // resolution, then the resolved merge on the parent's branch.
 func TestMergeConflictResolvedByTheUser(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, mergeScript)
 	ctx := context.Background()
 	parent := e.create("merge parent task")

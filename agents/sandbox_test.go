@@ -43,9 +43,11 @@ func sandboxScript(t *testing.T, code string) string {
 // settings) for the service of e.
 func userConfig(t *testing.T, body string) {
 	t.Helper()
-	dir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "arbor")
-	os.MkdirAll(dir, 0o700)
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(body), 0o600); err != nil {
+	p, ok := userConfigs.Load(t)
+	if !ok {
+		t.Fatal("userConfig: no test service made with newEnv in this test")
+	}
+	if err := os.WriteFile(p.(string), []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ const setupScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestWorktreeSetupFromConfig(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, setupScript)
 	os.WriteFile(filepath.Join(e.repo, ".env"), []byte("SECRET=1\n"), 0o600)
 	os.MkdirAll(filepath.Join(e.repo, "deps"), 0o755)
@@ -38,6 +39,7 @@ func TestWorktreeSetupFromConfig(t *testing.T) {
 }
 
 func TestWorktreeSetupFailureIsReported(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, setupScript)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"command":"echo missing toolchain >&2; exit 3"}}`), 0o644)
 	e.trust() // the command is the repository's: trusted as the user would
@@ -56,6 +58,7 @@ func TestWorktreeSetupFailureIsReported(t *testing.T) {
 // A fork's worktree is new too: it gets the same copies, links and setup command, and a
 // failure is a note in the fork's conversation (kept across a restart).
 func TestForkRunsWorktreeSetup(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, setupScript)
 	os.WriteFile(filepath.Join(e.repo, ".env"), []byte("SECRET=1\n"), 0o600)
 	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"worktree":{"copy":[".env"],"command":"test ! -e .fail"}}`), 0o644)

@@ -13,6 +13,7 @@ import (
 // With maxRunning 1, a parent that waits for its child inside a cell (polling inbox) lends the
 // child its running slot: otherwise the child never starts and the parent waits forever.
 func TestWaitingParentLendsItsSlot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"task":"^report back"},"code":"await agent_message.send('hello parent', receiver_role='parent')"},
  {"when":{"task":"^report back","turn":2},"text":"sent"},

@@ -46,6 +46,7 @@ func recordsAfterStop(t *testing.T, s *Session) []string {
 // A Send racing a Stop never leaves a turn running: the stopped session calls no model and
 // records no turn after its stopped record.
 func TestStopRacingSendRunsNoTurn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, stopRaceScript)
 	ctx := context.Background()
 	var sessions []*Session
@@ -76,6 +77,7 @@ func TestStopRacingSendRunsNoTurn(t *testing.T) {
 // Stopping a parent whose cell is spawning children stops every child, also those linked
 // while the stop was under way; and no child can be started under a stopped parent.
 func TestStopWhileSpawningStopsEveryChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, stopRaceScript)
 	ctx := context.Background()
 	p := e.create("spawner")

@@ -39,6 +39,7 @@ func streamedOutputs(t *testing.T, s *Session) (outs []event.ToolOutput, seqs []
 
 // A running cell's prints reach the log while it runs, in order, whole, and before its end.
 func TestCellOutputStreamsWhileItRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"turn":1},"code":"import time, sys\nfor i in range(12):\n    print(f'tick {i}', flush=True)\n    time.sleep(0.1)\nprint('oops', file=sys.stderr)"},
  {"when":{"turn":2},"text":"ok"}
@@ -94,6 +95,7 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 // A cell stopped mid-run keeps what it printed before the stop.
 func TestStoppedCellKeepsStreamedOutput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[
  {"when":{"turn":1},"code":"import time\nprint('before the stop', flush=True)\ntime.sleep(60)\nprint('never')"}
 ],"default":{"text":"ok"}}`)

@@ -22,6 +22,7 @@ const fanOutScript = `{"rules":[
 ],"default":{"text":"nothing scripted"}}`
 
 func TestFanOutChildrenReportBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, fanOutScript)
 	root := e.create("fan out the work")
 	e.settled(root)
@@ -89,6 +90,7 @@ const depthScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestDepthLimitAndCompletionNotice(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, depthScript)
 	root := e.create("level0 root")
 	e.settled(root)
@@ -131,6 +133,7 @@ const siblingScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestSiblingMessagesAndLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, siblingScript)
 	root := e.create("parent of two")
 	e.settled(root)
@@ -154,6 +157,7 @@ func TestSiblingMessagesAndLimits(t *testing.T) {
 }
 
 func TestStopSubtree(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, fanOutScript)
 	root := e.create("fan out the work")
 	e.settled(root)
@@ -179,6 +183,7 @@ const waitScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestParentWaitsWithoutSpendingTokens(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, waitScript)
 	root := e.create("boss of a slow worker")
 	e.waitFor("parent idle while the child works", func() bool {
@@ -207,6 +212,7 @@ const gatherScript = `{"rules":[
 ],"default":{"text":"ok"}}`
 
 func TestConcurrentSpawnsGetDistinctNames(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, gatherScript)
 	root := e.create("gather six leaves")
 	e.settled(root)
@@ -247,6 +253,7 @@ func (l *lastState) Event(session string, rec eventlog.Record) {
 // A stop that races a turn starting (a message just sent) is final everywhere: in memory, in
 // the log (no running or idle record after it), and in the last snapshot listeners were given.
 func TestStopRacingATurnIsFinal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, `{"rules":[],"default":{"text":"ok"}}`)
 	l := &lastState{snap: map[string]State{}, record: map[string]string{}}
 	defer e.svc.Subscribe(l)()

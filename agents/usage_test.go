@@ -15,6 +15,7 @@ const cacheScript = `{"rules":[
 // TestCachedInputTokensAccounted: the cached tokens the endpoint reports for each model call
 // reach the session's usage, the log, and the usage a restart replays from the log.
 func TestCachedInputTokensAccounted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, cacheScript)
 	var mu sync.Mutex
 	var cached, prompt int64

@@ -18,6 +18,7 @@
 package workspace
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -200,6 +201,9 @@ type Overrides struct {
 	Model        string // ARBOR_MODEL
 	APIKeyEnv    string // ARBOR_API_KEY_ENV
 	KernelPython string // ARBOR_KERNEL_PYTHON
+	// UserConfig is the user's config file; "" is [UserConfigPath]. (Tests give each
+	// service its own.)
+	UserConfig string
 }
 
 // OverridesFromEnv reads the ARBOR_* variables of DESIGN's configuration table. Flags, set on
@@ -294,7 +298,7 @@ var ErrNoModel = errors.New("no model configured: set ARBOR_MODEL_BASE_URL and A
 func Load(root string, ov Overrides) (Config, error) {
 	cfg := Defaults()
 	var userProfiles, repoProfiles, unchecked map[string]*fileProfile
-	if p := UserConfigPath(); p != "" {
+	if p := cmp.Or(ov.UserConfig, UserConfigPath()); p != "" {
 		f, ok, err := readLayer(p)
 		if err != nil {
 			return cfg, err

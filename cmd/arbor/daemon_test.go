@@ -20,7 +20,7 @@ func TestSecondDaemonIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	first := e.startDaemon()
-	eventually(t, "the daemon listens", func() bool { _, err := os.Stat(e.sock); return err == nil })
+	eventually(t, "the daemon listens", e.listening) // the socket file exists before listen()
 
 	r := e.arbor("daemon", "--socket", e.sock)
 	if r.code == 0 || !strings.Contains(r.stderr, "already running") ||
@@ -87,7 +87,7 @@ func TestDaemonStopReturns(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		eventually(t, "the daemon listens", func() bool { _, err := os.Stat(e.sock); return err == nil })
+		eventually(t, "the daemon listens", e.listening) // the socket file exists before listen()
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		stop := exec.CommandContext(ctx, arborBin, "daemon", "stop")

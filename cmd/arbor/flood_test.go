@@ -53,7 +53,7 @@ func floodDaemon(t *testing.T, requests int, writeTimeout time.Duration, timed b
 		}
 	}
 	d := e.startDaemonBin(bin, "--write-timeout", writeTimeout.String())
-	eventually(t, "the daemon listens", func() bool { _, err := os.Stat(e.sock); return err == nil })
+	eventually(t, "the daemon listens", e.listening) // the socket file exists before listen()
 	pid := d.Process.Pid
 
 	healthy := dialInitialized(t, e.sock)

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -488,4 +489,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// listening reports whether the daemon's socket accepts a connection (the file exists from
+// bind(), a moment before listen()).
+func (e *env) listening() bool {
+	c, err := net.Dial("unix", e.sock)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
 }

@@ -123,8 +123,8 @@ func ReapOrphans(stateDir string) ([]int, error) {
 	return killed, nil
 }
 
-// ReapUnder kills the processes (and the process groups they lead) whose command line names a
-// path under one of dirs, and returns their pids. It closes the window ReapOrphans leaves: a
+// ReapUnder kills the processes (and the process groups they lead) whose command line runs
+// a kernel runtime under one of dirs, and returns their pids. It closes the window ReapOrphans leaves: a
 // daemon killed between starting a kernel and recording it leaves a kernel no record names,
 // but its command line names its session's kernel directory. Callers pass only directories
 // they own (a session whose log they hold), so no other daemon's kernel is touched.
@@ -156,9 +156,14 @@ func ReapUnder(dirs []string) ([]int, error) {
 	return killed, nil
 }
 
-// namesUnder reports whether a NUL-separated command line has an argument under one of dirs.
+// namesUnder reports whether a NUL-separated command line runs a kernel runtime
+// (arbor_kernel.py) under one of dirs: bwrap's and the kernel's own do; a user's editor or
+// pager open on a file there does not.
 func namesUnder(cmdline []byte, dirs []string) bool {
 	for _, arg := range bytes.Split(cmdline, []byte{0}) {
+		if filepath.Base(string(arg)) != kernelScript {
+			continue
+		}
 		for _, d := range dirs {
 			d = filepath.Clean(d) + string(filepath.Separator)
 			if bytes.HasPrefix(arg, []byte(d)) {

@@ -12,16 +12,16 @@ import (
 	"time"
 )
 
-// TestReapUnder: a process left by a dead parent whose command line names a path under an
-// owned directory is killed; one naming another directory, and our own child naming the owned
-// one, are left alone.
+// TestReapUnder: a process left by a dead parent that runs a kernel runtime under an owned
+// directory is killed; one under another directory, a user's process that only names a file in
+// the owned one, and our own child, are left alone.
 func TestReapUnder(t *testing.T) {
 	t.Parallel()
 	owned, other := filepath.Join(t.TempDir(), "s1", "kernel"), filepath.Join(t.TempDir(), "s2", "kernel")
-	orphan := func(dir string) int {
+	orphan := func(arg string) int {
 		// sh starts it in the background and exits: its parent is gone, as a killed
 		// daemon's kernel's is.
-		out, err := exec.Command("sh", "-c", `setsid /usr/bin/python3 -c 'import time; time.sleep(60)' `+dir+`/kernel.json >/dev/null 2>&1 & echo $!`).Output()
+		out, err := exec.Command("sh", "-c", `setsid /usr/bin/python3 -c 'import time; time.sleep(60)' `+arg+` >/dev/null 2>&1 & echo $!`).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,9 +33,10 @@ func TestReapUnder(t *testing.T) {
 		return pid
 	}
 	_ = os.MkdirAll(owned, 0o700)
-	mine := orphan(owned)
-	theirs := orphan(other)
-	child := exec.Command("/usr/bin/python3", "-c", "import time; time.sleep(60)", owned+"/kernel-child.json")
+	mine := orphan(owned + "/runtime/arbor_kernel.py")
+	theirs := orphan(other + "/runtime/arbor_kernel.py")
+	pager := orphan(owned + "/kernel.log")
+	child := exec.Command("/usr/bin/python3", "-c", "import time; time.sleep(60)", owned+"/runtime/arbor_kernel.py")
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +47,8 @@ func TestReapUnder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(killed, mine) || slices.Contains(killed, theirs) || slices.Contains(killed, child.Process.Pid) {
-		t.Fatalf("killed %v; want %d (owned) only, not %d (another dir) or %d (our child)", killed, mine, theirs, child.Process.Pid)
+	if !slices.Contains(killed, mine) || slices.Contains(killed, theirs) || slices.Contains(killed, pager) || slices.Contains(killed, child.Process.Pid) {
+		t.Fatalf("killed %v; want %d (owned) only, not %d (another dir), %d (a user's process) or %d (our child)", killed, mine, theirs, pager, child.Process.Pid)
 	}
 	alive := func(pid int) bool {
 		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

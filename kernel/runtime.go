@@ -41,5 +41,8 @@ func installRuntime(dir string) (string, error) {
 			return "", fmt.Errorf("install kernel runtime: %w", err)
 		}
 	}
-	return filepath.Join(dir, "arbor_kernel.py"), nil
+	return filepath.Join(dir, kernelScript), nil
 }
+
+// kernelScript is the file a local kernel runs (its command line names it).
+const kernelScript = "arbor_kernel.py"

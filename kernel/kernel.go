@@ -50,6 +50,7 @@ type Kernel struct {
 	// unsaved: a cell ran since the last automatic snapshot. Guarded by execSem: cells set it,
 	// snapshots of Options.Snapshot clear it, and the next cell flushes it before it runs.
 	unsaved bool
+	savedAt time.Time // when the last automatic snapshot was taken (guarded by execSem)
 	// cells is the highest execution count seen (guarded by execSem): a replacement process
 	// continues from it, so the model's cell numbers never repeat.
 	cells      int

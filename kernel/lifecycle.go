@@ -250,10 +250,16 @@ func (k *Kernel) snapshotLoop() {
 }
 
 // flushSnapshot takes the automatic snapshot a previous cell left pending, before the next
-// cell runs: if that cell runs for an hour and the daemon dies meanwhile, the variables of the
-// cells before it are on disk. The caller holds execSem.
+// cell runs, when the last one is older than SnapshotFlushAge: if that cell runs for an hour
+// and the daemon dies meanwhile, the variables of the cells before it are on disk, all but
+// those of the cells of the last SnapshotFlushAge. A snapshot takes a kernel round trip and
+// the pickling (milliseconds to seconds), so cells in quick succession do not each pay for
+// one. The caller holds execSem.
 func (k *Kernel) flushSnapshot(ctx context.Context) {
 	if !k.unsaved || k.opts.Snapshot == "" {
+		return
+	}
+	if !k.savedAt.IsZero() && time.Since(k.savedAt) < k.opts.snapshotFlushAge() {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -44,6 +44,11 @@ type Options struct {
 	// restarts then restore the last explicit [Kernel.Snapshot], or Restore.
 	Snapshot      string
 	SnapshotDelay time.Duration // quiet time after a cell before the automatic snapshot; 0 = 1 s
+	// SnapshotFlushAge bounds what a long cell can leave unsaved: a cell that starts with the
+	// automatic snapshot still pending takes it first when the last one is older than this
+	// (0 = 10 s). Cells in quick succession thus pay for a snapshot at most once per
+	// SnapshotFlushAge instead of before each of them.
+	SnapshotFlushAge time.Duration
 	// Caps on one pickled variable and on a whole snapshot, in bytes; 0 = MaxSnapshotVar,
 	// MaxSnapshotTotal. Values past them are skipped, with the reason in the manifest.
 	SnapshotMaxVar, SnapshotMaxTotal int64
@@ -144,6 +149,13 @@ func (o Options) snapshotDelay() time.Duration {
 		return time.Second
 	}
 	return o.SnapshotDelay
+}
+
+func (o Options) snapshotFlushAge() time.Duration {
+	if o.SnapshotFlushAge <= 0 {
+		return 10 * time.Second
+	}
+	return o.SnapshotFlushAge
 }
 
 // DefaultTimeout bounds a cell when ExecOptions.Timeout is 0.

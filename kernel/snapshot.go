@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // Default snapshot caps (Options.SnapshotMaxVar, SnapshotMaxTotal); a variable beyond them is
@@ -60,6 +61,7 @@ func (k *Kernel) snapshotLocked(ctx context.Context, dir string) (*Manifest, err
 	k.mu.Unlock()
 	if auto, _ := filepath.Abs(k.opts.Snapshot); k.opts.Snapshot != "" && auto == abs {
 		k.unsaved = false
+		k.savedAt = time.Now()
 	}
 	return m, nil
 }

@@ -160,6 +160,24 @@ func TestSnapshotFlushedBeforeNextCell(t *testing.T) {
 	}
 }
 
+// Cells in quick succession pay for the pending snapshot once per SnapshotFlushAge, not before
+// each of them: the first cell after one is flushed, the next ones within the age are not.
+func TestSnapshotFlushedOncePerAge(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "snap")
+	k := startKernel(t, Options{Snapshot: snap, SnapshotDelay: time.Hour, SnapshotFlushAge: time.Hour})
+	mustOK(t, k, "x = 1")
+	mustOK(t, k, "y = 2") // flushes cell 1: no snapshot was ever taken
+	m, err := readManifest(filepath.Join(snap, "manifest.json"))
+	if err != nil || m.Cell != 1 {
+		t.Fatalf("after cell 2: manifest %+v, %v; want the snapshot of cell 1", m, err)
+	}
+	mustOK(t, k, "z = 3")
+	mustOK(t, k, "w = 4")
+	if m, err := readManifest(filepath.Join(snap, "manifest.json")); err != nil || m.Cell != 1 {
+		t.Fatalf("cells within the flush age took a snapshot: manifest %+v, %v; want still cell 1", m, err)
+	}
+}
+
 // Bookkeeping code the daemon runs in a kernel does not shift the model's cell numbers.
 func TestExecuteHiddenKeepsCellNumbers(t *testing.T) {
 	k := startKernel(t, Options{})

@@ -68,6 +68,10 @@ func TestFullDisk(t *testing.T) {
 			t.Fatalf("append %d on a full disk: %v; want ENOSPC naming %s", i, err, path)
 		}
 	}
+	// Write (written, not yet synced) fails the same way, at once.
+	if _, err := l.Write(t.Context(), Entry{"big", big}, Entry{"started", 1}); err == nil || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write on a full disk: %v; want ENOSPC", err)
+	}
 	if got := l.LastSeq(); got != 10 {
 		t.Fatalf("LastSeq = %d after failed appends, want 10", got)
 	}

@@ -81,6 +81,7 @@ type Log struct {
 	subs subscribers
 
 	testHookFlush func(records int) // called by the writer before each write
+	testHookSync  func()            // called by the writer between a write and its fsync
 }
 
 // indexStride is how many records lie between index entries: reads from a seq scan at most this
@@ -92,9 +93,13 @@ type batch struct {
 	buf  []byte
 	recs []Record
 	offs []int64 // offset of each record's line in buf
-	done chan struct{}
-	err  error
+	// written closes once buf is in the file (a process crash no longer loses it), or the
+	// write failed (werr); done once it is durable, or it failed (err).
+	written, done chan struct{}
+	werr, err     error
 }
+
+func newBatch() *batch { return &batch{written: make(chan struct{}), done: make(chan struct{})} }
 
 // Open opens the log at path, creating it and its directory if missing. It recovers a torn tail
 // (copied aside to path.torn-<time>, then truncated) and refuses a log whose middle is damaged with
@@ -183,41 +188,154 @@ func (l *Log) LastSeq() uint64 {
 // any other failed write, or a failed fsync, the log acknowledges nothing more: reopen it to
 // learn what reached the disk.
 func (l *Log) Append(ctx context.Context, typ string, data any) (Record, error) {
-	if typ == "" {
-		return Record{}, fmt.Errorf("append to %s: empty event type", l.path)
-	}
-	if err := ctx.Err(); err != nil {
-		return Record{}, fmt.Errorf("append %s to %s: %w", typ, l.path, err)
-	}
-	raw, err := marshalData(data)
+	recs, err := l.AppendMany(ctx, Entry{Type: typ, Data: data})
 	if err != nil {
-		return Record{}, fmt.Errorf("append %s to %s: encode data: %w", typ, l.path, err)
+		return Record{}, err
+	}
+	return recs[0], nil
+}
+
+// Entry is one record for [Log.AppendMany].
+type Entry struct {
+	Type string
+	Data any
+}
+
+// AppendMany is Append of several records at once: they take consecutive seqs and are
+// written with one write and made durable with one fsync. Either all are acknowledged or the
+// error says none was (a record too large queues none of them).
+func (l *Log) AppendMany(ctx context.Context, entries ...Entry) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("append %s to %s: %w", typeOf(entries), l.path, err)
+	}
+	b, recs, err := l.queue(entries, true)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pending{l: l, rec: recs[len(recs)-1], b: b}
+	if _, err := p.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+func typeOf(entries []Entry) string {
+	if len(entries) == 0 {
+		return "nothing"
+	}
+	return entries[0].Type
+}
+
+// Pending is the last record of a [Log.Write], written but perhaps not yet durable; Wait
+// learns whether it became durable.
+type Pending struct {
+	l   *Log
+	rec Record
+	b   *batch
+}
+
+// Record is the record as it is written (its seq, time, type and data).
+func (p *Pending) Record() Record { return p.rec }
+
+// Wait returns once the record is durable, or with the error that kept it from the disk
+// (see [Log.Append]). If ctx ends first the record may or may not be in the log.
+func (p *Pending) Wait(ctx context.Context) (Record, error) {
+	select {
+	case <-p.b.done:
+	case <-ctx.Done():
+		select {
+		case <-p.b.done: // written after all
+		default:
+			return Record{}, fmt.Errorf("append %s to %s: outcome unknown: %w", p.rec.Type, p.l.path, ctx.Err())
+		}
+	}
+	if p.b.err != nil {
+		return Record{}, fmt.Errorf("append %s to %s: %w", p.rec.Type, p.l.path, p.b.err)
+	}
+	return p.rec, nil
+}
+
+// Write is AppendMany that returns once the records are written to the file, before the
+// fsync that makes them durable, which goes on in the background: a crash of this process no
+// longer loses them, a crash of the machine still may. It is for records that acknowledge
+// nothing to anyone (a cell's start and result) on a path where an fsync's latency counts;
+// listeners still hear of them only once they are durable. A failed write (a full disk) is
+// Write's error, as it would be Append's; a failed fsync makes the log fail every later
+// append (see Append), and Pending.Wait reports it.
+func (l *Log) Write(ctx context.Context, entries ...Entry) (*Pending, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("append %s to %s: %w", typeOf(entries), l.path, err)
+	}
+	b, recs, err := l.queue(entries, false)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pending{l: l, rec: recs[len(recs)-1], b: b}
+	select {
+	case <-b.written:
+	case <-ctx.Done():
+		select {
+		case <-b.written:
+		default:
+			return nil, fmt.Errorf("append %s to %s: outcome unknown: %w", p.rec.Type, l.path, ctx.Err())
+		}
+	}
+	if b.werr != nil {
+		return nil, fmt.Errorf("append %s to %s: %w", p.rec.Type, l.path, b.werr)
+	}
+	return p, nil
+}
+
+// queue gives the entries their seqs in the pending batch and makes sure a writer runs. When no
+// write is in progress this goroutine writes the batch, which saves two context switches on an
+// uncontended log: and makes it durable too if the caller waits for that (wait), while for a
+// Write a new goroutine does.
+func (l *Log) queue(entries []Entry, wait bool) (*batch, []Record, error) {
+	if len(entries) == 0 {
+		return nil, nil, fmt.Errorf("append to %s: no records", l.path)
+	}
+	raws := make([][]byte, len(entries))
+	for i, e := range entries {
+		if e.Type == "" {
+			return nil, nil, fmt.Errorf("append to %s: empty event type", l.path)
+		}
+		raw, err := marshalData(e.Data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("append %s to %s: encode data: %w", e.Type, l.path, err)
+		}
+		raws[i] = raw
 	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return Record{}, fmt.Errorf("append %s to %s: %w", typ, l.path, ErrClosed)
+		return nil, nil, fmt.Errorf("append %s to %s: %w", entries[0].Type, l.path, ErrClosed)
 	}
 	if l.failed != nil {
 		l.mu.Unlock()
-		return Record{}, fmt.Errorf("append %s to %s: log failed earlier: %w", typ, l.path, l.failed)
+		return nil, nil, fmt.Errorf("append %s to %s: log failed earlier: %w", entries[0].Type, l.path, l.failed)
 	}
-	rec := Record{Seq: l.nextSeq, TS: time.Now().UTC(), Type: typ, Data: raw}
 	b := l.pending
 	if b == nil {
-		b = &batch{done: make(chan struct{})}
+		b = newBatch()
 	}
-	n := len(b.buf)
-	b.buf = appendLine(b.buf, rec)
-	if size := len(b.buf) - n; size > l.max {
-		b.buf = b.buf[:n]
-		l.mu.Unlock()
-		return Record{}, fmt.Errorf("append %s to %s: %d bytes, limit %d: %w", typ, l.path, size, l.max, ErrTooLarge)
+	start, nrecs := len(b.buf), len(b.recs)
+	now := time.Now().UTC()
+	recs := make([]Record, len(entries))
+	for i, e := range entries {
+		rec := Record{Seq: l.nextSeq + uint64(i), TS: now, Type: e.Type, Data: raws[i]}
+		n := len(b.buf)
+		b.buf = appendLine(b.buf, rec)
+		if size := len(b.buf) - n; size > l.max {
+			b.buf, b.recs, b.offs = b.buf[:start], b.recs[:nrecs], b.offs[:nrecs]
+			l.mu.Unlock()
+			return nil, nil, fmt.Errorf("append %s to %s: %d bytes, limit %d: %w", e.Type, l.path, size, l.max, ErrTooLarge)
+		}
+		b.recs = append(b.recs, rec)
+		b.offs = append(b.offs, int64(n))
+		recs[i] = rec
 	}
-	b.recs = append(b.recs, rec)
-	b.offs = append(b.offs, int64(n))
 	l.pending = b
-	l.nextSeq++
+	l.nextSeq += uint64(len(entries))
 	lead := !l.writing
 	if lead {
 		l.writing = true
@@ -225,23 +343,13 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Record, error) 
 	}
 	l.mu.Unlock()
 	if lead {
-		// No write in progress: write this batch here rather than wake another goroutine,
-		// which saves two context switches on an uncontended log.
-		l.write()
-	}
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-		select {
-		case <-b.done: // written after all
-		default:
-			return Record{}, fmt.Errorf("append %s to %s: outcome unknown: %w", typ, l.path, ctx.Err())
+		if wait {
+			l.write()
+		} else {
+			l.writeHere()
 		}
 	}
-	if b.err != nil {
-		return Record{}, fmt.Errorf("append %s to %s: %w", typ, l.path, b.err)
-	}
-	return rec, nil
+	return b, recs, nil
 }
 
 // write writes the pending batch with one write and one fsync, acknowledges it and, if more
@@ -250,7 +358,24 @@ func (l *Log) Append(ctx context.Context, typ string, data any) (Record, error) 
 // commit. The caller has set l.writing and added to l.writers.
 func (l *Log) write() {
 	defer l.writers.Done()
-	l.flush()
+	l.sync(l.writeBatch())
+	l.writeMore()
+}
+
+// writeHere is write for a Write that leads: this goroutine writes the batch, so Write returns
+// without waiting for another to be scheduled, and a new one makes it durable.
+func (l *Log) writeHere() {
+	w := l.writeBatch()
+	go func() {
+		defer l.writers.Done()
+		l.sync(w)
+		l.writeMore()
+	}()
+}
+
+// writeMore ends a writer's batch: if more appends queued meanwhile it hands over to a new
+// goroutine for the next batch, so that no Append waits for other appends' batches.
+func (l *Log) writeMore() {
 	l.mu.Lock()
 	more := l.pending != nil
 	l.writing = more
@@ -263,37 +388,61 @@ func (l *Log) write() {
 	}
 }
 
-func (l *Log) flush() {
+// written is a batch on its way to the disk, between its write and its fsync.
+type written struct {
+	b       *batch
+	err     error
+	wrote   bool   // the write succeeded (b.written is closed)
+	rolled  bool   // the write failed for want of room and was cut off again
+	dropped *batch // appends failed with b after a write that was rolled back
+}
+
+// writeBatch takes the pending batch and writes it to the file. The caller is the writer.
+func (l *Log) writeBatch() written {
 	l.mu.Lock()
 	b, failed := l.pending, l.failed
 	l.pending = nil
 	l.mu.Unlock()
+	w := written{b: b, err: failed}
 	if b == nil {
-		return
+		return w
 	}
 	if l.testHookFlush != nil {
 		l.testHookFlush(len(b.recs))
 	}
-	err := failed
-	var dropped *batch // appends failed with b after a write that was rolled back
-	rolled := false
-	if err == nil {
-		_, err = l.f.Write(b.buf)
-		if err == nil {
-			err = syncData(l.f)
-		} else if rolled = l.rollBack(err); rolled {
+	if w.err == nil {
+		_, w.err = l.f.Write(b.buf)
+		if w.err == nil {
+			w.wrote = true
+			close(b.written)
+		} else if w.rolled = l.rollBack(w.err); w.rolled {
 			// The disk was full: what reached it of this batch is cut off again, so the log
 			// holds exactly the acknowledged records and the next Append may succeed. The
 			// batch queued behind this one took seqs that follow the lost ones: it fails too.
 			l.mu.Lock()
-			dropped, l.pending = l.pending, nil
+			w.dropped, l.pending = l.pending, nil
 			l.nextSeq = l.durable + 1
 			l.mu.Unlock()
 		}
 	}
+	return w
+}
+
+// sync makes a written batch durable and acknowledges it (or fails it).
+func (l *Log) sync(w written) {
+	b, err := w.b, w.err
+	if b == nil {
+		return
+	}
+	if w.wrote {
+		if l.testHookSync != nil {
+			l.testHookSync()
+		}
+		err = syncData(l.f)
+	}
 	l.mu.Lock()
 	if err != nil {
-		if l.failed == nil && !rolled {
+		if l.failed == nil && !w.rolled {
 			l.failed = err
 		}
 	} else {
@@ -304,14 +453,19 @@ func (l *Log) flush() {
 		l.end += int64(len(b.buf))
 	}
 	l.mu.Unlock()
-	if dropped != nil {
-		dropped.err = err
-		close(dropped.done)
+	if d := w.dropped; d != nil {
+		d.err, d.werr = err, err
+		close(d.written)
+		close(d.done)
 	}
 	if err == nil && l.onDurable != nil {
 		l.callOnDurable(b.recs)
 	}
 	b.err = err
+	if !w.wrote {
+		b.werr = err
+		close(b.written)
+	}
 	close(b.done)
 	if err == nil {
 		l.subs.publish(b.recs)

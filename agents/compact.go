@@ -65,6 +65,7 @@ func (s *Session) maybeCompact(ctx context.Context, client *model.Client, force 
 	if !force && float64(client.EstimateTokens(model.Request{System: system, Messages: conv})) < limit {
 		return nil
 	}
+	s.awaitCheckpoint() // the last cell's checkpoint is recorded before the compaction
 	// What the compacted context holds whatever is kept: the system prompt and the summary
 	// message, its summary at its bound. The rest of compactTo of the limit is for the
 	// latest messages.

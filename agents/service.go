@@ -32,6 +32,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/eventlog"
@@ -63,6 +64,10 @@ type Options struct {
 	// (the daemon's crash tests kill it there): "writing" once a new session is recorded
 	// while its files are still being written.
 	WorktreeStep func(session, step string)
+	// CellRan, when set, is told each model cell's kernel round trip (the kernel's own time,
+	// execute request to reply, as kernel.Result.Duration), right after the kernel answers:
+	// `arbor bench agents` subtracts it from a tool round trip to find the harness's overhead.
+	CellRan func(session string, kernel time.Duration)
 
 	turnHook func(s *Session, turn int) // tests: runs at the start of every turn
 }

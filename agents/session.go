@@ -97,7 +97,10 @@ type Session struct {
 	rate       rateLimiter
 	reserved   map[string]bool    // child names being created
 	watch      *workspace.Watcher // changes in the worktree since the last checkpoint; nil = scan
-	wt         *worktreeGate      // the worktree being written; nil once it was made before the session
+	// cellCheckpoint is closed when the checkpoint after the last cell, which runs while the
+	// model is asked what next, is done; nil when none runs (see checkpointCell).
+	cellCheckpoint chan struct{}
+	wt             *worktreeGate // the worktree being written; nil once it was made before the session
 	// released: the worktree was given up under arbor.json's bounds (reclaim.go); wtMu
 	// orders releasing and restoring it. inactiveSince orders who gives it up first.
 	released      bool
@@ -222,6 +225,24 @@ func (s *Session) append(ctx context.Context, p event.Payload) (eventlog.Record,
 		return rec, fmt.Errorf("session %s: record %s: %w", s.meta.ID, typ, err)
 	}
 	return rec, nil
+}
+
+// appendWritten records events with one write and returns once they are in the file, while
+// their fsync goes on (eventlog.Log.Write): for a cell's start and result, which acknowledge
+// nothing to anyone, so the tool loop waits for no fsync. A crash of the daemon loses none of
+// them; a failed fsync fails the next record (the log's failure is sticky).
+func (s *Session) appendWritten(ctx context.Context, ps ...event.Payload) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	entries := make([]eventlog.Entry, len(ps))
+	for i, p := range ps {
+		entries[i] = eventlog.Entry{Type: string(p.EventType()), Data: p}
+	}
+	if _, err := s.log.Write(ctx, entries...); err != nil {
+		s.svc.log.Error("append events", "session", s.meta.ID, "type", ps[0].EventType(), "err", err)
+		return fmt.Errorf("session %s: record %s: %w", s.meta.ID, ps[0].EventType(), err)
+	}
+	return nil
 }
 
 // publish is the log's OnDurable: it tells listeners of new records, in seq order.

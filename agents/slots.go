@@ -62,23 +62,37 @@ func (sl *slots) release(s *Session) {
 
 // lendWhile runs fn (a cell of s) and, while it runs, hands s's slot to a descendant of s that
 // waits for one. Afterwards s waits for a slot again before its turn goes on; if ctx ends
-// first, s holds none and release is a no-op.
+// first, s holds none and release is a no-op. The lender is a goroutine of its own, but fn's
+// end does not wait for it: whether the slot was lent is decided under sl.mu.
 func (sl *slots) lendWhile(ctx context.Context, s *Session, fn func()) {
-	done := make(chan struct{})
-	lent := make(chan bool, 1)
-	go func() { lent <- sl.lendTo(s, done) }()
+	l := &lending{done: make(chan struct{})}
+	go sl.lendTo(s, l)
 	fn()
-	close(done)
-	if <-lent {
+	sl.mu.Lock()
+	l.over = true
+	lent := l.lent
+	sl.mu.Unlock()
+	close(l.done)
+	if lent {
 		sl.acquire(ctx, s)
 	}
 }
 
-// lendTo waits until done closes or a descendant of s waits for a slot while s holds one, and
-// then gives the slot to that descendant. It reports whether it did.
-func (sl *slots) lendTo(s *Session, done <-chan struct{}) bool {
+// lending is one lendWhile's state: over and lent are guarded by sl.mu.
+type lending struct {
+	over, lent bool
+	done       chan struct{} // closed once over is set
+}
+
+// lendTo waits until the cell is over or a descendant of s waits for a slot while s holds
+// one, and then gives the slot to that descendant (setting l.lent).
+func (sl *slots) lendTo(s *Session, l *lending) {
 	for {
 		sl.mu.Lock()
+		if l.over {
+			sl.mu.Unlock()
+			return
+		}
 		var heir *Session
 		if sl.held[s] {
 			for w := range sl.waiting {
@@ -91,15 +105,16 @@ func (sl *slots) lendTo(s *Session, done <-chan struct{}) bool {
 		if heir != nil {
 			delete(sl.held, s)
 			sl.held[heir] = true
+			l.lent = true
 			sl.broadcastLocked()
 			sl.mu.Unlock()
-			return true
+			return
 		}
 		ch := sl.changed
 		sl.mu.Unlock()
 		select {
-		case <-done:
-			return false
+		case <-l.done:
+			return
 		case <-ch:
 		}
 	}

@@ -219,6 +219,7 @@ func (s *Session) runTurnIsolated(ctx context.Context, turn int) (err error) {
 
 // runTurn calls the model and runs its tool calls until it answers without one.
 func (s *Session) runTurn(ctx context.Context, turn int) error {
+	defer s.awaitCheckpoint()
 	steps := s.cfg.MaxTurnSteps
 	for step := 0; step < steps; step++ {
 		// Messages are taken first, even when the turn then fails: a failed turn retries only
@@ -250,6 +251,7 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 			return err
 		}
 		reply, err := s.complete(ctx, client)
+		s.awaitCheckpoint() // the last cell's checkpoint is recorded before the reply
 		if errors.Is(err, model.ErrContextOverflow) {
 			// The estimate was off for this model: compact now and try once more.
 			if cerr := s.maybeCompact(ctx, client, true); cerr != nil {
@@ -270,8 +272,15 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 		s.mu.Unlock()
 		s.svc.spent(s) // a goal above whose budget this used up ends, interrupting this turn
 		// The conversation takes the reply once it is recorded, so replay rebuilds the same one.
-		if _, err := s.append(ctx, event.AssistantMessage{Text: reply.Text, ToolCalls: toolCallsEvent(reply.ToolCalls), Usage: usageEvent(reply.Usage), Retries: reply.Retries,
-			Finish: unnaturalFinish(reply.FinishReason)}); err != nil {
+		asst := event.AssistantMessage{Text: reply.Text, ToolCalls: toolCallsEvent(reply.ToolCalls), Usage: usageEvent(reply.Usage), Retries: reply.Retries,
+			Finish: unnaturalFinish(reply.FinishReason)}
+		if len(reply.ToolCalls) == 0 {
+			if _, err := s.append(ctx, asst); err != nil {
+				return err
+			}
+		} else if err := s.appendWritten(ctx, asst, event.ToolStarted{CallID: reply.ToolCalls[0].ID, Code: reply.ToolCalls[0].Code}); err != nil {
+			// The reply and its first cell's start share one write; the cell runs once they
+			// are in the file, its fsync running meanwhile.
 			return err
 		}
 		s.mu.Lock()
@@ -284,8 +293,8 @@ func (s *Session) runTurn(ctx context.Context, turn int) error {
 			s.mu.Unlock()
 			return nil
 		}
-		for _, call := range reply.ToolCalls {
-			out, err := s.runTool(ctx, call)
+		for i, call := range reply.ToolCalls {
+			out, err := s.runTool(ctx, call, i == 0)
 			if err != nil {
 				return err
 			}
@@ -305,6 +314,7 @@ func (s *Session) complete(ctx context.Context, client *model.Client) (*model.Re
 	s.mu.Unlock()
 	req := model.Request{System: systemPrompt(s.meta) + block, Messages: s.conversation(),
 		OnRetry: func(n int, err error) {
+			s.awaitCheckpoint()
 			s.append(ctx, event.ModelRetry{Retry: n, Error: err.Error()})
 		}}
 	return client.Complete(ctx, req, nil)
@@ -354,6 +364,9 @@ func (s *Session) deliver(ctx context.Context, turnStart bool) error {
 	}
 	s.pending = keep
 	s.mu.Unlock()
+	if len(take) > 0 {
+		s.awaitCheckpoint()
+	}
 	for _, m := range take {
 		text := m.Text
 		switch m.From {
@@ -383,10 +396,14 @@ func (s *Session) conversation() []model.Message {
 }
 
 // runTool executes one python call, bounding what the model sees. A failing cell is not an
-// error of the turn: its traceback goes to the model.
-func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, error) {
-	if _, err := s.append(ctx, event.ToolStarted{CallID: call.ID, Code: call.Code}); err != nil {
-		return "", err
+// error of the turn: its traceback goes to the model. started says its tool_started is
+// recorded already (with the reply that asked for it).
+func (s *Session) runTool(ctx context.Context, call model.ToolCall, started bool) (string, error) {
+	s.awaitCheckpoint() // a cell runs on the files the previous one left, checkpointed
+	if !started {
+		if _, err := s.append(ctx, event.ToolStarted{CallID: call.ID, Code: call.Code}); err != nil {
+			return "", err
+		}
 	}
 	start := time.Now()
 	// A new session's first cell may find its worktree still being written.
@@ -413,6 +430,9 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	opts.OnOutput = stream.onOutput
 	s.ws.slots.lendWhile(ctx, s, func() { res, err = k.Execute(ctx, call.Code, opts) })
 	stream.close() // what it printed is in the log before its end, also when it was stopped
+	if err == nil && s.svc.opts.CellRan != nil {
+		s.svc.opts.CellRan(s.meta.ID, res.Duration)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
@@ -462,7 +482,8 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	if res.Error != nil {
 		fin.Error = redact(res.Error.Name + ": " + res.Error.Value)
 	}
-	if _, err := s.append(ctx, fin); err != nil {
+	// The result is in the file before the model sees it; its fsync runs meanwhile.
+	if err := s.appendWritten(ctx, fin); err != nil {
 		return "", err
 	}
 	// A cell that changed files is checkpointed right after its result, so a fork at any seq
@@ -470,7 +491,7 @@ func (s *Session) runTool(ctx context.Context, call model.ToolCall) (string, err
 	s.mu.Lock()
 	turn := s.turn
 	s.mu.Unlock()
-	s.checkpointAs(ctx, turn, fmt.Sprintf("arbor: turn %d, cell %d of session %s", turn, res.ExecutionCount, s.meta.ID))
+	s.checkpointCell(ctx, turn, fmt.Sprintf("arbor: turn %d, cell %d of session %s", turn, res.ExecutionCount, s.meta.ID))
 	return b.Text, nil
 }
 
@@ -522,8 +543,12 @@ func (s *Session) checkpointAs(ctx context.Context, turn int, title string) {
 		s.append(ctx, event.TurnFailed{Turn: turn, Error: "checkpoint: " + err.Error(), Checkpoint: true})
 		return
 	}
+	touched := s.touched()
+	if touched != nil && len(touched) == 0 {
+		return // the watcher saw no change since the last checkpoint
+	}
 	msg := title + "\n\n" + firstLine(s.meta.Task)
-	commit, changed, err := s.ws.Repo.Checkpoint(ctx, s.meta.Worktree, msg, s.touched())
+	commit, changed, err := s.ws.Repo.Checkpoint(ctx, s.meta.Worktree, msg, touched)
 	if err != nil {
 		// The watcher's record was taken: drop the watcher so the next checkpoint scans
 		// everything and this turn's changes are not left out.
@@ -545,6 +570,39 @@ func (s *Session) checkpointAs(ctx context.Context, turn int, title string) {
 	s.mu.Unlock()
 	spend := s.svc.spend(s)
 	s.append(ctx, event.Checkpoint{Turn: turn, Commit: commit, Spend: &spend})
+}
+
+// checkpointCell checkpoints what a cell changed while the turn goes on to ask the model what
+// next: the model's latency hides the checkpoint's. Whatever the turn does next that
+// records or runs anything waits for it first (awaitCheckpoint), so the records keep their
+// order (a cell's result, its checkpoint, then the next reply) and a cell never runs before the
+// previous one's files are committed.
+func (s *Session) checkpointCell(ctx context.Context, turn int, title string) {
+	s.awaitCheckpoint()
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.cellCheckpoint = done
+	s.mu.Unlock()
+	go func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				s.svc.log.Error("panic in a cell's checkpoint", "session", s.meta.ID, "turn", turn, "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
+		s.checkpointAs(ctx, turn, title)
+	}()
+}
+
+// awaitCheckpoint waits for the checkpoint checkpointCell started, if one runs.
+func (s *Session) awaitCheckpoint() {
+	s.mu.Lock()
+	done := s.cellCheckpoint
+	s.cellCheckpoint = nil
+	s.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 }
 
 // touched returns the worktree paths changed since the last checkpoint, or nil (scan

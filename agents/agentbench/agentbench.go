@@ -30,6 +30,7 @@ import (
 
 	"github.com/arborhq/arbor/agents"
 	"github.com/arborhq/arbor/agents/eventlog"
+	"github.com/arborhq/arbor/agents/model"
 	"github.com/arborhq/arbor/agents/model/scripted"
 	"github.com/arborhq/arbor/bench"
 	"github.com/arborhq/arbor/gitstate"
@@ -142,7 +143,8 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		return nil, fmt.Errorf("agents bench: %w", err)
 	}
 
-	var spawn, warm [2][]float64 // p50s and p99s, one per run
+	var spawn, warm, over [2][]float64 // p50s and p99s, one per run
+	var floor []float64
 	for i := range o.Runs {
 		if !o.runs("spawn") {
 			break
@@ -167,11 +169,13 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		if !o.runs("warm") {
 			break
 		}
-		p50, p99, err := warmRoundTrip(ctx, filepath.Join(tmp, fmt.Sprint("warm-", i)), o)
+		w, err := warmRoundTrip(ctx, filepath.Join(tmp, fmt.Sprint("warm-", i)), o)
 		if err != nil {
 			return nil, fmt.Errorf("warm round trip: %w", err)
 		}
-		warm[0], warm[1] = append(warm[0], p50), append(warm[1], p99)
+		floor = append(floor, w.floorP50)
+		warm[0], warm[1] = append(warm[0], w.p50), append(warm[1], w.p99)
+		over[0], over[1] = append(over[0], w.overP50), append(over[1], w.overP99)
 	}
 	if len(warm[0]) > 0 {
 		v, sp := bench.Median(warm[0])
@@ -179,6 +183,13 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 			Stated: refWarmMs, StatedBy: refStated, Goal: "<= 15 ms", Note: fmt.Sprintf("%d round trips a run", o.Warm)})
 		v, sp = bench.Median(warm[1])
 		rep.Add(bench.Figure{Name: "warm tool round trip p99", Value: v, Spread: sp, Unit: "ms"})
+		v, sp = bench.Median(over[0])
+		fl, _ := bench.Median(floor)
+		rep.Add(bench.Figure{Name: "harness overhead per tool round trip (the round trip minus the kernel's own) p50", Value: v, Spread: sp, Unit: "ms",
+			Reference: "of it, the HTTP client alone: a bare model call minus the server's time", RefValue: fl, Goal: "<= 1 ms",
+			Note: "the kernel's time is its execute request → reply, measured by the kernel client"})
+		v, sp = bench.Median(over[1])
+		rep.Add(bench.Figure{Name: "harness overhead p99", Value: v, Spread: sp, Unit: "ms", Goal: "<= 15 ms"})
 	}
 
 	if o.runs("forks") {
@@ -252,7 +263,17 @@ type env struct {
 	svc  *agents.Service
 	rec  *recorder
 	repo string
+	url  string // the scripted model's base URL
 	stop func()
+
+	mu    sync.Mutex
+	cells []time.Duration // each model cell's kernel round trip, in the order they ran
+}
+
+func (e *env) cellTimes() []time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.cells)
 }
 
 func newEnv(ctx context.Context, dir string, n int, arborJSON string, o Options) (*env, error) {
@@ -284,15 +305,23 @@ func serve(ctx context.Context, dir, repo string, n int, o Options) (*env, error
 	}
 	srv := &http.Server{Handler: rec}
 	go srv.Serve(ln)
+	e := &env{rec: rec, repo: repo, url: "http://" + ln.Addr().String() + "/v1"}
 	svc, err := agents.New(agents.Options{StateDir: filepath.Join(dir, "state"), Logger: o.Logger,
-		Overrides: workspace.Overrides{ModelBaseURL: "http://" + ln.Addr().String() + "/v1", Model: "scripted"}})
+		Overrides: workspace.Overrides{ModelBaseURL: e.url, Model: "scripted"},
+		CellRan: func(_ string, d time.Duration) {
+			e.mu.Lock()
+			e.cells = append(e.cells, d)
+			e.mu.Unlock()
+		}})
 	if err != nil {
 		return nil, err
 	}
-	return &env{svc: svc, rec: rec, repo: repo, stop: func() {
+	e.svc = svc
+	e.stop = func() {
 		svc.Close(context.WithoutCancel(ctx))
 		srv.Close()
-	}}, nil
+	}
+	return e, nil
 }
 
 func (e *env) waitQuiet(ctx context.Context, limit time.Duration) error {
@@ -412,32 +441,80 @@ func forkRegistration(ctx context.Context, dir, fixture string, o Options) (toge
 	return bench.Ms(all), bench.Ms(sum), nil
 }
 
-// warmRoundTrip runs o.Warm tool calls of 1+1 in one session of a fresh service and returns
-// the p50 and p99, in ms, from a tool call's response to the next model request.
-func warmRoundTrip(ctx context.Context, dir string, o Options) (p50, p99 float64, err error) {
+// warmFigures are one run's tool round trips (a tool call's response → the next model request)
+// and the harness's share of them (the round trip minus the kernel's own), in ms.
+type warmFigures struct{ p50, p99, overP50, overP99, floorP50 float64 }
+
+// warmRoundTrip runs o.Warm tool calls of 1+1 in one session of a fresh service.
+func warmRoundTrip(ctx context.Context, dir string, o Options) (w warmFigures, err error) {
 	e, err := newEnv(ctx, dir, 0, fmt.Sprintf(`{"maxTurnSteps":%d}`, o.Warm+1), o)
 	if err != nil {
-		return 0, 0, err
+		return w, err
 	}
 	defer e.stop()
 	task := "warm round trips"
 	if _, err := e.svc.Create(ctx, agents.CreateRequest{Task: task, Dir: e.repo}); err != nil {
-		return 0, 0, err
+		return w, err
 	}
 	if err := e.waitQuiet(ctx, 5*time.Minute); err != nil {
-		return 0, 0, err
+		return w, err
 	}
 	e.rec.mu.Lock()
 	reqs, done := e.rec.reqs[task], e.rec.done[task]
 	e.rec.mu.Unlock()
-	var rt []time.Duration
+	cells := e.cellTimes()
+	var rt, over []time.Duration
 	for i := 2; i < len(reqs); i++ { // skip the first: it waited for the kernel to boot
-		rt = append(rt, reqs[i].Sub(done[i-1]))
+		d := reqs[i].Sub(done[i-1])
+		rt = append(rt, d)
+		if i-1 < len(cells) {
+			over = append(over, d-cells[i-1])
+		}
 	}
-	if len(rt) == 0 {
-		return 0, 0, fmt.Errorf("no round trips recorded")
+	if len(rt) == 0 || len(over) == 0 {
+		return w, fmt.Errorf("no round trips recorded")
 	}
-	return bench.Ms(bench.Percentile(rt, 50)), bench.Ms(bench.Percentile(rt, 99)), nil
+	floor, err := clientFloor(ctx, e, o.Warm)
+	if err != nil {
+		return w, err
+	}
+	return warmFigures{
+		p50: bench.Ms(bench.Percentile(rt, 50)), p99: bench.Ms(bench.Percentile(rt, 99)),
+		overP50: bench.Ms(bench.Percentile(over, 50)), overP99: bench.Ms(bench.Percentile(over, 99)),
+		floorP50: bench.Ms(bench.Percentile(floor, 50)),
+	}, nil
+}
+
+// clientFloor makes n bare model calls, the same request shape as a session's, through the
+// same model client to the same server, and returns for each the call's time minus the
+// server's: what the HTTP client and the loopback connection alone add to a tool round trip
+// (part of the harness overhead, and the floor of any harness that speaks HTTP to its model).
+func clientFloor(ctx context.Context, e *env, n int) ([]time.Duration, error) {
+	c, err := model.New(model.Config{BaseURL: e.url, Model: "scripted"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.CloseIdleConnections()
+	task := "warm bare calls"
+	var took []time.Duration
+	for range n + 1 {
+		start := time.Now()
+		if _, err := c.Complete(ctx, model.Request{System: "bench", Messages: []model.Message{{Role: model.RoleUser, Content: task}}}, nil); err != nil {
+			return nil, fmt.Errorf("bare model call: %w", err)
+		}
+		took = append(took, time.Since(start))
+	}
+	e.rec.mu.Lock()
+	reqs, done := e.rec.reqs[task], e.rec.done[task]
+	e.rec.mu.Unlock()
+	var floor []time.Duration
+	for i := 1; i < len(took) && i < len(reqs); i++ { // the first call dialled
+		floor = append(floor, took[i]-done[i].Sub(reqs[i]))
+	}
+	if len(floor) == 0 {
+		return nil, fmt.Errorf("no bare model calls recorded")
+	}
+	return floor, nil
 }
 
 // scale spawns o.Sessions children in a fresh service and returns the wall time until all are

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -26,14 +27,26 @@ func cmdBench(ctx context.Context, args []string) error {
 	runs := fs.Int("runs", 5, "repetitions of each measurement; figures are their medians")
 	sessions := fs.Int("sessions", 1000, "sessions in the agents scale figure")
 	children := fs.Int("budget", 1000, "children of the agents disk-budget figure")
-	only := fs.String("only", "", "agents: the groups to run, comma-separated (spawn, warm, forks, scale, budget, eventlog)")
+	only := fs.String("only", "", "agents and kernel: the groups to run, comma-separated (agents: spawn, warm, forks, scale, budget, eventlog; kernel: "+strings.Join(kernelbench.Groups, ", ")+")")
 	entries := fs.Int("entries", 10000, "entries in the harness figures")
 	heartbeats := fs.Int("heartbeats", 1000, "heartbeats scheduled on the idle daemon of the longrun figures")
 	turns := fs.Int("turns", 200, "cells of the recorded trajectory the tokens figures replay")
 	windows := fs.String("windows", "8000,2000", "context windows (tokens, comma-separated) the tokens figures replay the trajectory in")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole benchmark to this file (read it with `go tool pprof`)")
 	pos, err := flags(fs, args)
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *entries < 1 {
 		return fmt.Errorf("--entries %d: want at least 1", *entries)
@@ -45,6 +58,10 @@ func cmdBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents|harness|longrun|tokens|acp [--runs N] [--json]")
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var groups []string
+	if *only != "" {
+		groups = strings.Split(*only, ",")
+	}
 	var rep *bench.Report
 	switch pos[0] {
 	case "startup":
@@ -66,14 +83,10 @@ func cmdBench(ctx context.Context, args []string) error {
 			return err
 		}
 	case "kernel":
-		rep, err = kernelbench.Run(ctx, kernelbench.Options{Runs: *runs, Logger: logger})
+		rep, err = kernelbench.Run(ctx, kernelbench.Options{Runs: *runs, Groups: groups, Logger: logger})
 	case "git":
 		rep, err = gitbench.RunOptions(ctx, logger, gitbench.Options{Rounds: *runs})
 	case "agents":
-		var groups []string
-		if *only != "" {
-			groups = strings.Split(*only, ",")
-		}
 		rep, err = agentbench.Run(ctx, agentbench.Options{Runs: *runs, Sessions: *sessions, Budget: *children, Only: groups})
 	case "harness":
 		exe, err := os.Executable()
@@ -99,6 +112,9 @@ func cmdBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git, agents, harness, longrun or tokens", pos[0])
 	}
 	if err != nil {
+		if rep != nil && len(rep.Figures) > 0 {
+			rep.WriteTable(os.Stdout) // the figures measured before the failure
+		}
 		return err
 	}
 	if *asJSON {

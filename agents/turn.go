@@ -578,7 +578,6 @@ func (s *Session) checkpointAs(ctx context.Context, turn int, title string) {
 // order (a cell's result, its checkpoint, then the next reply) and a cell never runs before the
 // previous one's files are committed.
 func (s *Session) checkpointCell(ctx context.Context, turn int, title string) {
-	s.awaitCheckpoint()
 	done := make(chan struct{})
 	s.mu.Lock()
 	s.cellCheckpoint = done

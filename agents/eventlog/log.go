@@ -240,19 +240,28 @@ func (p *Pending) Record() Record { return p.rec }
 // Wait returns once the record is durable, or with the error that kept it from the disk
 // (see [Log.Append]). If ctx ends first the record may or may not be in the log.
 func (p *Pending) Wait(ctx context.Context) (Record, error) {
-	select {
-	case <-p.b.done:
-	case <-ctx.Done():
-		select {
-		case <-p.b.done: // written after all
-		default:
-			return Record{}, fmt.Errorf("append %s to %s: outcome unknown: %w", p.rec.Type, p.l.path, ctx.Err())
-		}
-	}
-	if p.b.err != nil {
-		return Record{}, fmt.Errorf("append %s to %s: %w", p.rec.Type, p.l.path, p.b.err)
+	if err := p.await(ctx, p.b.done, &p.b.err); err != nil {
+		return Record{}, err
 	}
 	return p.rec, nil
+}
+
+// await waits for ch (the batch's written or done) and then reports *err, the batch's error
+// for that step; if ctx ends first and ch is still open, the outcome is unknown.
+func (p *Pending) await(ctx context.Context, ch <-chan struct{}, err *error) error {
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		select {
+		case <-ch: // written after all
+		default:
+			return fmt.Errorf("append %s to %s: outcome unknown: %w", p.rec.Type, p.l.path, ctx.Err())
+		}
+	}
+	if *err != nil {
+		return fmt.Errorf("append %s to %s: %w", p.rec.Type, p.l.path, *err)
+	}
+	return nil
 }
 
 // Write is AppendMany that returns once the records are written to the file, before the
@@ -271,17 +280,8 @@ func (l *Log) Write(ctx context.Context, entries ...Entry) (*Pending, error) {
 		return nil, err
 	}
 	p := &Pending{l: l, rec: recs[len(recs)-1], b: b}
-	select {
-	case <-b.written:
-	case <-ctx.Done():
-		select {
-		case <-b.written:
-		default:
-			return nil, fmt.Errorf("append %s to %s: outcome unknown: %w", p.rec.Type, l.path, ctx.Err())
-		}
-	}
-	if b.werr != nil {
-		return nil, fmt.Errorf("append %s to %s: %w", p.rec.Type, l.path, b.werr)
+	if err := p.await(ctx, b.written, &b.werr); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -159,8 +159,14 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	} else {
 		meta.Harness = req.Harness
 	}
-	// The files are written while the first model call goes out (see worktreeGate).
-	pending, err := s.startWorktree(ctx, ws.Repo, gitstate.WorktreeSpec{Name: id, Branch: meta.Branch, Base: base, Dir: meta.Worktree}, !cfg.Worktree.Empty())
+	// The files are written while the first model call goes out (see worktreeGate); a
+	// child's once it has a run slot, so children queued behind maxRunning hold no files.
+	// (A user's own session is written at once: its worktree is where they look next.)
+	var hold chan struct{}
+	if parent != nil {
+		hold = make(chan struct{})
+	}
+	pending, err := s.startWorktree(ctx, ws.Repo, gitstate.WorktreeSpec{Name: id, Branch: meta.Branch, Base: base, Dir: meta.Worktree, Hold: hold}, !cfg.Worktree.Empty())
 	if err != nil {
 		return nil, fmt.Errorf("create session: %w", err)
 	}
@@ -184,13 +190,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 		// their first tool call, so a wide tree does not boot a kernel per leaf.
 		warm = sess.warmKernel
 	}
-	sess.gateWorktree(pending, warm)
-	if cfg.Worktrees.Bounded() {
-		sess.reclaimLater() // one more worktree: an inactive session's may go
-	}
-	if pending != nil {
-		s.worktreeStep(id, "writing")
-	}
+	sess.gateWorktree(pending, hold, warm)
+	if hold == nil {
+		if cfg.Worktrees.Bounded() {
+			sess.reclaimLater() // one more worktree: an inactive session's may go
+		}
+		if pending != nil {
+			s.worktreeStep(id, "writing")
+		}
+	} // else both at beginWorktree
 	sess.setState(ctx, Admitted, "")
 	if parent != nil {
 		parent.mu.Lock()

@@ -112,7 +112,7 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 		return nil, err
 	}
 	sess.replay([]eventlog.Record{rec})
-	sess.gateWorktree(pending, nil)
+	sess.gateWorktree(pending, nil, nil)
 	if cfg.Worktrees.Bounded() {
 		sess.reclaimLater()
 	}

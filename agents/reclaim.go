@@ -33,11 +33,12 @@ func (ws *Workspace) checkBudget(ctx context.Context, w workspace.Worktrees, com
 	return nil
 }
 
-// holdsWorktree reports whether the session's worktree is on disk (or being written).
+// holdsWorktree reports whether the session's worktree is on disk (or being written): not
+// released, discarded, or held back until the session runs.
 func (s *Session) holdsWorktree() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.released && s.archived == nil
+	return !s.released && s.archived == nil && (s.wt == nil || !s.wt.held())
 }
 
 // reclaimWorktrees releases worktrees of the workspace's inactive sessions, longest inactive

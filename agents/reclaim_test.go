@@ -2,6 +2,7 @@ package agents
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,69 @@ func TestDiskBudgetTooSmallIsRefused(t *testing.T) {
 	var re RequestError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "worktrees.diskBudget 1.0 KB is smaller than one worktree of this repository (8.2 KB") {
 		t.Fatalf("Create = %v, want the budget refused", err)
+	}
+}
+
+// TestQueuedChildHoldsNoWorktree: a child waiting for a run slot (maxRunning taken) has its
+// branch but no files — Info says queued, git lists no worktree, the bounds do not count it —
+// and once the slot is free its worktree is written and it runs its task there.
+func TestQueuedChildHoldsNoWorktree(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules":[{"when":{"task":"^leaf","turn":1},"code":"print(open('main.py').read())"}],"default":{"text":"done"}}`)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"maxRunning":1}`), 0o644)
+	git(t, e.repo, "add", "arbor.json")
+	git(t, e.repo, "commit", "-qm", "one at a time")
+	parent := e.create("parent")
+	e.settled(parent)
+	// Someone else holds the workspace's one slot.
+	blocker := &Session{svc: e.svc}
+	if err := parent.ws.slots.acquire(t.Context(), blocker); err != nil {
+		t.Fatal(err)
+	}
+	child, err := e.svc.Create(t.Context(), CreateRequest{Parent: parent.meta.ID, Task: "leaf reads main.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := func() Info {
+		infos, _ := e.svc.List("")
+		for _, in := range infos {
+			if in.ID == child.meta.ID {
+				return in
+			}
+		}
+		t.Fatalf("child %s not listed", child.meta.ID)
+		return Info{}
+	}
+	e.waitFor("the child to wait for a slot", func() bool {
+		parent.ws.slots.mu.Lock()
+		defer parent.ws.slots.mu.Unlock()
+		return parent.ws.slots.waiting[child]
+	})
+	if in := info(); !in.WorktreeQueued || in.WorktreeReleased {
+		t.Errorf("queued child: WorktreeQueued %v, WorktreeReleased %v", in.WorktreeQueued, in.WorktreeReleased)
+	}
+	if _, err := os.Stat(child.meta.Worktree); !os.IsNotExist(err) {
+		t.Errorf("a queued child's worktree is on disk: %v", err)
+	}
+	if list := git(t, e.repo, "worktree", "list"); strings.Contains(list, child.meta.Worktree) {
+		t.Errorf("git lists the queued child's worktree:\n%s", list)
+	}
+	if got := git(t, e.repo, "rev-parse", child.meta.Branch); strings.TrimSpace(got) != child.meta.BaseCommit {
+		t.Errorf("the queued child's branch is at %q, want %s", got, child.meta.BaseCommit)
+	}
+	if child.holdsWorktree() {
+		t.Error("the bounds count a queued child's worktree")
+	}
+	parent.ws.slots.release(blocker)
+	e.settled(child)
+	if in := info(); in.WorktreeQueued {
+		t.Error("still queued after it ran")
+	}
+	outs := e.events(child, event.TypeToolFinished)
+	if len(outs) == 0 || !strings.Contains(fmt.Sprint(outs[0]["output"]), "print('hi')") {
+		t.Errorf("the child's cell did not read its worktree: %v", outs)
+	}
+	if st := git(t, child.meta.Worktree, "status", "--porcelain"); strings.TrimSpace(st) != "" {
+		t.Errorf("the child's worktree is not clean: %q", st)
 	}
 }

@@ -61,8 +61,8 @@ type Options struct {
 	// delivered (the daemon's crash tests kill it there).
 	HeartbeatClaimed func(session, heartbeat string, run int)
 	// WorktreeStep, when set, runs at each step of making or reclaiming a session's worktree
-	// (the daemon's crash tests kill it there): "writing" once a new session is recorded
-	// while its files are still being written.
+	// (the daemon's crash tests kill it there): "writing" once a new session's files begin
+	// to be written (at its first run slot), with the session recorded.
 	WorktreeStep func(session, step string)
 	// CellRan, when set, is told each model cell's kernel round trip (the kernel's own time,
 	// execute request to reply, as kernel.Result.Duration), right after the kernel answers:

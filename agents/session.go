@@ -36,6 +36,9 @@ type Info struct {
 	// WorktreeReleased is set while the session's worktree is given up under arbor.json's
 	// "worktrees" bounds (its work on its branch; checked out again at its next use).
 	WorktreeReleased bool
+	// WorktreeQueued is set while a child's worktree waits to be written until the child
+	// first gets a run slot (it is queued behind maxRunning): its branch exists, its files not.
+	WorktreeQueued bool
 }
 
 // pendingMsg is a message waiting for delivery at the recipient's next model call or turn.
@@ -183,6 +186,7 @@ func (s *Session) snapshotLocked() Info {
 		in.Discarded, in.Archived = true, s.archived.Archived
 	}
 	in.WorktreeReleased = s.released
+	in.WorktreeQueued = s.wt != nil && s.wt.held()
 	if s.goal != nil {
 		g := s.goal.Goal
 		g.LastCheck = nil

@@ -105,6 +105,7 @@ func (s *Session) runTurns() {
 			cancel()
 			continue // stopped or shutting down: the loop head sees it
 		}
+		s.beginWorktree() // written while the turn's first model call goes out
 		s.mu.Lock()
 		s.toldParent = false
 		s.mu.Unlock()

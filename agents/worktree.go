@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/arborhq/arbor/gitstate"
@@ -15,7 +16,22 @@ import (
 type worktreeGate struct {
 	done chan struct{} // closed when the files are in, or could not be written (err)
 	err  error
+	// hold, when set, keeps the files from being written until the session first gets a run
+	// slot or something needs them (begin): a child queued behind maxRunning takes no disk.
+	hold     chan struct{}
+	holdOnce sync.Once
 }
+
+// begin lets the held write start; it reports whether this call did.
+func (g *worktreeGate) begin() (began bool) {
+	if g.hold != nil {
+		g.holdOnce.Do(func() { close(g.hold); began = true })
+	}
+	return began
+}
+
+// held reports whether the write waits for begin.
+func (g *worktreeGate) held() bool { return g.hold != nil && !closed(g.hold) }
 
 // startWorktree registers the branch and worktree of a new session and returns the gate its
 // files are written behind, or nil when they were written before it returned: with worktree
@@ -29,19 +45,31 @@ func (s *Service) startWorktree(ctx context.Context, repo *gitstate.Repo, spec g
 }
 
 // gateWorktree makes the session wait for p before it uses its files; then runs after the
-// files are in (a root session's kernel warms up there).
-func (s *Session) gateWorktree(p *gitstate.Pending, then func()) {
+// files are in (a root session's kernel warms up there). hold is the channel p's write was
+// started behind (gitstate.WorktreeSpec.Hold), or nil.
+func (s *Session) gateWorktree(p *gitstate.Pending, hold chan struct{}, then func()) {
 	if p == nil {
 		if then != nil {
 			then()
 		}
 		return
 	}
-	g := &worktreeGate{done: make(chan struct{})}
+	g := &worktreeGate{done: make(chan struct{}), hold: hold}
 	s.mu.Lock()
 	s.wt = g
 	s.mu.Unlock()
 	finish := func() {
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-s.svc.ctx.Done():
+				// Closing with the files never begun: the repository leaves them to the next
+				// start (gitstate.WorktreeSpec.Hold); nothing here waits for them.
+				g.err = fmt.Errorf("the worktree %s was not written: the daemon is shutting down", s.meta.Worktree)
+				close(g.done)
+				return
+			}
+		}
 		g.err = p.Wait(context.Background()) // the write runs to its end whatever the session does
 		close(g.done)
 		if g.err != nil {
@@ -65,9 +93,24 @@ func (s *Session) AwaitWorktree(ctx context.Context) error {
 	return err
 }
 
+// beginWorktree starts writing the files of a new session's worktree held until now (the
+// session got its run slot, or something needs the files): one more worktree on disk, so
+// under arbor.json's bounds an inactive session's may go.
+func (s *Session) beginWorktree() {
+	s.mu.Lock()
+	g := s.wt
+	s.mu.Unlock()
+	if g == nil || !g.begin() {
+		return
+	}
+	s.svc.worktreeStep(s.meta.ID, "writing")
+	s.reclaimLater()
+}
+
 // awaitWorktree waits until the session's worktree is on disk and returns how long it
 // waited; the error is the worktree's own when it could not be made.
 func (s *Session) awaitWorktree(ctx context.Context) (time.Duration, error) {
+	s.beginWorktree()
 	s.mu.Lock()
 	g, released := s.wt, s.released
 	s.mu.Unlock()

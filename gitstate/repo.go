@@ -24,6 +24,9 @@ var ErrNotRepo = errors.New("not a git repository")
 // ErrNoCommits reports a repository whose HEAD names a branch with no commits yet.
 var ErrNoCommits = errors.New("repository has no commits yet")
 
+// ErrClosed reports work the Repo gave up because it was closed.
+var ErrClosed = errors.New("the repository was closed")
+
 // Repo is one repository, owned by one lock: every method acquires it, so a Repo may be shared
 // by many goroutines while go-git only ever sees one at a time.
 type Repo struct {
@@ -42,6 +45,8 @@ type Repo struct {
 	// spawned in a row, each writing 20,000 files, would otherwise share the disk and the
 	// cores 30 ways, and the next spawn, the turns and the first cells all wait behind them.
 	fillSlots chan struct{}
+	closing   chan struct{} // closed as Close begins: held writes give up (WorktreeSpec.Hold)
+	closeOnce sync.Once
 	// beforeFill, when set (tests), runs as a background write begins.
 	beforeFill func(name string)
 	onStep     func(name, step string) // see OnStep
@@ -86,7 +91,7 @@ func Open(dir string, logger *slog.Logger) (*Repo, error) {
 		return nil, fmt.Errorf("open repository %s: %w", root, err)
 	}
 	r := &Repo{sem: make(chan struct{}, 1), root: root, common: common, git: g, store: st, logger: logger, pending: map[string]string{},
-		fillSlots: make(chan struct{}, maxFills)}
+		fillSlots: make(chan struct{}, maxFills), closing: make(chan struct{})}
 	if err := r.refreshPolicy(context.Background()); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open repository %s: %w", root, err)
@@ -165,8 +170,10 @@ func readCommonDir(admin string) (string, error) {
 }
 
 // Close releases the pack files the Repo keeps open. It waits for a running operation and
-// for the worktrees StartWorktree is writing.
+// for the worktrees StartWorktree is writing; those still held (WorktreeSpec.Hold) are left
+// unwritten.
 func (r *Repo) Close() error {
+	r.closeOnce.Do(func() { close(r.closing) })
 	r.fills.Wait()
 	r.sem <- struct{}{}
 	defer func() { <-r.sem }()

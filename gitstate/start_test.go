@@ -1,6 +1,7 @@
 package gitstate
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +106,77 @@ func TestStartWorktreeFailureRollsBack(t *testing.T) {
 	}
 	if _, err := os.Stat(r.adminDir("bad")); !os.IsNotExist(err) {
 		t.Errorf("registration left behind: %v", err)
+	}
+}
+
+// TestStartWorktreeHold: a held worktree has its branch and record but no directory and no
+// write slot until Hold closes; closing the Repo while it is held leaves it as a killed
+// process would, and the next Reconcile that knows the session writes it.
+func TestStartWorktreeHold(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r, err := Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, head, _ := r.Head(t.Context())
+	spec := func(id string, hold chan struct{}) WorktreeSpec {
+		return WorktreeSpec{Name: id, Branch: "arbor/" + id, Base: head, Dir: filepath.Join(r.CommonDir(), "arbor", "worktrees", id), Hold: hold}
+	}
+	holds := map[string]chan struct{}{}
+	var pends []*Pending
+	for _, id := range []string{"h1", "h2", "h3"} { // more than maxFills
+		holds[id] = make(chan struct{})
+		p, err := r.StartWorktree(t.Context(), spec(id, holds[id]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pends = append(pends, p)
+	}
+	free, err := r.StartWorktree(t.Context(), spec("free", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := free.Wait(t.Context()); err != nil {
+		t.Fatalf("an unheld worktree waited behind held ones: %v", err)
+	}
+	for id := range holds {
+		if _, err := os.Stat(spec(id, nil).Dir); !os.IsNotExist(err) {
+			t.Errorf("%s: the held worktree's directory exists: %v", id, err)
+		}
+		if got := git(t, root, "rev-parse", "arbor/"+id); got != head {
+			t.Errorf("branch arbor/%s = %q while held, want %s", id, got, head)
+		}
+	}
+	close(holds["h1"])
+	if err := pends[0].Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := git(t, spec("h1", nil).Dir, "status", "--porcelain"); st != "" {
+		t.Errorf("h1: git status = %q", st)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pends[1:] {
+		if err := p.Wait(t.Context()); !errors.Is(err, ErrClosed) {
+			t.Errorf("a held worktree's Wait after Close = %v, want ErrClosed", err)
+		}
+	}
+	if _, err := os.Stat(spec("h2", nil).Dir); !os.IsNotExist(err) {
+		t.Errorf("Close wrote a held worktree: %v", err)
+	}
+	r2 := openTest(t, root)
+	known := map[string]string{}
+	for _, id := range []string{"h1", "h2", "h3", "free"} {
+		known[id] = spec(id, nil).Dir
+	}
+	if _, err := r2.Reconcile(t.Context(), known); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"h2", "h3"} {
+		if st := git(t, spec(id, nil).Dir, "status", "--porcelain"); st != "" {
+			t.Errorf("%s after Reconcile: git status = %q", id, st)
+		}
 	}
 }

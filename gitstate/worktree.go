@@ -22,6 +22,11 @@ type WorktreeSpec struct {
 	Branch string // short branch name, e.g. "arbor/rename-foo-1a2b3c4d"; created at Base, error if it exists
 	Base   string // commit hash (or any revision) the branch starts at
 	Dir    string // absolute path of the new linked worktree, e.g. <common>/arbor/worktrees/<id>
+	// Hold, when set, delays StartWorktree's write of the files until it is closed: the
+	// branch and record exist at once, the directory only then (a session waiting for a run
+	// slot takes no disk). Closing the Repo first leaves the worktree as a killed process
+	// would, for the next start's Reconcile to write.
+	Hold <-chan struct{}
 }
 
 // Validate reports the first field that cannot work.
@@ -114,6 +119,18 @@ func (r *Repo) StartWorktree(ctx context.Context, spec WorktreeSpec) (*Pending, 
 	p := &Pending{done: make(chan struct{})}
 	go func() {
 		defer r.fills.Done()
+		if spec.Hold != nil {
+			select {
+			case <-spec.Hold:
+			case <-r.closing:
+				unlock, _ := r.lock(context.WithoutCancel(ctx))
+				delete(r.pending, spec.Name)
+				unlock()
+				p.err = fmt.Errorf("add worktree %s: %w before its files were written (the next start writes them)", spec.Name, ErrClosed)
+				close(p.done)
+				return
+			}
+		}
 		start := time.Now() // the wait for a slot is part of the write's time
 		r.fillSlots <- struct{}{}
 		defer func() { <-r.fillSlots }()

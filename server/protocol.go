@@ -135,6 +135,9 @@ type Session struct {
 	// arbor.json's "worktrees" bounds, its work kept on the branch, and is checked out again
 	// at the session's next use.
 	WorktreeReleased bool `json:"worktreeReleased,omitempty"`
+	// WorktreeQueued is set while a child's worktree is not written yet: it waits for a run
+	// slot (maxRunning), and its files are written when it gets one.
+	WorktreeQueued bool `json:"worktreeQueued,omitempty"`
 }
 
 // GoalBrief is a session's goal as the tree shows it.

@@ -172,6 +172,8 @@ func worktreeLabel(s server.Session) string {
 		return "-"
 	case s.WorktreeReleased:
 		return "released"
+	case s.WorktreeQueued:
+		return "queued"
 	}
 	return "yes"
 }

@@ -746,6 +746,7 @@ export interface Session {
   discarded?: boolean;
   archived?: string;
   worktreeReleased?: boolean;
+  worktreeQueued?: boolean;
 }
 
 export interface Usage {

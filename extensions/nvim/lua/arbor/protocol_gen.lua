@@ -670,6 +670,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field discarded? boolean
 ---@field archived? string
 ---@field worktreeReleased? boolean
+---@field worktreeQueued? boolean
 
 ---@class arbor.Usage
 ---@field modelCalls number
@@ -1222,7 +1223,7 @@ M.fields = {
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
   AttachResult = { 'session' },
-  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile', 'discarded', 'archived', 'worktreeReleased' },
+  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile', 'discarded', 'archived', 'worktreeReleased', 'worktreeQueued' },
   Usage = { 'modelCalls', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   GoalBrief = { 'objective', 'status', 'waiting', 'until' },
   SessionRef = { 'id' },

@@ -74,7 +74,7 @@ func TestDiskBudgetTooSmallIsRefused(t *testing.T) {
 	git(t, e.repo, "commit", "-qm", "tiny budget")
 	_, err := e.svc.Create(t.Context(), CreateRequest{Task: "write a note", Dir: e.repo})
 	var re RequestError
-	if !errors.As(err, &re) || !strings.Contains(err.Error(), "worktrees.diskBudget 1.0 KB is smaller than one worktree of this repository (8.2 KB") {
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "worktrees.diskBudget 1.0 KB is smaller than one worktree of this repository (16.4 KB") {
 		t.Fatalf("Create = %v, want the budget refused", err)
 	}
 }

@@ -153,8 +153,10 @@ func (r *Repo) restoreReleased(name, dir string) {
 	}
 }
 
-// TreeSize estimates the disk a checkout of commit takes: its files' sizes, each rounded up to
-// a 4 KiB block, as `git ls-tree -r -l` reports them. Results are kept per commit.
+// TreeSize estimates the disk a checkout of commit takes, what du reports for the worktree
+// and its index: its files' sizes (`git ls-tree -r -l`) and its directories, each rounded up
+// to a 4 KiB block, and the index (about 72 bytes and the path per file). Results are kept per
+// commit.
 func (r *Repo) TreeSize(ctx context.Context, commit string) (int64, error) {
 	r.sizeMu.Lock()
 	n, ok := r.sizes[commit]
@@ -167,18 +169,26 @@ func (r *Repo) TreeSize(ctx context.Context, commit string) (int64, error) {
 		return 0, fmt.Errorf("size of %s: %w", commit, err)
 	}
 	const block = 4096
+	blocks := func(size int64) int64 { return (size + block - 1) / block * block }
+	dirs := map[string]bool{"": true}
+	var index int64
 	for rec := range strings.SplitSeq(out, "\x00") {
-		meta, _, ok := strings.Cut(rec, "\t")
+		meta, path, ok := strings.Cut(rec, "\t")
 		f := strings.Fields(meta)
 		if !ok || len(f) != 4 {
 			continue
+		}
+		index += 72 + int64(len(path))
+		for d := filepath.Dir(path); d != "." && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
 		}
 		size, err := strconv.ParseInt(f[3], 10, 64)
 		if err != nil {
 			continue // "-": a gitlink
 		}
-		n += (size + block - 1) / block * block
+		n += blocks(size)
 	}
+	n += int64(len(dirs))*block + blocks(index)
 	r.sizeMu.Lock()
 	if r.sizes == nil {
 		r.sizes = map[string]int64{}

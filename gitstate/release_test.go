@@ -135,8 +135,26 @@ func TestTreeSize(t *testing.T) {
 	r := openTest(t, root)
 	_, head, _ := r.Head(t.Context())
 	n, err := r.TreeSize(t.Context(), head)
-	// Nine entries, each under a block: a.go b.go .gitignore noeol.txt "spaced name.txt" run.sh link dir/sub/c.txt dir/d.bin.
-	if err != nil || n != 9*4096 {
-		t.Errorf("TreeSize = %d, %v; want %d", n, err, 9*4096)
+	// Nine entries, each under a block: a.go b.go .gitignore noeol.txt "spaced name.txt" run.sh
+	// link dir/sub/c.txt dir/d.bin; three directories (the top, dir, dir/sub); a small index.
+	if want := int64(9+3+1) * 4096; err != nil || n != want {
+		t.Errorf("TreeSize = %d, %v; want %d", n, err, want)
+	}
+	// Against what du sees of a checkout of it: the worktree and its index.
+	wt := filepath.Join(t.TempDir(), "wt")
+	if err := r.AddWorktree(t.Context(), WorktreeSpec{Name: "sized", Branch: "sized", Base: head, Dir: wt}); err != nil {
+		t.Fatal(err)
+	}
+	var du int64
+	for _, d := range []string{wt, filepath.Join(r.adminDir("sized"), "index")} {
+		filepath.Walk(d, func(_ string, fi os.FileInfo, err error) error {
+			if err == nil {
+				du += fi.Sys().(*syscall.Stat_t).Blocks * 512
+			}
+			return nil
+		})
+	}
+	if float64(n) < 0.75*float64(du) || float64(n) > 1.25*float64(du) {
+		t.Errorf("TreeSize %d, but the checkout takes %d on disk", n, du)
 	}
 }

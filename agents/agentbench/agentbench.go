@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -35,6 +36,7 @@ import (
 	"github.com/arborhq/arbor/bench"
 	"github.com/arborhq/arbor/gitstate"
 	"github.com/arborhq/arbor/gitstate/gitbench"
+	"github.com/arborhq/arbor/server"
 	"github.com/arborhq/arbor/workspace"
 )
 
@@ -50,7 +52,10 @@ type Options struct {
 	// repository (default 1000).
 	Budget int
 	// Only, when set, names the groups to run: spawn, warm, forks, scale, budget, eventlog.
-	Only   []string
+	Only []string
+	// Exe is the arbor binary the budget figure runs as a daemon of its own (`arbor bench`
+	// passes itself).
+	Exe    string
 	Logger *slog.Logger
 }
 
@@ -242,7 +247,8 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 			Note: fmt.Sprintf("one worktree is %.1f MB; without the budget the children's worktrees would take %.0f MB; %d released, wall %.0f s",
 				r.treeMB, r.treeMB*float64(o.Budget), r.released, r.wall.Seconds())})
 		_, one = bench.Median([]float64{r.peakRSS})
-		rep.Add(bench.Figure{Name: "disk budget: daemon peak RSS (excluding kernels)", Value: r.peakRSS, Spread: one, Unit: "MB", Goal: "<= 200 MB"})
+		rep.Add(bench.Figure{Name: "disk budget: daemon peak RSS (its VmHWM; kernels are processes of their own)", Value: r.peakRSS, Spread: one, Unit: "MB", Goal: "<= 200 MB",
+			Note: fmt.Sprintf("an arbor daemon process holding %d sessions", o.Budget+1)})
 	}
 	if !o.runs("eventlog") {
 		return rep, nil
@@ -556,19 +562,7 @@ func scale(ctx context.Context, dir string, o Options) (wall time.Duration, peak
 	return wall, peak, (after - before) * 1024 / float64(o.Sessions), nil
 }
 
-func rssMB() float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.Atoi(strings.Fields(rest)[0])
-			return float64(kb) / 1024
-		}
-	}
-	return 0
-}
+func rssMB() float64 { return statusMB(os.Getpid(), "VmRSS:") }
 
 func gitRepo(dir, arborJSON string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -601,8 +595,9 @@ const budgetTrees = 10
 
 // budget spawns o.Budget children in a clone of the generated repository with
 // worktrees.diskBudget set to budgetTrees worktrees and idleTimeout short, so finished children
-// go inactive and give their worktrees up; it samples the worktrees' disk (allocated blocks)
-// and the process's RSS until every child is inactive.
+// go inactive and give their worktrees up. The sessions live in a real `arbor daemon` (o.Exe),
+// a process of its own, so its RSS is the daemon's alone (its peak is the kernel's VmHWM); the
+// worktrees' disk (allocated blocks) is sampled until every child is inactive.
 func budget(ctx context.Context, dir, fixture string, o Options) (r budgetResult, err error) {
 	repo := filepath.Join(dir, "repo")
 	if err := gitbench.Clone(ctx, fixture, repo); err != nil {
@@ -634,29 +629,38 @@ func budget(ctx context.Context, dir, fixture string, o Options) (r budgetResult
 			return r, fmt.Errorf("git %v: %v %s", args, err, out)
 		}
 	}
-	e, err := serve(ctx, dir, repo, o.Budget, o)
+	s, err := scripted.Parse([]byte(strings.ReplaceAll(script, "range(N)", fmt.Sprintf("range(%d)", o.Budget))), "agents bench")
 	if err != nil {
 		return r, err
 	}
-	defer e.stop()
-	wts := filepath.Join(repo, ".git", "arbor", "worktrees")
-	runtime.GC()
-	r.peakRSS = rssMB()
+	mctx, stopModel := context.WithCancel(ctx)
+	url, waitModel, err := scripted.Serve(mctx, "", s, nil)
+	if err != nil {
+		stopModel()
+		return r, err
+	}
+	defer func() { stopModel(); waitModel() }() // after the daemon stopped (deferred below)
+	d, err := startDaemon(ctx, o.Exe, dir, url)
+	if err != nil {
+		return r, err
+	}
+	defer d.stop()
+	// The worktrees and their git admin dirs (index and all), what TreeSize estimates.
+	wts, admin := filepath.Join(repo, ".git", "arbor", "worktrees"), filepath.Join(repo, ".git", "worktrees")
+	disk := func() float64 { return float64(diskUse(wts)+diskUse(admin)) / 1e6 }
 	start := time.Now()
-	if _, err := e.svc.Create(ctx, agents.CreateRequest{Task: "scale out", Dir: e.repo}); err != nil {
+	if _, err := server.SessionCreate.Call(ctx, d.c, server.SessionCreateParams{Task: "scale out", Dir: repo}); err != nil {
 		return r, err
 	}
 	deadline := time.Now().Add(2 * time.Hour)
-	var lastDisk time.Time
-	for ; ; time.Sleep(100 * time.Millisecond) {
-		r.peakRSS = max(r.peakRSS, rssMB())
-		if time.Since(lastDisk) > time.Second {
-			r.peakMB = max(r.peakMB, float64(diskUse(wts))/1e6)
-			lastDisk = time.Now()
+	for ; ; time.Sleep(500 * time.Millisecond) {
+		r.peakMB = max(r.peakMB, disk())
+		res, err := server.Sessions.Call(ctx, d.c, server.SessionsParams{})
+		if err != nil {
+			return r, fmt.Errorf("list sessions: %w", err)
 		}
-		infos, _ := e.svc.List("")
 		inactive, released := 0, 0
-		for _, in := range infos {
+		for _, in := range res.Sessions {
 			if in.State == agents.Inactive {
 				inactive++
 			}
@@ -664,17 +668,103 @@ func budget(ctx context.Context, dir, fixture string, o Options) (r budgetResult
 				released++
 			}
 		}
-		if len(infos) == o.Budget+1 && inactive >= o.Budget {
+		if len(res.Sessions) == o.Budget+1 && inactive >= o.Budget {
 			r.released = released
 			break
 		}
 		if time.Now().After(deadline) {
-			return r, fmt.Errorf("%d sessions, %d inactive after 2 h", len(infos), inactive)
+			return r, fmt.Errorf("%d sessions, %d inactive after 2 h", len(res.Sessions), inactive)
 		}
 	}
 	r.wall = time.Since(start)
-	r.peakMB = max(r.peakMB, float64(diskUse(wts))/1e6)
+	r.peakMB = max(r.peakMB, disk())
+	r.peakRSS = statusMB(d.proc.Pid, "VmHWM:")
 	return r, nil
+}
+
+// daemonProc is an `arbor daemon` the bench started, with a client connected to it.
+type daemonProc struct {
+	proc *os.Process
+	c    *server.Client
+	stop func()
+}
+
+// startDaemon starts exe (the arbor binary) as a daemon with its own socket, state and config
+// under dir, on the scripted model at url, and connects to it.
+func startDaemon(ctx context.Context, exe, dir, url string) (*daemonProc, error) {
+	if exe == "" {
+		return nil, errors.New("no arbor binary to run the daemon (Options.Exe)")
+	}
+	home := filepath.Join(dir, "home")
+	run := filepath.Join(dir, "run")
+	for _, d := range []string{home, run} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	sock := filepath.Join(run, "arbor.sock")
+	cmd := exec.Command(exe, "daemon", "--socket", sock, "--idle-timeout", "0")
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_STATE_HOME="+filepath.Join(home, ".state"), "XDG_DATA_HOME="+filepath.Join(home, ".data"),
+		"XDG_RUNTIME_DIR="+run, "ARBOR_STATE_DIR=", "ARBOR_SOCKET="+sock,
+		"ARBOR_MODEL_BASE_URL="+url, "ARBOR_MODEL=scripted")
+	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s daemon: %w", exe, err)
+	}
+	d := &daemonProc{proc: cmd.Process}
+	d.stop = func() {
+		if d.c != nil {
+			d.c.Close()
+		}
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	}
+	var nc net.Conn
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if nc, err = server.Dial(ctx, server.DialOptions{Socket: sock}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			d.stop()
+			log, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+			return nil, fmt.Errorf("the daemon did not listen on %s within 20 s: %v\n%s", sock, err, log)
+		}
+	}
+	d.c = server.NewClient(ctx, nc, nil)
+	if err := d.c.Call(ctx, "initialize", map[string]any{"processId": os.Getpid(), "capabilities": map[string]any{}}, nil); err != nil {
+		d.stop()
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return d, nil
+}
+
+// statusMB is a /proc/PID/status field in kB (VmRSS:, VmHWM:), in MB.
+func statusMB(pid int, field string) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			kb, _ := strconv.Atoi(strings.Fields(rest)[0])
+			return float64(kb) / 1024
+		}
+	}
+	return 0
 }
 
 // diskUse is the disk allocated to the files under dir (st_blocks), what du reports.

@@ -1,6 +1,8 @@
 package agentbench
 
 import (
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,8 +15,12 @@ func TestRun(t *testing.T) {
 	if _, err := kernel.FindPython(); err != nil {
 		t.Skip(err)
 	}
+	exe := filepath.Join(t.TempDir(), "arbor") // the disk-budget figure's daemon
+	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", exe, "github.com/arborhq/arbor/cmd/arbor").CombinedOutput(); err != nil {
+		t.Fatalf("build arbor: %v\n%s", err, out)
+	}
 	const runs = 2
-	r, err := Run(t.Context(), Options{Runs: runs, Spawns: 3, Warm: 3, Sessions: 4, Files: 200, Forks: 4, Budget: 12})
+	r, err := Run(t.Context(), Options{Exe: exe, Runs: runs, Spawns: 3, Warm: 3, Sessions: 4, Files: 200, Forks: 4, Budget: 12})
 	if err != nil {
 		t.Fatal(err)
 	}

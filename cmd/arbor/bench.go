@@ -87,7 +87,11 @@ func cmdBench(ctx context.Context, args []string) error {
 	case "git":
 		rep, err = gitbench.RunOptions(ctx, logger, gitbench.Options{Rounds: *runs})
 	case "agents":
-		rep, err = agentbench.Run(ctx, agentbench.Options{Runs: *runs, Sessions: *sessions, Budget: *children, Only: groups})
+		exe, xerr := os.Executable()
+		if xerr != nil {
+			return xerr
+		}
+		rep, err = agentbench.Run(ctx, agentbench.Options{Exe: exe, Runs: *runs, Sessions: *sessions, Budget: *children, Only: groups})
 	case "harness":
 		exe, err := os.Executable()
 		if err != nil {

@@ -162,9 +162,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*Session, erro
 	// The files are written while the first model call goes out (see worktreeGate); a
 	// child's once it has a run slot, so children queued behind maxRunning hold no files.
 	// (A user's own session is written at once: its worktree is where they look next.)
-	var hold chan struct{}
+	var hold *gitstate.Hold
 	if parent != nil {
-		hold = make(chan struct{})
+		hold = gitstate.NewHold()
 	}
 	pending, err := s.startWorktree(ctx, ws.Repo, gitstate.WorktreeSpec{Name: id, Branch: meta.Branch, Base: base, Dir: meta.Worktree, Hold: hold}, !cfg.Worktree.Empty())
 	if err != nil {

@@ -180,6 +180,9 @@ func (s *Service) mergeChild(ctx context.Context, parent, child *Session, resolu
 // commitWorktree checkpoints the session's worktree outside a turn boundary (before a merge or
 // a discard), recording it like a turn's checkpoint so forks and per-turn diffs see it.
 func (s *Session) commitWorktree(ctx context.Context, why string) (bool, error) {
+	if s.unwritten() {
+		return false, nil // no files yet, so no uncommitted work
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if _, err := s.awaitWorktree(ctx); err != nil {

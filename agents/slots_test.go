@@ -15,8 +15,8 @@ import (
 func TestWaitingParentLendsItsSlot(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, `{"rules":[
- {"when":{"task":"^report back"},"code":"await agent_message.send('hello parent', receiver_role='parent')"},
- {"when":{"task":"^report back","turn":2},"text":"sent"},
+ {"when":{"task":"^report back","turn":1},"code":"await agent_message.send('hello parent', receiver_role='parent')"},
+ {"when":{"task":"^report back"},"text":"sent"},
  {"when":{"task":"^wait","turn":1},"code":"import asyncio\nh = await rlm('report back', name='kid')\nmsgs = []\nfor _ in range(300):\n    msgs = await agent_message.inbox()\n    if msgs: break\n    await asyncio.sleep(0.05)\nprint('got', [m['text'] for m in msgs])"},
  {"when":{"task":"^wait"},"text":"ok"}
 ],"default":{"text":"done"}}`)

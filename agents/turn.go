@@ -105,7 +105,7 @@ func (s *Session) runTurns() {
 			cancel()
 			continue // stopped or shutting down: the loop head sees it
 		}
-		s.beginWorktree() // written while the turn's first model call goes out
+		s.beginWorktree(false) // written while the turn's first model call goes out
 		s.mu.Lock()
 		s.toldParent = false
 		s.mu.Unlock()
@@ -118,6 +118,7 @@ func (s *Session) runTurns() {
 		s.loadHarness(ctx)
 		err := s.runTurnIsolated(ctx, turn)
 		s.ws.slots.release(s)
+		s.holdWorktree() // not begun yet, and no cell needed it: no files until the next turn
 		cancel()
 		s.checkpoint(ctx, turn)
 		s.maybeRefine("everyTurns", turn)
@@ -538,6 +539,9 @@ func (s *Session) checkpoint(ctx context.Context, turn int) {
 
 // checkpointAs commits what changed since the last checkpoint, if anything, as part of turn.
 func (s *Session) checkpointAs(ctx context.Context, turn int, title string) {
+	if s.unwritten() {
+		return // a child's turn that needed no files: none were written
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if _, err := s.awaitWorktree(ctx); err != nil {

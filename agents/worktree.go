@@ -3,7 +3,7 @@ package agents
 import (
 	"context"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arborhq/arbor/gitstate"
@@ -16,22 +16,27 @@ import (
 type worktreeGate struct {
 	done chan struct{} // closed when the files are in, or could not be written (err)
 	err  error
-	// hold, when set, keeps the files from being written until the session first gets a run
-	// slot or something needs them (begin): a child queued behind maxRunning takes no disk.
-	hold     chan struct{}
-	holdOnce sync.Once
+	// hold, when set, keeps the files from being written while the session waits for a run
+	// slot: a child queued behind maxRunning takes no disk. It opens while the session runs
+	// (or once something needs the files, for good) and shuts again at the turn's end if the
+	// write had not begun: a leaf that answered without a cell never writes its files.
+	hold   *gitstate.Hold
+	needed atomic.Bool // awaited: the hold is not shut again
 }
 
-// begin lets the held write start; it reports whether this call did.
-func (g *worktreeGate) begin() (began bool) {
-	if g.hold != nil {
-		g.holdOnce.Do(func() { close(g.hold); began = true })
+// begin lets the held write start; it reports whether this call opened the hold.
+func (g *worktreeGate) begin(need bool) bool {
+	if g.hold == nil {
+		return false
 	}
-	return began
+	if need {
+		g.needed.Store(true)
+	}
+	return g.hold.Open()
 }
 
-// held reports whether the write waits for begin.
-func (g *worktreeGate) held() bool { return g.hold != nil && !closed(g.hold) }
+// held reports whether the write waits for the session to run.
+func (g *worktreeGate) held() bool { return g.hold != nil && g.hold.Held() }
 
 // startWorktree registers the branch and worktree of a new session and returns the gate its
 // files are written behind, or nil when they were written before it returned: with worktree
@@ -47,7 +52,7 @@ func (s *Service) startWorktree(ctx context.Context, repo *gitstate.Repo, spec g
 // gateWorktree makes the session wait for p before it uses its files; then runs after the
 // files are in (a root session's kernel warms up there). hold is the channel p's write was
 // started behind (gitstate.WorktreeSpec.Hold), or nil.
-func (s *Session) gateWorktree(p *gitstate.Pending, hold chan struct{}, then func()) {
+func (s *Session) gateWorktree(p *gitstate.Pending, hold *gitstate.Hold, then func()) {
 	if p == nil {
 		if then != nil {
 			then()
@@ -61,13 +66,15 @@ func (s *Session) gateWorktree(p *gitstate.Pending, hold chan struct{}, then fun
 	finish := func() {
 		if hold != nil {
 			select {
-			case <-hold:
+			case <-p.Done():
 			case <-s.svc.ctx.Done():
-				// Closing with the files never begun: the repository leaves them to the next
-				// start (gitstate.WorktreeSpec.Hold); nothing here waits for them.
-				g.err = fmt.Errorf("the worktree %s was not written: the daemon is shutting down", s.meta.Worktree)
-				close(g.done)
-				return
+				if !hold.Started() {
+					// Closing with the files never begun: the repository leaves them to the
+					// next start (gitstate.WorktreeSpec.Hold); nothing here waits for them.
+					g.err = fmt.Errorf("the worktree %s was not written: the daemon is shutting down", s.meta.Worktree)
+					close(g.done)
+					return
+				}
 			}
 		}
 		g.err = p.Wait(context.Background()) // the write runs to its end whatever the session does
@@ -96,21 +103,41 @@ func (s *Session) AwaitWorktree(ctx context.Context) error {
 // beginWorktree starts writing the files of a new session's worktree held until now (the
 // session got its run slot, or something needs the files): one more worktree on disk, so
 // under arbor.json's bounds an inactive session's may go.
-func (s *Session) beginWorktree() {
+func (s *Session) beginWorktree(need bool) {
 	s.mu.Lock()
 	g := s.wt
 	s.mu.Unlock()
-	if g == nil || !g.begin() {
+	if g == nil || !g.begin(need) {
 		return
 	}
 	s.svc.worktreeStep(s.meta.ID, "writing")
 	s.reclaimLater()
 }
 
+// unwritten reports whether the session's files were never written and wait for it to run:
+// nothing in them can have changed, so there is nothing to checkpoint.
+func (s *Session) unwritten() bool {
+	s.mu.Lock()
+	g := s.wt
+	s.mu.Unlock()
+	return g != nil && g.held()
+}
+
+// holdWorktree shuts a new session's worktree hold again at its turn's end when the write
+// has not begun and nothing waits for the files: it stays queued until its next turn.
+func (s *Session) holdWorktree() {
+	s.mu.Lock()
+	g := s.wt
+	s.mu.Unlock()
+	if g != nil && g.hold != nil && !g.needed.Load() && g.hold.Shut() {
+		s.announce()
+	}
+}
+
 // awaitWorktree waits until the session's worktree is on disk and returns how long it
 // waited; the error is the worktree's own when it could not be made.
 func (s *Session) awaitWorktree(ctx context.Context) (time.Duration, error) {
-	s.beginWorktree()
+	s.beginWorktree(true)
 	s.mu.Lock()
 	g, released := s.wt, s.released
 	s.mu.Unlock()

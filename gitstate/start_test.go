@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStartWorktreeRegistersFirst: StartWorktree returns once the branch and the record
@@ -120,13 +121,13 @@ func TestStartWorktreeHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, head, _ := r.Head(t.Context())
-	spec := func(id string, hold chan struct{}) WorktreeSpec {
+	spec := func(id string, hold *Hold) WorktreeSpec {
 		return WorktreeSpec{Name: id, Branch: "arbor/" + id, Base: head, Dir: filepath.Join(r.CommonDir(), "arbor", "worktrees", id), Hold: hold}
 	}
-	holds := map[string]chan struct{}{}
+	holds := map[string]*Hold{}
 	var pends []*Pending
 	for _, id := range []string{"h1", "h2", "h3"} { // more than maxFills
-		holds[id] = make(chan struct{})
+		holds[id] = NewHold()
 		p, err := r.StartWorktree(t.Context(), spec(id, holds[id]))
 		if err != nil {
 			t.Fatal(err)
@@ -148,9 +149,45 @@ func TestStartWorktreeHold(t *testing.T) {
 			t.Errorf("branch arbor/%s = %q while held, want %s", id, got, head)
 		}
 	}
-	close(holds["h1"])
+	// Opened and shut again before its turn came: still held. (The write slots are taken by
+	// writes this test holds at beforeFill.)
+	block, in := make(chan struct{}), make(chan string, 2)
+	r.beforeFill = func(name string) {
+		if name == "b1" || name == "b2" {
+			in <- name
+			<-block
+		}
+	}
+	var bs []*Pending
+	for _, id := range []string{"b1", "b2"} {
+		b, err := r.StartWorktree(t.Context(), spec(id, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs = append(bs, b)
+	}
+	<-in
+	<-in // both slots are taken
+	holds["h2"].Open()
+	time.Sleep(50 * time.Millisecond)
+	if !holds["h2"].Shut() || !holds["h2"].Held() || holds["h2"].Started() {
+		t.Error("a hold opened while both write slots were busy did not shut again")
+	}
+	close(block)
+	for _, b := range bs {
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.beforeFill = nil
+	if !holds["h1"].Open() {
+		t.Error("Open of a shut hold = false")
+	}
 	if err := pends[0].Wait(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if !holds["h1"].Started() || holds["h1"].Shut() {
+		t.Error("a hold whose write ran could be shut")
 	}
 	if st := git(t, spec("h1", nil).Dir, "status", "--porcelain"); st != "" {
 		t.Errorf("h1: git status = %q", st)
@@ -163,12 +200,14 @@ func TestStartWorktreeHold(t *testing.T) {
 			t.Errorf("a held worktree's Wait after Close = %v, want ErrClosed", err)
 		}
 	}
-	if _, err := os.Stat(spec("h2", nil).Dir); !os.IsNotExist(err) {
-		t.Errorf("Close wrote a held worktree: %v", err)
+	for _, id := range []string{"h2", "h3"} {
+		if _, err := os.Stat(spec(id, nil).Dir); !os.IsNotExist(err) {
+			t.Errorf("%s: Close wrote a held worktree: %v", id, err)
+		}
 	}
 	r2 := openTest(t, root)
 	known := map[string]string{}
-	for _, id := range []string{"h1", "h2", "h3", "free"} {
+	for _, id := range []string{"h1", "h2", "h3", "free", "b1", "b2"} {
 		known[id] = spec(id, nil).Dir
 	}
 	if _, err := r2.Reconcile(t.Context(), known); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -22,11 +23,89 @@ type WorktreeSpec struct {
 	Branch string // short branch name, e.g. "arbor/rename-foo-1a2b3c4d"; created at Base, error if it exists
 	Base   string // commit hash (or any revision) the branch starts at
 	Dir    string // absolute path of the new linked worktree, e.g. <common>/arbor/worktrees/<id>
-	// Hold, when set, delays StartWorktree's write of the files until it is closed: the
+	// Hold, when set, delays StartWorktree's write of the files until it is opened: the
 	// branch and record exist at once, the directory only then (a session waiting for a run
 	// slot takes no disk). Closing the Repo first leaves the worktree as a killed process
 	// would, for the next start's Reconcile to write.
-	Hold <-chan struct{}
+	Hold *Hold
+}
+
+// Hold keeps a worktree's files from being written (WorktreeSpec.Hold) until it is opened; it
+// may be shut again while the write still waits for its turn (maxFills), and the write then
+// waits for the next Open. Once the write has begun, it runs to its end.
+type Hold struct {
+	mu      sync.Mutex
+	open    bool
+	started bool
+	changed chan struct{} // closed and replaced on every change
+}
+
+// NewHold returns a shut hold.
+func NewHold() *Hold { return &Hold{changed: make(chan struct{})} }
+
+// Open lets the write begin (when its turn comes); it reports whether the hold was shut.
+func (h *Hold) Open() bool { return h.set(true) }
+
+// Shut holds the write again unless it has begun; it reports whether it was open and not begun.
+func (h *Hold) Shut() bool { return h.set(false) }
+
+func (h *Hold) set(open bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.started || h.open == open {
+		return false
+	}
+	h.open = open
+	close(h.changed)
+	h.changed = make(chan struct{})
+	return true
+}
+
+// Held reports whether the write neither began nor may begin.
+func (h *Hold) Held() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.open && !h.started
+}
+
+// Started reports whether the write has begun.
+func (h *Hold) Started() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.started
+}
+
+// acquire waits until the hold is open and a write slot is free, takes the slot and marks the
+// write begun; false when closing ends first.
+func (h *Hold) acquire(slots chan struct{}, closing <-chan struct{}) bool {
+	for {
+		h.mu.Lock()
+		open, ch := h.open, h.changed
+		h.mu.Unlock()
+		if !open {
+			select {
+			case <-ch:
+				continue
+			case <-closing:
+				return false
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ch: // shut meanwhile
+			continue
+		case <-closing:
+			return false
+		}
+		h.mu.Lock()
+		if h.open {
+			h.started = true
+			h.mu.Unlock()
+			return true
+		}
+		h.mu.Unlock()
+		<-slots
+	}
 }
 
 // Validate reports the first field that cannot work.
@@ -119,10 +198,11 @@ func (r *Repo) StartWorktree(ctx context.Context, spec WorktreeSpec) (*Pending, 
 	p := &Pending{done: make(chan struct{})}
 	go func() {
 		defer r.fills.Done()
+		start := time.Now() // the wait for a slot is part of the write's time (not a hold's)
 		if spec.Hold != nil {
-			select {
-			case <-spec.Hold:
-			case <-r.closing:
+			ok := spec.Hold.acquire(r.fillSlots, r.closing)
+			start = time.Now()
+			if !ok {
 				unlock, _ := r.lock(context.WithoutCancel(ctx))
 				delete(r.pending, spec.Name)
 				unlock()
@@ -130,9 +210,9 @@ func (r *Repo) StartWorktree(ctx context.Context, spec WorktreeSpec) (*Pending, 
 				close(p.done)
 				return
 			}
+		} else {
+			r.fillSlots <- struct{}{}
 		}
-		start := time.Now() // the wait for a slot is part of the write's time
-		r.fillSlots <- struct{}{}
 		defer func() { <-r.fillSlots }()
 		if r.beforeFill != nil {
 			r.beforeFill(spec.Name)

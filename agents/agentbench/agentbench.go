@@ -1,7 +1,8 @@
 // Package agentbench measures the agents layer for `arbor bench agents`: spawn latency, the
-// warm tool round trip, a 1,000-session tree, and the event log. A middleware in front of the
-// scripted model timestamps every model request, so figures are taken where the model sees
-// them.
+// warm tool round trip, a 1,000-session tree, the disk budget, and the event log. A middleware
+// in front of the scripted model timestamps every model request, so figures are taken where the
+// model sees them. The disk-budget figure runs a real `arbor daemon` and drives it through
+// package server's client, so its RSS is the daemon's own; the rest run the service in process.
 //
 // Call [Run].
 package agentbench

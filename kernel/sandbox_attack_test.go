@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // attackRepo is a repository under /tmp laid out as Arbor lays it out: this session's worktree
@@ -60,6 +62,7 @@ func (r attackRepo) options(sockDir string) Options {
 // Every escape tried from a sandboxed cell, each printing OPEN when it got through.
 func TestSandboxAttacks(t *testing.T) {
 	testBwrap(t)
+	scratch := scratchName()
 	r := newAttackRepo(t)
 	home := t.TempDir()
 	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
@@ -164,7 +167,7 @@ def sh(cmd):
 			{"print(sh('git log --oneline'))", "first commit"},
 			{"print(sh('git grep -l MAIN_TREE'))", "main.py"},
 			{"write('in_worktree.txt'); print(sorted(os.listdir('.')))", "in_worktree.txt"},
-			{"write('/tmp/scratch'); print(os.listdir('/tmp'))", "scratch"},
+			{"write('/tmp/" + scratch + "'); print(os.listdir('/tmp'))", scratch},
 			{"print(os.environ['XDG_CACHE_HOME'])", filepath.Join(r.state, "cache")},
 			{"print(os.path.isdir(" + pyq(filepath.Join(r.root, ".git/objects")) + "))", "True"},
 		} {
@@ -173,10 +176,10 @@ def sh(cmd):
 			}
 		}
 	})
-	if _, err := os.Stat(filepath.Join(r.state, "tmp", "scratch")); err != nil {
+	if _, err := os.Stat(filepath.Join(r.state, "tmp", scratch)); err != nil {
 		t.Errorf("/tmp inside is not the session's own tmp dir: %v", err)
 	}
-	if _, err := os.Stat("/tmp/scratch"); err == nil {
+	if _, err := os.Stat("/tmp/" + scratch); err == nil {
 		t.Error("sandboxed /tmp is the host's")
 	}
 }
@@ -215,4 +218,10 @@ func TestSandboxAttacksAsUser(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestSandboxAttacks") {
 		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
+}
+
+// scratchName is a file name for a sandboxed cell to write in its /tmp that the host's /tmp
+// does not have, so finding it there means the sandbox's /tmp is the host's.
+func scratchName() string {
+	return fmt.Sprintf("arbor-scratch-%d-%d", os.Getpid(), time.Now().UnixNano())
 }

@@ -11,6 +11,7 @@ import (
 
 func TestSandboxBwrap(t *testing.T) {
 	testBwrap(t)
+	scratch := scratchName() // a name no file in the host's /tmp has
 	// Outside the private /tmp, so the sandbox sees it (read-only).
 	outside, err := os.MkdirTemp("/var/tmp", "arbor-sandbox-test-")
 	if err != nil {
@@ -27,7 +28,7 @@ func TestSandboxBwrap(t *testing.T) {
 		{"write in worktree", "open('inside.txt', 'w').write('ok')", "ok", "2"},
 		{"write outside", "open(" + pyQuote(filepath.Join(outside, "escape.txt")) + ", 'w').write('x')", "error", "Read-only file system"},
 		{"write home", "import os\nopen(os.path.expanduser('~/arbor-escape'), 'w').write('x')", "ok", "1"}, // scratch: see below
-		{"private tmp", "import os\nopen('/tmp/scratch', 'w').write('x')\nos.listdir('/tmp')", "ok", "scratch"},
+		{"private tmp", "import os\nopen('/tmp/" + scratch + "', 'w').write('x')\nos.listdir('/tmp')", "ok", scratch},
 		{"no network", "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)", "error", "OSError"},
 		{"bridge works", "await arbor_ping('sandboxed')", "ok", "sandboxed"},
 	}
@@ -51,7 +52,7 @@ func TestSandboxBwrap(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(outside, "escape.txt")); err == nil {
 		t.Error("sandboxed cell wrote outside its worktree")
 	}
-	if _, err := os.Stat("/tmp/scratch"); err == nil {
+	if _, err := os.Stat("/tmp/" + scratch); err == nil {
 		t.Error("sandboxed /tmp is the host's")
 	}
 	if home, err := os.UserHomeDir(); err == nil {

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -57,7 +59,37 @@ func (t hintTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			h.after = parseRetryAfter(resp.Header, time.Now())
 		}
 	}
+	if err == nil && resp.Body != nil {
+		resp.Body = &doneDrainer{ReadCloser: resp.Body}
+	}
 	return resp, err
+}
+
+// doneDrainer reads a stream's body to its end on Close once the stream said data: [DONE]:
+// the stream reader stops there, and a body closed before its end (the chunked terminator may
+// arrive a moment after [DONE]) takes its connection with it, so the next call would dial
+// again. A body closed mid-stream is closed as it is: draining it could wait on the model.
+type doneDrainer struct {
+	io.ReadCloser
+	tail []byte // the last bytes read, to see [DONE]
+}
+
+func (d *doneDrainer) Read(p []byte) (int, error) {
+	n, err := d.ReadCloser.Read(p)
+	if n > 0 {
+		d.tail = append(d.tail, p[:n]...)
+		if len(d.tail) > 64 {
+			d.tail = append(d.tail[:0], d.tail[len(d.tail)-64:]...)
+		}
+	}
+	return n, err
+}
+
+func (d *doneDrainer) Close() error {
+	if bytes.HasSuffix(bytes.TrimRight(d.tail, "\r\n "), []byte("data: [DONE]")) {
+		io.CopyN(io.Discard, d.ReadCloser, 4<<10)
+	}
+	return d.ReadCloser.Close()
 }
 
 // parseRetryAfter reads retry-after-ms (OpenAI, Azure) or Retry-After in

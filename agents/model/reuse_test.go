@@ -30,13 +30,14 @@ func TestCallsReuseTheConnection(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	c := newClient(t, "http://"+ln.Addr().String()+"/v1", nil)
-	for i := range 5 {
+	const calls = 20
+	for i := range calls {
 		reply, err := c.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: "user", Content: "count"}}}, nil)
 		if err != nil || len(reply.ToolCalls) != 1 {
 			t.Fatalf("call %d: %+v %v", i, reply, err)
 		}
 	}
 	if n := conns.Load(); n != 1 {
-		t.Fatalf("5 calls opened %d connections, want 1", n)
+		t.Fatalf("%d calls opened %d connections, want 1", calls, n)
 	}
 }

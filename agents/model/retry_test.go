@@ -1,6 +1,7 @@
 package model
 
 import (
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -54,5 +55,42 @@ func TestRetryDelay(t *testing.T) {
 				t.Fatalf("retryDelay(%d, %v) = %v; want within [%v, %v]", tt.n, tt.retryAfter, d, tt.lo, tt.hi)
 			}
 		}
+	}
+}
+
+// A body closed before the stream said [DONE] (the caller gave up mid-reply) is closed as it
+// is, without waiting for more of the model's stream; after [DONE] the rest is read.
+func TestDoneDrainer(t *testing.T) {
+	t.Parallel()
+	r, w := io.Pipe()
+	d := &doneDrainer{ReadCloser: r}
+	go w.Write([]byte("data: {\"choices\":[]}\n\n"))
+	buf := make([]byte, 64)
+	if _, err := d.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { d.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close mid-stream waited for the rest of the stream")
+	}
+
+	r, w = io.Pipe()
+	d = &doneDrainer{ReadCloser: r}
+	rest := make(chan error, 1)
+	go func() {
+		w.Write([]byte("data: [DONE]\n\n"))
+		_, err := w.Write([]byte("0\r\n\r\n")) // what is left after [DONE]; a pipe write waits for its reader
+		w.Close()
+		rest <- err
+	}()
+	if _, err := d.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if err := <-rest; err != nil {
+		t.Errorf("the rest of a stream after [DONE] was not read before Close: %v", err)
 	}
 }

@@ -259,7 +259,7 @@ test('Refine Harness… on a session: the focus is asked for, /refine runs, and 
   await session.first().click({ button: 'right' });
   const item = page.locator('.monaco-menu .action-item', { hasText: 'Refine Harness…' });
   await expectVisible(item, 'the session\'s context menu has no "Refine Harness…"', 10000);
-  await item.first().click();
+  await chooseMenuItem(item, 'Refine Harness…');
   await expectVisible(page.locator('.quick-input-widget', { hasText: 'What to look at' }), '"Refine Harness…" did not ask for a focus', 10000);
   await page.locator('.quick-input-widget input').fill('the team rules');
   await page.keyboard.press('Enter');
@@ -314,15 +314,20 @@ async function rowAction(task, label) {
     if (attempt === 3) await expectVisible(item, `the session's context menu has no "${label}"`, 1);
     await page.waitForTimeout(1000);
   }
+  await chooseMenuItem(item, label);
+}
+
+/** Clicks an open context menu's item. A menu that has only just opened may take the click for
+ *  the end of the right-click (the workbench ignores a mouse-up that soon) and stay open: then
+ *  the item is chosen from the keyboard. */
+async function chooseMenuItem(item, label) {
   await item.first().click();
-  // A menu that has only just opened may take the click for the end of the right-click (the
-  // workbench ignores a mouse-up that soon) and stay open: then choose the item from the keyboard.
   const menu = page.locator('.monaco-menu');
   if (await menu.first().waitFor({ state: 'detached', timeout: 1500 }).then(() => false, () => true)) {
     await item.first().hover();
     await page.keyboard.press('Enter');
     await menu.first().waitFor({ state: 'detached', timeout: 5000 })
-      .catch(() => { throw new Error(`the session's context menu stayed open after choosing "${label}"`); });
+      .catch(() => { throw new Error(`the context menu stayed open after choosing "${label}"`); });
   }
 }
 

@@ -3,7 +3,6 @@ package agents
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/arborhq/arbor/gitstate"
@@ -20,17 +19,17 @@ type worktreeGate struct {
 	// slot: a child queued behind maxRunning takes no disk. It opens while the session runs
 	// (or once something needs the files, for good) and shuts again at the turn's end if the
 	// write had not begun: a leaf that answered without a cell never writes its files.
-	hold   *gitstate.Hold
-	needed atomic.Bool // awaited: the hold is not shut again
+	hold *gitstate.Hold
 }
 
-// begin lets the held write start; it reports whether this call opened the hold.
+// begin lets the held write start, for good when the files are needed; it reports whether this
+// call opened the hold.
 func (g *worktreeGate) begin(need bool) bool {
-	if g.hold == nil {
+	switch {
+	case g.hold == nil:
 		return false
-	}
-	if need {
-		g.needed.Store(true)
+	case need:
+		return g.hold.Keep()
 	}
 	return g.hold.Open()
 }
@@ -50,8 +49,8 @@ func (s *Service) startWorktree(ctx context.Context, repo *gitstate.Repo, spec g
 }
 
 // gateWorktree makes the session wait for p before it uses its files; then runs after the
-// files are in (a root session's kernel warms up there). hold is the channel p's write was
-// started behind (gitstate.WorktreeSpec.Hold), or nil.
+// files are in (a root session's kernel warms up there). hold is what p's write was started
+// behind (gitstate.WorktreeSpec.Hold), or nil.
 func (s *Session) gateWorktree(p *gitstate.Pending, hold *gitstate.Hold, then func()) {
 	if p == nil {
 		if then != nil {
@@ -129,7 +128,7 @@ func (s *Session) holdWorktree() {
 	s.mu.Lock()
 	g := s.wt
 	s.mu.Unlock()
-	if g != nil && g.hold != nil && !g.needed.Load() && g.hold.Shut() {
+	if g != nil && g.hold != nil && g.hold.Shut() {
 		s.announce()
 	}
 }

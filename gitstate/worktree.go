@@ -36,6 +36,7 @@ type WorktreeSpec struct {
 type Hold struct {
 	mu      sync.Mutex
 	open    bool
+	kept    bool // opened for good (Keep): Shut does nothing
 	started bool
 	changed chan struct{} // closed and replaced on every change
 }
@@ -46,13 +47,23 @@ func NewHold() *Hold { return &Hold{changed: make(chan struct{})} }
 // Open lets the write begin (when its turn comes); it reports whether the hold was shut.
 func (h *Hold) Open() bool { return h.set(true) }
 
-// Shut holds the write again unless it has begun; it reports whether it was open and not begun.
+// Keep opens the hold for good: something needs the files, so no Shut holds them back again.
+// It reports whether the hold was shut.
+func (h *Hold) Keep() bool {
+	h.mu.Lock()
+	h.kept = true
+	h.mu.Unlock()
+	return h.set(true)
+}
+
+// Shut holds the write again unless it has begun or was kept open; it reports whether it was
+// open and not begun.
 func (h *Hold) Shut() bool { return h.set(false) }
 
 func (h *Hold) set(open bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.started || h.open == open {
+	if h.started || h.open == open || (!open && h.kept) {
 		return false
 	}
 	h.open = open

@@ -112,24 +112,24 @@ func (s *Service) ForkKeyed(ctx context.Context, id string, atSeq uint64, name, 
 		return nil, err
 	}
 	sess.replay([]eventlog.Record{rec})
+	// A fork is ready once registered, as a new session is: its files are written in the
+	// background (arbor ls shows "writing"), a message's first model call goes out meanwhile,
+	// and its first cell, diff or checkpoint waits for them (worktreeGate). So forks made at
+	// once cost each other only their registrations, not each other's trees.
 	sess.gateWorktree(pending, nil, nil)
 	if cfg.Worktrees.Bounded() {
 		sess.reclaimLater()
 	}
-	// Visible from here on, admitted while its worktree is prepared (which may take minutes).
+	if pending != nil {
+		s.worktreeStep(nid, "writing")
+	}
 	sess.setState(ctx, Admitted, "")
-	// Like any new worktree, a fork's gets the untracked files and setup arbor.json lists.
+	// Like any new worktree, a fork's gets the untracked files and setup arbor.json lists
+	// (with those, the files were written before this: see startWorktree).
 	if err := sess.setupWorktree(ctx); err != nil {
 		sess.mu.Lock()
 		sess.conv = append(sess.conv, setupFailedNote(err.Error()))
 		sess.mu.Unlock()
-	}
-	// The user asked for this fork and opens its worktree next: it returns with the files in.
-	// (Forks made at once still write their trees in parallel: none waits on another's.)
-	if _, err := sess.awaitWorktree(ctx); err != nil {
-		why := fmt.Sprintf("writing its worktree failed: %v", err)
-		sess.setState(ctx, Failed, why)
-		return nil, fmt.Errorf("fork %s: %s", src.meta.ID, why)
 	}
 	sess.setState(ctx, Idle, "")
 	return sess, nil

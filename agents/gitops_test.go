@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -99,6 +100,9 @@ func TestForkAtTwoPoints(t *testing.T) {
 		}
 		if st := f.State(); st != Idle {
 			t.Errorf("fork state %v, want idle", st)
+		}
+		if err := f.AwaitWorktree(ctx); err != nil {
+			t.Fatal(err)
 		}
 		if !strings.Contains(git(t, e.repo, "worktree", "list"), f.meta.Worktree) {
 			t.Errorf("git worktree list lacks %s", f.meta.Worktree)
@@ -276,11 +280,16 @@ func TestConcurrentForks(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	list := git(t, e.repo, "worktree", "list")
 	for i, f := range forks {
 		if errs[i] != nil {
 			t.Fatalf("fork %d: %v", i, errs[i])
 		}
+		if err := f.AwaitWorktree(t.Context()); err != nil { // written in the background
+			t.Fatalf("fork %d's worktree: %v", i, err)
+		}
+	}
+	list := git(t, e.repo, "worktree", "list")
+	for i, f := range forks {
 		if got := revParse(t, e.repo, f.meta.Branch); got != cps[0].commit {
 			t.Errorf("fork %d at %s, want %s", i, got, cps[0].commit)
 		}
@@ -319,6 +328,9 @@ func TestForkMidTurnMatchesConversation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := f.AwaitWorktree(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if b, err := os.ReadFile(filepath.Join(f.meta.Worktree, "a.txt")); err != nil || string(b) != "one\n" {
 		t.Errorf("fork after the first cell: a.txt = %q, %v; want the file that cell wrote", b, err)
 	}
@@ -332,5 +344,66 @@ func TestForkMidTurnMatchesConversation(t *testing.T) {
 	}
 	if len(d.Files) != 2 {
 		t.Errorf("turn 1 diff has %d files, want a.txt and b.txt", len(d.Files))
+	}
+}
+
+// A fork returns once registered, as a new session does: its files follow in the background
+// (Info.WorktreeWriting meanwhile, then announced done), a message sent at once runs, and its
+// first cell waits for the files and reads them all.
+func TestForkReturnsBeforeItsFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules":[
+ {"when":{"turn":1},"text":"ready"},
+ {"when":{"turn":2},"code":"import os\nprint('files', sum(len(f) for _, _, f in os.walk('big')))"}
+],"default":{"text":"done"}}`)
+	const files = 3000
+	for i := range files {
+		p := filepath.Join(e.repo, "big", fmt.Sprintf("d%02d", i%30), fmt.Sprintf("f%04d.txt", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(strings.Repeat(fmt.Sprintln("line of file", i), 20)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, e.repo, "add", "big")
+	git(t, e.repo, "commit", "-qm", "a bigger tree")
+	src := e.create("a tree to fork")
+	e.settled(src)
+	const n = 8 // more than the background writes that run at once
+	forks := make([]*Session, n)
+	writing := make([]bool, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			f, err := e.svc.Fork(t.Context(), src.meta.ID, 0, fmt.Sprintf("f%d", i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			forks[i], writing[i] = f, e.svc.Info(f).WorktreeWriting
+			if st := f.State(); st != Idle {
+				t.Errorf("fork %d is %v on return, want idle", i, st)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if !slices.Contains(writing, true) {
+		t.Errorf("every fork's files were in when it returned (%v): forks wait for their trees", writing)
+	}
+	e.send(forks[n-1], "count the files")
+	e.settled(forks[n-1])
+	if outs := e.events(forks[n-1], event.TypeToolFinished); len(outs) != 1 || !strings.Contains(fmt.Sprint(outs[0]["output"]), fmt.Sprint("files ", files)) {
+		t.Errorf("the fork's first cell: %v", outs)
+	}
+	for i, f := range forks {
+		if err := f.AwaitWorktree(t.Context()); err != nil {
+			t.Fatalf("fork %d: %v", i, err)
+		}
+		e.waitFor("the fork's worktree announced written", func() bool { return !e.svc.Info(f).WorktreeWriting })
+		if st := git(t, f.meta.Worktree, "status", "--porcelain"); st != "" {
+			t.Errorf("fork %d's worktree is not clean:\n%s", i, st)
+		}
 	}
 }

@@ -39,6 +39,9 @@ type Info struct {
 	// WorktreeQueued is set while a child's worktree waits to be written until the child
 	// first gets a run slot (it is queued behind maxRunning): its branch exists, its files not.
 	WorktreeQueued bool
+	// WorktreeWriting is set while a new session's files are being written in the background
+	// (its first cell waits for them; its branch can be read and diffed meanwhile).
+	WorktreeWriting bool
 }
 
 // pendingMsg is a message waiting for delivery at the recipient's next model call or turn.
@@ -187,6 +190,7 @@ func (s *Session) snapshotLocked() Info {
 	}
 	in.WorktreeReleased = s.released
 	in.WorktreeQueued = s.wt != nil && s.wt.held()
+	in.WorktreeWriting = s.wt != nil && s.wt.writing()
 	if s.goal != nil {
 		g := s.goal.Goal
 		g.LastCheck = nil

@@ -37,6 +37,17 @@ func (g *worktreeGate) begin(need bool) bool {
 // held reports whether the write waits for the session to run.
 func (g *worktreeGate) held() bool { return g.hold != nil && g.hold.Held() }
 
+// writing reports whether the files are being written (or wait for a write slot) and are
+// not all in yet.
+func (g *worktreeGate) writing() bool {
+	select {
+	case <-g.done:
+		return false
+	default:
+		return !g.held()
+	}
+}
+
 // startWorktree registers the branch and worktree of a new session and returns the gate its
 // files are written behind, or nil when they were written before it returned: with worktree
 // setup configured (copied paths, a setup command) the session's first message says whether
@@ -78,6 +89,7 @@ func (s *Session) gateWorktree(p *gitstate.Pending, hold *gitstate.Hold, then fu
 		}
 		g.err = p.Wait(context.Background()) // the write runs to its end whatever the session does
 		close(g.done)
+		s.announce() // no longer "writing"
 		if g.err != nil {
 			s.svc.log.Error("worktree", "session", s.meta.ID, "err", g.err)
 			return

@@ -15,7 +15,7 @@ func toSession(in agents.Info) Session {
 		BaseCommit: in.BaseCommit, ForkOf: in.ForkOf, ForkSeq: in.ForkSeq, Workspace: in.Workspace, Created: in.Created, LastSeq: in.LastSeq,
 		Usage: toUsage(in.Usage), Total: toUsage(in.Total), Children: in.Children, Goal: goalBrief(in.Goal),
 		Profile: in.Profile, Discarded: in.Discarded, Archived: in.Archived,
-		WorktreeReleased: in.WorktreeReleased, WorktreeQueued: in.WorktreeQueued,
+		WorktreeReleased: in.WorktreeReleased, WorktreeQueued: in.WorktreeQueued, WorktreeWriting: in.WorktreeWriting,
 	}
 }
 

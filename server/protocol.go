@@ -138,6 +138,9 @@ type Session struct {
 	// WorktreeQueued is set while a child's worktree is not written yet: it waits for a run
 	// slot (maxRunning), and its files are written when it gets one.
 	WorktreeQueued bool `json:"worktreeQueued,omitempty"`
+	// WorktreeWriting is set while a new session's files are being written in the background:
+	// its branch can be read and diffed, and its first cell waits for them.
+	WorktreeWriting bool `json:"worktreeWriting,omitempty"`
 }
 
 // GoalBrief is a session's goal as the tree shows it.

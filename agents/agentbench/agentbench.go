@@ -199,22 +199,28 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	}
 
 	if o.runs("forks") {
-		var together, oneByOne []float64
+		var reg, full [2][]float64 // at once, one after another
 		forkRuns := min(o.Runs, 2) // each makes 2×Forks worktrees of the whole repository
 		for i := range forkRuns {
 			dir := filepath.Join(tmp, fmt.Sprint("fork-", i))
-			c, s, err := forkRegistration(ctx, dir, fixture, o)
+			f, err := forkRegistration(ctx, dir, fixture, o)
 			os.RemoveAll(dir)
 			if err != nil {
 				return nil, fmt.Errorf("forks: %w", err)
 			}
-			together, oneByOne = append(together, c), append(oneByOne, s)
+			reg[0], reg[1] = append(reg[0], f.regTogether), append(reg[1], f.regOneByOne)
+			full[0], full[1] = append(full[0], f.fullTogether), append(full[1], f.fullOneByOne)
 		}
-		v, sp := bench.Median(together)
-		rs, _ := bench.Median(oneByOne)
-		rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), total", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
+		v, sp := bench.Median(reg[0])
+		rs, _ := bench.Median(reg[1])
+		rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), until all returned", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
 			Reference: fmt.Sprintf("the sum of %d forks one after another", o.Forks), RefValue: rs, Goal: "ratio <= 0.6",
-			Note: fmt.Sprintf("%d runs; a fork returns once its files are written", forkRuns)})
+			Note: fmt.Sprintf("%d runs; a fork returns registered, its files written in the background (its first cell waits for them)", forkRuns)})
+		v, sp = bench.Median(full[0])
+		rs, _ = bench.Median(full[1])
+		rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), until all files written", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
+			Reference: fmt.Sprintf("the sum of %d forks one after another, each until its files were written", o.Forks), RefValue: rs,
+			Note: "creating the files is CPU-bound in the kernel, and one fork's write already keeps most of the cores busy"})
 	}
 
 	if o.runs("scale") {
@@ -397,55 +403,64 @@ func spawnLatency(ctx context.Context, dir, fixture string, o Options) (p50, p99
 	return bench.Ms(bench.Percentile(lat, 50)), bench.Ms(bench.Percentile(lat, 99)), nil
 }
 
-// forkRegistration forks one session o.Forks times one after another, then o.Forks times at
-// once, and returns the total time at once and the sum of the serial times, in ms.
-func forkRegistration(ctx context.Context, dir, fixture string, o Options) (together, oneByOne float64, err error) {
+// forkFigures are one run's fork times, in ms: until the forks returned (registered) and until
+// their files were written, o.Forks at once and summed over o.Forks one after another.
+type forkFigures struct{ regTogether, regOneByOne, fullTogether, fullOneByOne float64 }
+
+// forkRegistration forks one session o.Forks times one after another, each waited for until
+// its files are in, then o.Forks times at once.
+func forkRegistration(ctx context.Context, dir, fixture string, o Options) (ff forkFigures, err error) {
 	e, err := newEnvIn(ctx, dir, fixture, 0, o)
 	if err != nil {
-		return 0, 0, err
+		return ff, err
 	}
 	defer e.stop()
 	src, err := e.svc.Create(ctx, agents.CreateRequest{Task: "leaf to fork", Dir: e.repo})
 	if err != nil {
-		return 0, 0, err
+		return ff, err
 	}
 	if err := e.waitQuiet(ctx, 5*time.Minute); err != nil {
-		return 0, 0, err
+		return ff, err
 	}
-	var sum time.Duration
-	var made []*agents.Session
+	var reg, full time.Duration
 	for i := range o.Forks {
 		start := time.Now()
 		f, err := e.svc.Fork(ctx, src.ID(), 0, fmt.Sprint("serial-", i))
 		if err != nil {
-			return 0, 0, err
+			return ff, err
 		}
-		sum += time.Since(start)
-		made = append(made, f)
-	}
-	// The forks at once start on a quiet disk, as the first serial one did.
-	for _, f := range made {
+		reg += time.Since(start)
 		if err := f.AwaitWorktree(ctx); err != nil {
-			return 0, 0, err
+			return ff, err
 		}
+		full += time.Since(start)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, o.Forks)
+	made := make([]*agents.Session, o.Forks)
 	start := time.Now()
 	for i := range o.Forks {
 		wg.Go(func() {
-			if _, err := e.svc.Fork(ctx, src.ID(), 0, fmt.Sprint("together-", i)); err != nil {
+			f, err := e.svc.Fork(ctx, src.ID(), 0, fmt.Sprint("together-", i))
+			if err != nil {
 				errs <- err
 			}
+			made[i] = f
 		})
 	}
 	wg.Wait()
-	all := time.Since(start)
+	regAll := time.Since(start)
 	close(errs)
 	if err := <-errs; err != nil {
-		return 0, 0, err
+		return ff, err
 	}
-	return bench.Ms(all), bench.Ms(sum), nil
+	for _, f := range made {
+		if err := f.AwaitWorktree(ctx); err != nil {
+			return ff, err
+		}
+	}
+	fullAll := time.Since(start)
+	return forkFigures{bench.Ms(regAll), bench.Ms(reg), bench.Ms(fullAll), bench.Ms(full)}, nil
 }
 
 // warmFigures are one run's tool round trips (a tool call's response → the next model request)

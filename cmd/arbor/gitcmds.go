@@ -47,7 +47,11 @@ func cmdFork(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("session %s on branch %s\nworktree %s\nit is idle: arbor send %s \"…\" starts it\n", s.ID, s.Branch, s.Worktree, abbrev(s.ID, 8))
+	wt := s.Worktree
+	if s.WorktreeWriting {
+		wt += " (its files are being written; arbor ls shows when they are in)"
+	}
+	fmt.Printf("session %s on branch %s\nworktree %s\nit is idle: arbor send %s \"…\" starts it\n", s.ID, s.Branch, wt, abbrev(s.ID, 8))
 	return nil
 }
 

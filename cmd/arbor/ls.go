@@ -174,6 +174,8 @@ func worktreeLabel(s server.Session) string {
 		return "released"
 	case s.WorktreeQueued:
 		return "queued"
+	case s.WorktreeWriting:
+		return "writing"
 	}
 	return "yes"
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/arborhq/arbor/server"
 )
 
 // `arbor ls` run inside a session's worktree lists the repository's sessions: a linked
@@ -21,5 +23,23 @@ func TestListFromASessionWorktree(t *testing.T) {
 	id2 := sessionID(t, r)
 	if got := e.session(id2); got.ID != id2 {
 		t.Errorf("the session created from a worktree is not listed from the main tree")
+	}
+}
+
+// The WORKTREE column of `arbor ls` names each state a session's worktree can be in.
+func TestWorktreeLabel(t *testing.T) {
+	for _, c := range []struct {
+		s    server.Session
+		want string
+	}{
+		{server.Session{}, "yes"},
+		{server.Session{WorktreeWriting: true}, "writing"},
+		{server.Session{WorktreeQueued: true}, "queued"},
+		{server.Session{WorktreeReleased: true}, "released"},
+		{server.Session{Discarded: true, WorktreeWriting: true}, "-"},
+	} {
+		if got := worktreeLabel(c.s); got != c.want {
+			t.Errorf("worktreeLabel(%+v) = %q, want %q", c.s, got, c.want)
+		}
 	}
 }

@@ -747,6 +747,7 @@ export interface Session {
   archived?: string;
   worktreeReleased?: boolean;
   worktreeQueued?: boolean;
+  worktreeWriting?: boolean;
 }
 
 export interface Usage {

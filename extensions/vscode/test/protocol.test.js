@@ -165,7 +165,8 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
     assert.notEqual(f.branch, created.branch);
     await waitFor('the fork in arbor/sessionTree', 10000, () => store.get(f.id));
     const wt = f.worktree;
-    assert.ok(fs.existsSync(wt), `fork worktree ${wt}`);
+    // A fork returns registered; its files follow, and the tree says when they are in.
+    await waitFor('the fork\'s files written', 20000, () => store.get(f.id)?.worktreeWriting !== true && fs.existsSync(wt));
     await conn.sendRequest(P.MethodSessionDiscard, { id: f.id, force: true });
     assert.ok(!fs.existsSync(wt), 'discard removed the worktree');
     const list = execFileSync('git', ['-C', fx.repo, 'worktree', 'list'], { encoding: 'utf8' });

@@ -671,6 +671,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field archived? string
 ---@field worktreeReleased? boolean
 ---@field worktreeQueued? boolean
+---@field worktreeWriting? boolean
 
 ---@class arbor.Usage
 ---@field modelCalls number
@@ -1223,7 +1224,7 @@ M.fields = {
   AcceptResult = { 'commit', 'files' },
   AttachParams = { 'id', 'sinceSeq' },
   AttachResult = { 'session' },
-  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile', 'discarded', 'archived', 'worktreeReleased', 'worktreeQueued' },
+  Session = { 'id', 'parent', 'name', 'task', 'state', 'error', 'model', 'branch', 'worktree', 'baseCommit', 'forkOf', 'forkSeq', 'workspace', 'created', 'lastSeq', 'usage', 'total', 'children', 'goal', 'profile', 'discarded', 'archived', 'worktreeReleased', 'worktreeQueued', 'worktreeWriting' },
   Usage = { 'modelCalls', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costUSD', 'kernelExecs', 'messages', 'humanInterventions', 'retries', 'harnessEdits', 'refineCalls', 'refineInputTokens', 'refineOutputTokens', 'refineCostUSD' },
   GoalBrief = { 'objective', 'status', 'waiting', 'until' },
   SessionRef = { 'id' },

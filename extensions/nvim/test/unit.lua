@@ -338,6 +338,9 @@ check(lines[2]:find('└─', 1, true) and lines[2]:find('helper', 1, true) and 
 check(lines[1]:find('1.6k tok', 1, true), 'the root row shows its tokens:\n' .. tree)
 has(tree, 'second try  [scripted · 0 tok · arbor/second-try-cce86fd4] cce86fd4  (fork of 8e6a9ede @20)', 'the fork row')
 has(lines[5], '✗ failed   broken model', 'the failed row')
+check(store.worktree_note({ worktreeWriting = true }) == 'writing files' and store.worktree_note({ worktreeQueued = true }) == 'files queued'
+  and store.worktree_note({ worktreeReleased = true }) == 'worktree released' and store.worktree_note({}) == nil
+  and store.worktree_note({ discarded = true, worktreeWriting = true }) == nil, 'worktree notes')
 has(lines[5], '! ' .. reason, 'the failed row\'s reason')
 local header = table.concat(log.header(store.get(golden.fork[1].session), golden.fork[1].session), '\n')
 has(header, '# second try\n\nidle · branch arbor/second-try-cce86fd4 · fork of 8e6a9ede @20', 'the fork\'s transcript header')

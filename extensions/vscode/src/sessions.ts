@@ -83,12 +83,23 @@ export function sessionDescription(s: Session): string {
   const parts: string[] = [s.discarded ? 'discarded' : s.state];
   const origin = sessionOrigin(s);
   if (origin) parts.push(origin);
+  const wt = worktreeNote(s);
+  if (wt) parts.push(wt);
   const goal = goalLabel(s.goal);
   if (goal) parts.push(goal);
   if (s.model) parts.push(s.model);
   parts.push(`${formatTokens(s.total ?? s.usage)} tok`);
   if (s.branch) parts.push(s.branch);
   return parts.join(' · ');
+}
+
+/** What a row says of a session's worktree when its files are not simply on disk, as `arbor ls` does. */
+export function worktreeNote(s: Session): string | undefined {
+  if (s.discarded) return undefined;
+  if (s.worktreeReleased) return 'worktree released';
+  if (s.worktreeQueued) return 'files queued';
+  if (s.worktreeWriting) return 'writing files';
+  return undefined;
 }
 
 /** Where a session came from when it is a fork: "fork of 8e6a9ede @20" (forked at event 20). */

@@ -67,6 +67,14 @@ test('forks read "fork of <short> @<seq>", discarded sessions "discarded", on th
   assert.equal(S.sessionDescription({ ...base, discarded: true, archived: 'refs/arbor/archive/t' }), 'discarded · m · 3 tok · arbor/t');
 });
 
+test('a row says when its worktree is being written, queued, or released, as arbor ls does', () => {
+  const base = { id: 'f'.repeat(16), task: 't', state: 'idle', model: 'm', branch: 'arbor/t', total: { inputTokens: 1, outputTokens: 2 } };
+  assert.equal(S.sessionDescription({ ...base, forkOf: '8e6a9ede1234', forkSeq: 20, worktreeWriting: true }), 'idle · fork of 8e6a9ede @20 · writing files · m · 3 tok · arbor/t');
+  assert.equal(S.sessionDescription({ ...base, state: 'admitted', worktreeQueued: true }), 'admitted · files queued · m · 3 tok · arbor/t');
+  assert.equal(S.sessionDescription({ ...base, state: 'inactive', worktreeReleased: true }), 'inactive · worktree released · m · 3 tok · arbor/t');
+  assert.equal(S.sessionDescription({ ...base, state: 'stopped', discarded: true, worktreeWriting: true }), 'discarded · m · 3 tok · arbor/t');
+});
+
 test('only sessions that can still run take a child; the status bar counts running and waiting ones only', () => {
   const mk = (state, extra = {}) => ({ id: state, task: state, state, ...extra });
   assert.deepEqual(['admitted', 'running', 'idle', 'inactive', 'stopped', 'failed'].filter(st => S.canParent(mk(st))), ['admitted', 'running', 'idle', 'inactive']);

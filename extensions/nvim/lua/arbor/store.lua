@@ -123,6 +123,20 @@ function M.origin(s)
   return string.format('fork of %s @%d', s.forkOf:sub(1, 8), type(s.forkSeq) == 'number' and s.forkSeq or 0)
 end
 
+--- What a row says of session s's worktree when its files are not simply on disk (as `arbor ls`), else nil.
+function M.worktree_note(s)
+  if M.discarded(s) then
+    return nil
+  elseif s.worktreeReleased == true then
+    return 'worktree released'
+  elseif s.worktreeQueued == true then
+    return 'files queued'
+  elseif s.worktreeWriting == true then
+    return 'writing files'
+  end
+  return nil
+end
+
 --- Whether session s was discarded (its worktree removed; its work, if any, archived).
 function M.discarded(s)
   return type(s) == 'table' and s.discarded == true
@@ -202,6 +216,10 @@ function M.render()
     local origin = M.origin(s)
     if origin then
       line = line .. '  (' .. origin .. ')'
+    end
+    local wt = M.worktree_note(s)
+    if wt then
+      line = line .. '  (' .. wt .. ')'
     end
     if M.discarded(s) and str(s.archived) ~= '' then
       line = line .. '  (work kept at ' .. str(s.archived) .. ')'

@@ -142,3 +142,57 @@ func TestQueuedChildHoldsNoWorktree(t *testing.T) {
 		t.Errorf("the child's worktree is not clean: %q", st)
 	}
 }
+
+// A child still queued for a run slot when the daemon stops has no files, and the restart does
+// not write them (a wide tree's queued children would all be written at once): its worktree is
+// released, and checked out when it runs.
+func TestQueuedChildAcrossRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules":[{"when":{"task":"^leaf","turn":1},"code":"print(open('main.py').read())"}],"default":{"text":"done"}}`)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"maxRunning":1}`), 0o644)
+	git(t, e.repo, "add", "arbor.json")
+	git(t, e.repo, "commit", "-qm", "one at a time")
+	parent := e.create("parent")
+	e.settled(parent)
+	blocker := &Session{svc: e.svc}
+	if err := parent.ws.slots.acquire(t.Context(), blocker); err != nil {
+		t.Fatal(err)
+	}
+	child, err := e.svc.Create(t.Context(), CreateRequest{Parent: parent.meta.ID, Task: "leaf reads main.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the child to wait for a slot", func() bool {
+		parent.ws.slots.mu.Lock()
+		defer parent.ws.slots.mu.Unlock()
+		return parent.ws.slots.waiting[child]
+	})
+	id, dir := child.meta.ID, child.meta.Worktree
+	svc := e.restart()
+	c, err := svc.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	e.settled(c)
+	var restored, recreated bool
+	recs, _ := c.Events(0)
+	for _, r := range recs {
+		switch event.Type(r.Type) {
+		case event.TypeWorktree:
+			restored = restored || strings.Contains(string(r.Data), `"restored"`)
+		case event.TypeRecovered:
+			recreated = recreated || strings.Contains(string(r.Data), "recreated")
+		}
+	}
+	if recreated || !restored {
+		t.Errorf("the queued child's worktree: recreated at the restart %v, restored when it ran %v; want false, true", recreated, restored)
+	}
+	outs := e.events(c, event.TypeToolFinished)
+	if len(outs) == 0 || !strings.Contains(fmt.Sprint(outs[0]["output"]), "print('hi')") {
+		t.Errorf("the child's cell did not read its worktree: %v", outs)
+	}
+	if st := git(t, dir, "status", "--porcelain"); strings.TrimSpace(st) != "" {
+		t.Errorf("the child's worktree is not clean: %q", st)
+	}
+}

@@ -100,7 +100,16 @@ func (s *Service) reconcile(ctx context.Context, ws *Workspace, unreadable map[s
 			known[sess.meta.ID] = sess.meta.Worktree
 		}
 	}
-	rep, err := ws.Repo.Reconcile(ctx, known)
+	// A child's files may wait until it runs: one never all written when the daemon stopped
+	// (queued behind maxRunning, say) is not written now, all of them at once, but released,
+	// and checked out at its next use.
+	lazy := map[string]bool{}
+	for _, sess := range s.all() {
+		if sess.ws == ws && sess.meta.Parent != "" {
+			lazy[sess.meta.ID] = true
+		}
+	}
+	rep, err := ws.Repo.ReconcileDeferring(ctx, known, lazy)
 	if err != nil {
 		return fmt.Errorf("reconcile worktrees of %s: %w", ws.Root, err)
 	}
@@ -116,9 +125,9 @@ func (s *Service) reconcile(ctx context.Context, ws *Workspace, unreadable map[s
 			sess.append(ctx, event.Recovered{Worktree: "recreated from branch " + sess.meta.Branch})
 		}
 	}
-	if len(rep.Orphans)+len(rep.Recreated)+len(rep.StaleLocks)+len(rep.Problems) > 0 {
+	if len(rep.Orphans)+len(rep.Recreated)+len(rep.Deferred)+len(rep.StaleLocks)+len(rep.Problems) > 0 {
 		s.log.Warn("reconciled worktrees", "workspace", ws.Root, "orphans", len(rep.Orphans),
-			"recreated", rep.Recreated, "staleLocks", rep.StaleLocks, "problems", rep.Problems)
+			"recreated", rep.Recreated, "deferred", rep.Deferred, "staleLocks", rep.StaleLocks, "problems", rep.Problems)
 	}
 	return nil
 }

@@ -23,6 +23,10 @@ type ReconcileReport struct {
 	// Recreated names known sessions whose worktree was missing or half-made and was checked
 	// out again from their branch.
 	Recreated []string `json:"recreated,omitempty"`
+	// Deferred names known sessions whose worktree was never all written (the daemon died
+	// before or while writing it) and that may wait for their files (see
+	// [Repo.ReconcileDeferring]): now marked released, checked out at their next use.
+	Deferred []string `json:"deferred,omitempty"`
 	// StaleLocks are lock files left by killed processes in Arbor's worktrees, now removed.
 	StaleLocks []string `json:"staleLocks,omitempty"`
 	// Problems are what Reconcile could not fix, each naming the session and why.
@@ -48,6 +52,16 @@ type Orphan struct {
 // file on their branches and in their worktree admin dirs, which then only a killed process
 // can have left.
 func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*ReconcileReport, error) {
+	return r.ReconcileDeferring(ctx, known, nil)
+}
+
+// ReconcileDeferring is Reconcile, except that a known session named in lazy whose worktree
+// was never all written — nothing at its place yet, or a half-made one — is not written now:
+// its record is marked released, as [Repo.ReleaseWorktree] leaves one, and
+// [Repo.RestoreWorktree] writes it when the session needs it. (A child queued behind its
+// workspace's run slots when the daemon stopped holds a branch and no files; a restart must
+// not write them all at once.)
+func (r *Repo) ReconcileDeferring(ctx context.Context, known map[string]string, lazy map[string]bool) (*ReconcileReport, error) {
 	unlock, err := r.lock(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile %s: %w", r.root, err)
@@ -76,7 +90,7 @@ func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*Reconci
 				r.reconcileReleased(rec, rep)
 				continue
 			}
-			r.reconcileKnown(ctx, rec, rep)
+			r.reconcileKnown(ctx, rec, rep, lazy[rec.Name])
 		} else {
 			r.reconcileOrphan(ctx, rec, rep)
 		}
@@ -90,7 +104,8 @@ func (r *Repo) Reconcile(ctx context.Context, known map[string]string) (*Reconci
 	}
 	sort.Strings(rep.Problems)
 	sort.Strings(rep.Recreated)
-	r.logger.Info("reconciled", "orphans", len(rep.Orphans), "recreated", len(rep.Recreated), "staleLocks", len(rep.StaleLocks), "problems", len(rep.Problems))
+	sort.Strings(rep.Deferred)
+	r.logger.Info("reconciled", "orphans", len(rep.Orphans), "recreated", len(rep.Recreated), "deferred", len(rep.Deferred), "staleLocks", len(rep.StaleLocks), "problems", len(rep.Problems))
 	return rep, nil
 }
 
@@ -146,7 +161,7 @@ func (r *Repo) healthy(name, dir string) bool {
 	return err == nil
 }
 
-func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileReport) {
+func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileReport, lazy bool) {
 	r.clearStaleLocks(rec, rep)
 	if r.healthy(rec.Name, rec.Dir) {
 		return
@@ -155,6 +170,20 @@ func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileRep
 	ref, err := r.git.Storer.Reference(branch)
 	if err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: worktree %s is missing and branch %s is gone (%v); it cannot be recreated", rec.Name, rec.Dir, rec.Branch, err))
+		return
+	}
+	if lazy && r.unwritten(rec) {
+		// Holds no work (it never had all its files): cleared, and written at its next use.
+		if _, err := r.clearPartial(rec, false); err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: %v", rec.Name, err))
+			return
+		}
+		rec.Released = true
+		if err := r.writeRecord(rec); err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("session %s: %v", rec.Name, err))
+			return
+		}
+		rep.Deferred = append(rep.Deferred, rec.Name)
 		return
 	}
 	aside, err := r.clearPartial(rec, true)
@@ -171,6 +200,18 @@ func (r *Repo) reconcileKnown(ctx context.Context, rec record, rep *ReconcileRep
 		return
 	}
 	rep.Recreated = append(rep.Recreated, rec.Name)
+}
+
+// unwritten reports whether a worktree never had all its files: a half-made one (still marked
+// initializing), or nothing at all at its place, neither its directory nor git's registration.
+func (r *Repo) unwritten(rec record) bool {
+	admin := r.adminDir(rec.Name)
+	if b, err := os.ReadFile(filepath.Join(admin, "locked")); err == nil && strings.TrimSpace(string(b)) == "initializing" {
+		return true
+	}
+	_, aerr := os.Lstat(admin)
+	_, derr := os.Lstat(rec.Dir)
+	return errors.Is(aerr, fs.ErrNotExist) && errors.Is(derr, fs.ErrNotExist)
 }
 
 // clearPartial clears the way for recreating a broken worktree. A half-made one (still marked

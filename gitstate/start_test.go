@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,12 +211,36 @@ func TestStartWorktreeHold(t *testing.T) {
 	for _, id := range []string{"h1", "h2", "h3", "free", "b1", "b2"} {
 		known[id] = spec(id, nil).Dir
 	}
-	if _, err := r2.Reconcile(t.Context(), known); err != nil {
+	// h3 may wait for its files (a queued child's): deferred, not written.
+	rep, err := r2.ReconcileDeferring(t.Context(), known, map[string]bool{"h3": true, "h1": true})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if !slices.Equal(rep.Recreated, []string{"h2"}) || !slices.Equal(rep.Deferred, []string{"h3"}) || len(rep.Problems) > 0 {
+		t.Errorf("reconcile: recreated %v, deferred %v (want [h2], [h3]; h1 was whole), problems %v", rep.Recreated, rep.Deferred, rep.Problems)
+	}
+	if st := git(t, spec("h2", nil).Dir, "status", "--porcelain"); st != "" {
+		t.Errorf("h2 after Reconcile: git status = %q", st)
+	}
+	if _, err := os.Stat(spec("h3", nil).Dir); !os.IsNotExist(err) || !r2.Released("h3") {
+		t.Errorf("h3 deferred: dir %v, released %v; want no dir, released", err, r2.Released("h3"))
+	}
+	// A half-made one (still marked initializing, some files missing) holds no work either.
+	h2 := spec("h2", nil).Dir
+	os.WriteFile(filepath.Join(r2.CommonDir(), "worktrees", "h2", "locked"), []byte("initializing\n"), 0o644)
+	os.Remove(filepath.Join(h2, "run.sh"))
+	if rep, err = r2.ReconcileDeferring(t.Context(), known, map[string]bool{"h2": true}); err != nil || !slices.Equal(rep.Deferred, []string{"h2"}) {
+		t.Errorf("half-made h2: deferred %v, err %v", rep.Deferred, err)
+	}
+	if _, err := os.Stat(h2); !os.IsNotExist(err) {
+		t.Errorf("half-made h2 left on disk: %v", err)
+	}
 	for _, id := range []string{"h2", "h3"} {
-		if st := git(t, spec(id, nil).Dir, "status", "--porcelain"); st != "" {
-			t.Errorf("%s after Reconcile: git status = %q", id, st)
+		if err := r2.RestoreWorktree(t.Context(), id, "arbor/"+id, spec(id, nil).Dir); err != nil {
+			t.Fatalf("restore %s: %v", id, err)
+		}
+		if st := git(t, spec(id, nil).Dir, "status", "--porcelain"); st != "" || r2.Released(id) {
+			t.Errorf("%s restored: git status = %q, released %v", id, st, r2.Released(id))
 		}
 	}
 }

@@ -229,8 +229,14 @@ func (s *Service) Discard(ctx context.Context, id string, force bool) (*gitstate
 	if err := sess.waitTurnEnd(ctx); err != nil {
 		return nil, fmt.Errorf("discard %s: wait for its turn to end: %w", shortID(sess.meta.ID), err)
 	}
-	sess.awaitWorktree(ctx) // one that could not be made is discarded all the same
-	if !force {
+	// A worktree never written (a child's, queued for a run slot) or released under the
+	// bounds has no files and no uncommitted work: its branch is all there is, and nothing is
+	// checked out just to be removed.
+	nofiles := sess.dropWrite() || sess.isReleased()
+	if !nofiles {
+		sess.awaitWorktree(ctx) // one that could not be made is discarded all the same
+	}
+	if !force && !nofiles {
 		if _, err := sess.commitWorktree(ctx, "kept on discard"); err != nil {
 			return nil, fmt.Errorf("discard %s: keep its uncommitted work: %w (discard --force drops it)", shortID(sess.meta.ID), err)
 		}

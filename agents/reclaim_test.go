@@ -196,3 +196,63 @@ func TestQueuedChildAcrossRestart(t *testing.T) {
 		t.Errorf("the child's worktree is not clean: %q", st)
 	}
 }
+
+// Discarding a child still queued for a run slot writes none of its files, nor does
+// discarding a session whose worktree was released: each has only its branch to give up.
+func TestDiscardWritesNoFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules":[{"when":{"task":"^leaf","turn":1},"code":"print(open('main.py').read())"}],"default":{"text":"done"}}`)
+	os.WriteFile(filepath.Join(e.repo, "arbor.json"), []byte(`{"maxRunning":1,"worktrees":{"max":1},"idleTimeout":"1s"}`), 0o644)
+	git(t, e.repo, "add", "arbor.json")
+	git(t, e.repo, "commit", "-qm", "one at a time")
+	parent := e.create("parent")
+	e.settled(parent)
+	blocker := &Session{svc: e.svc}
+	if err := parent.ws.slots.acquire(t.Context(), blocker); err != nil {
+		t.Fatal(err)
+	}
+	child, err := e.svc.Create(t.Context(), CreateRequest{Parent: parent.meta.ID, Task: "leaf reads main.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the child to wait for a slot", func() bool {
+		parent.ws.slots.mu.Lock()
+		defer parent.ws.slots.mu.Unlock()
+		return parent.ws.slots.waiting[child]
+	})
+	res, err := e.svc.Discard(t.Context(), child.meta.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Removed || !res.Deleted {
+		t.Errorf("discard of a queued child: %+v, want its branch deleted and no worktree to remove", res)
+	}
+	if _, err := os.Stat(child.meta.Worktree); !os.IsNotExist(err) {
+		t.Errorf("discarding the queued child wrote its worktree: %v", err)
+	}
+	if in := e.svc.Info(child); !in.Discarded || in.WorktreeQueued {
+		t.Errorf("discarded queued child: Discarded %v, WorktreeQueued %v", in.Discarded, in.WorktreeQueued)
+	}
+	parent.ws.slots.release(blocker)
+
+	// The parent, inactive, gives its worktree up to another session's (max 1); its discard
+	// archives its branch and checks nothing out.
+	e.waitFor("the parent to go inactive", func() bool { return parent.State() == Inactive })
+	other := e.create("another")
+	e.settled(other)
+	e.waitFor("the parent's worktree to be released", func() bool { return e.svc.Info(parent).WorktreeReleased })
+	if res, err = e.svc.Discard(t.Context(), parent.meta.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(parent.meta.Worktree); !os.IsNotExist(err) {
+		t.Errorf("discarding the released parent checked its worktree out: %v", err)
+	}
+	for _, ev := range e.events(parent, event.TypeWorktree) {
+		if ev["event"] == "restored" {
+			t.Errorf("the released parent was restored to be discarded: %v", ev)
+		}
+	}
+	if res.Removed || !res.Deleted {
+		t.Errorf("discard of a released session: %+v", res)
+	}
+}

@@ -189,7 +189,7 @@ func (s *Session) snapshotLocked() Info {
 		in.Discarded, in.Archived = true, s.archived.Archived
 	}
 	in.WorktreeReleased = s.released
-	in.WorktreeQueued = s.wt != nil && s.wt.held()
+	in.WorktreeQueued = s.wt != nil && s.wt.queued()
 	in.WorktreeWriting = s.wt != nil && s.wt.writing()
 	if s.goal != nil {
 		g := s.goal.Goal

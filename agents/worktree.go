@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,8 +35,11 @@ func (g *worktreeGate) begin(need bool) bool {
 	return g.hold.Open()
 }
 
-// held reports whether the write waits for the session to run.
+// held reports whether the write waits for the session to run (or was dropped: no files).
 func (g *worktreeGate) held() bool { return g.hold != nil && g.hold.Held() }
+
+// queued reports whether the write waits for the session to run.
+func (g *worktreeGate) queued() bool { return g.held() && !g.hold.Dropped() }
 
 // writing reports whether the files are being written (or wait for a write slot) and are
 // not all in yet.
@@ -91,7 +95,9 @@ func (s *Session) gateWorktree(p *gitstate.Pending, hold *gitstate.Hold, then fu
 		close(g.done)
 		s.announce() // no longer "writing"
 		if g.err != nil {
-			s.svc.log.Error("worktree", "session", s.meta.ID, "err", g.err)
+			if !errors.Is(g.err, gitstate.ErrDropped) {
+				s.svc.log.Error("worktree", "session", s.meta.ID, "err", g.err)
+			}
 			return
 		}
 		s.svc.log.Debug("worktree ready", "session", s.meta.ID, "took", p.Took())
@@ -123,6 +129,25 @@ func (s *Session) beginWorktree(need bool) {
 	}
 	s.svc.worktreeStep(s.meta.ID, "writing")
 	s.reclaimLater()
+}
+
+// dropWrite gives up the write of files held until the session runs, if it has not begun, and
+// reports whether it did.
+func (s *Session) dropWrite() bool {
+	s.mu.Lock()
+	g := s.wt
+	s.mu.Unlock()
+	if g == nil || g.hold == nil || !g.hold.Drop() {
+		return false
+	}
+	<-g.done // the write gives up at once
+	return true
+}
+
+func (s *Session) isReleased() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released
 }
 
 // unwritten reports whether the session's files were never written and wait for it to run:

@@ -43,9 +43,12 @@ func (r *Repo) Discard(ctx context.Context, dir, branch string, force bool) (*Di
 
 func (r *Repo) discard(ctx context.Context, dir, branch string, force bool) (*DiscardResult, error) {
 	res := &DiscardResult{}
-	name := ""
+	name, unwritten := "", ""
 	if dir != "" {
 		dir = filepath.Clean(dir)
+		if r.pendingAt(dir) {
+			return res, fmt.Errorf("the worktree %s is being written; wait for it (or drop its hold) first", dir)
+		}
 		if admin, err := r.worktreeAdmin(dir); err == nil {
 			name = filepath.Base(admin)
 			if b, _, err := r.headAt(filepath.Join(admin, "HEAD")); branch == "" && err == nil {
@@ -61,6 +64,12 @@ func (r *Repo) discard(ctx context.Context, dir, branch string, force bool) (*Di
 			res.Removed = true
 		} else if _, err := os.Stat(dir); err == nil {
 			return res, fmt.Errorf("%s is not a linked worktree of %s", dir, r.root)
+		} else if rec, ok := r.recordAt(dir); ok {
+			// Released, or held and never written: a branch and a record, no files.
+			unwritten = rec.Name
+			if branch == "" {
+				branch = rec.Branch
+			}
 		}
 	}
 	if branch == "" {
@@ -72,7 +81,22 @@ func (r *Repo) discard(ctx context.Context, dir, branch string, force bool) (*Di
 	if name != "" {
 		r.removeRecord(name)
 	}
+	if unwritten != "" {
+		os.RemoveAll(releasedAside(dir)) // what a release cut short left; it held nothing uncommitted
+		r.removeRecord(unwritten)
+	}
 	return res, nil
+}
+
+// recordAt returns the record of the session worktree meant to be at dir. Callers hold the lock.
+func (r *Repo) recordAt(dir string) (record, bool) {
+	recs, _ := r.records()
+	for _, rec := range recs {
+		if filepath.Clean(rec.Dir) == dir {
+			return rec, true
+		}
+	}
+	return record{}, false
 }
 
 // dropBranch deletes a branch whose tip another branch contains, and archives it otherwise

@@ -27,6 +27,9 @@ var ErrNoCommits = errors.New("repository has no commits yet")
 // ErrClosed reports work the Repo gave up because it was closed.
 var ErrClosed = errors.New("the repository was closed")
 
+// ErrDropped reports a held worktree whose write was given up ([Hold.Drop]) before it began.
+var ErrDropped = errors.New("its files were dropped before they were written")
+
 // Repo is one repository, owned by one lock: every method acquires it, so a Repo may be shared
 // by many goroutines while go-git only ever sees one at a time.
 type Repo struct {

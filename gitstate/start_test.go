@@ -244,3 +244,67 @@ func TestStartWorktreeHold(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscardUnwritten: a held worktree dropped before its write began is never written, and
+// Discard takes its branch and record without a directory to remove; so does it a released
+// one's, keeping the work its branch holds.
+func TestDiscardUnwritten(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	_, head, _ := r.Head(t.Context())
+	spec := func(id string, hold *Hold) WorktreeSpec {
+		return WorktreeSpec{Name: id, Branch: "arbor/" + id, Base: head, Dir: filepath.Join(r.CommonDir(), "arbor", "worktrees", id), Hold: hold}
+	}
+	h := NewHold()
+	p, err := r.StartWorktree(t.Context(), spec("q", h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Drop() || h.Drop() || h.Open() || h.Keep() {
+		t.Error("Drop: the first gives the write up; after it, nothing opens the hold again")
+	}
+	if err := p.Wait(t.Context()); !errors.Is(err, ErrDropped) {
+		t.Errorf("a dropped write's Wait = %v, want ErrDropped", err)
+	}
+	res, err := r.Discard(t.Context(), spec("q", nil).Dir, "arbor/q", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Removed || !res.Deleted || res.Archived != "" {
+		t.Errorf("discard of an unwritten worktree: %+v, want the branch deleted (main holds its commit), nothing removed", res)
+	}
+	if _, err := os.Stat(spec("q", nil).Dir); !os.IsNotExist(err) {
+		t.Errorf("the dropped worktree was written: %v", err)
+	}
+	if _, err := r.readRecord("q"); !os.IsNotExist(err) {
+		t.Errorf("the record outlived the discard: %v", err)
+	}
+
+	// Released, with work on its branch: archived, and nothing checked out for it.
+	if err := r.AddWorktree(t.Context(), spec("rel", nil)); err != nil {
+		t.Fatal(err)
+	}
+	dir := spec("rel", nil).Dir
+	os.WriteFile(filepath.Join(dir, "work.txt"), []byte("mine\n"), 0o644)
+	commit, err := r.ReleaseWorktree(t.Context(), dir, "released")
+	if err != nil || commit == "" {
+		t.Fatalf("release: %q, %v", commit, err)
+	}
+	res, err = r.Discard(t.Context(), dir, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Removed || !res.Deleted || res.Archived != ArchivePrefix+"arbor/rel" {
+		t.Errorf("discard of a released worktree: %+v, want its branch archived", res)
+	}
+	if got := git(t, root, "rev-parse", res.Archived); got != commit {
+		t.Errorf("archived at %s, want the release's checkpoint %s", got, commit)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) || r.Released("rel") {
+		t.Errorf("after the discard: dir %v, record released %v", err, r.Released("rel"))
+	}
+	if out := git(t, root, "worktree", "list"); strings.Contains(out, "rel") {
+		t.Errorf("git lists the discarded worktree:\n%s", out)
+	}
+}

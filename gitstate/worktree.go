@@ -38,6 +38,7 @@ type Hold struct {
 	open    bool
 	kept    bool // opened for good (Keep): Shut does nothing
 	started bool
+	dropped bool          // given up (Drop): the files are never written
 	changed chan struct{} // closed and replaced on every change
 }
 
@@ -60,10 +61,25 @@ func (h *Hold) Keep() bool {
 // open and not begun.
 func (h *Hold) Shut() bool { return h.set(false) }
 
+// Drop gives the write up for good unless it has begun: the files are never written, and the
+// worktree's branch and record stay as a held one's do (for [Repo.Discard], or Reconcile). It
+// reports whether the write was given up.
+func (h *Hold) Drop() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.started || h.dropped {
+		return false
+	}
+	h.dropped, h.open = true, false
+	close(h.changed)
+	h.changed = make(chan struct{})
+	return true
+}
+
 func (h *Hold) set(open bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.started || h.open == open || (!open && h.kept) {
+	if h.started || h.dropped || h.open == open || (!open && h.kept) {
 		return false
 	}
 	h.open = open
@@ -79,6 +95,13 @@ func (h *Hold) Held() bool {
 	return !h.open && !h.started
 }
 
+// Dropped reports whether the write was given up (Drop).
+func (h *Hold) Dropped() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dropped
+}
+
 // Started reports whether the write has begun.
 func (h *Hold) Started() bool {
 	h.mu.Lock()
@@ -87,18 +110,21 @@ func (h *Hold) Started() bool {
 }
 
 // acquire waits until the hold is open and a write slot is free, takes the slot and marks the
-// write begun; false when closing ends first.
-func (h *Hold) acquire(slots chan struct{}, closing <-chan struct{}) bool {
+// write begun; false when closing ends first or the write was dropped (ErrDropped).
+func (h *Hold) acquire(slots chan struct{}, closing <-chan struct{}) (ok bool, dropped bool) {
 	for {
 		h.mu.Lock()
-		open, ch := h.open, h.changed
+		open, ch, dropped := h.open, h.changed, h.dropped
 		h.mu.Unlock()
+		if dropped {
+			return false, true
+		}
 		if !open {
 			select {
 			case <-ch:
 				continue
 			case <-closing:
-				return false
+				return false, false
 			}
 		}
 		select {
@@ -106,13 +132,13 @@ func (h *Hold) acquire(slots chan struct{}, closing <-chan struct{}) bool {
 		case <-ch: // shut meanwhile
 			continue
 		case <-closing:
-			return false
+			return false, false
 		}
 		h.mu.Lock()
 		if h.open {
 			h.started = true
 			h.mu.Unlock()
-			return true
+			return true, false
 		}
 		h.mu.Unlock()
 		<-slots
@@ -211,13 +237,16 @@ func (r *Repo) StartWorktree(ctx context.Context, spec WorktreeSpec) (*Pending, 
 		defer r.fills.Done()
 		start := time.Now() // the wait for a slot is part of the write's time (not a hold's)
 		if spec.Hold != nil {
-			ok := spec.Hold.acquire(r.fillSlots, r.closing)
+			ok, dropped := spec.Hold.acquire(r.fillSlots, r.closing)
 			start = time.Now()
 			if !ok {
 				unlock, _ := r.lock(context.WithoutCancel(ctx))
 				delete(r.pending, spec.Name)
 				unlock()
 				p.err = fmt.Errorf("add worktree %s: %w before its files were written (the next start writes them)", spec.Name, ErrClosed)
+				if dropped {
+					p.err = fmt.Errorf("add worktree %s: %w", spec.Name, ErrDropped)
+				}
 				close(p.done)
 				return
 			}

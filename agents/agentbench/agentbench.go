@@ -199,8 +199,9 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	}
 
 	if o.runs("forks") {
-		var reg, full [2][]float64 // at once, one after another
-		forkRuns := min(o.Runs, 2) // each makes 2×Forks worktrees of the whole repository
+		var reg [3][]float64       // at once, one after another, one after another on a quiet machine
+		var full [2][]float64      // at once, one after another
+		forkRuns := min(o.Runs, 2) // each makes 3×Forks worktrees of the whole repository
 		for i := range forkRuns {
 			dir := filepath.Join(tmp, fmt.Sprint("fork-", i))
 			f, err := forkRegistration(ctx, dir, fixture, o)
@@ -208,14 +209,18 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("forks: %w", err)
 			}
-			reg[0], reg[1] = append(reg[0], f.regTogether), append(reg[1], f.regOneByOne)
+			reg[0], reg[1], reg[2] = append(reg[0], f.regTogether), append(reg[1], f.regOneByOne), append(reg[2], f.regQuiet)
 			full[0], full[1] = append(full[0], f.fullTogether), append(full[1], f.fullOneByOne)
 		}
 		v, sp := bench.Median(reg[0])
 		rs, _ := bench.Median(reg[1])
 		rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), until all returned", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
-			Reference: fmt.Sprintf("the sum of %d forks one after another", o.Forks), RefValue: rs, Goal: "ratio <= 0.6",
-			Note: fmt.Sprintf("%d runs; a fork returns registered, its files written in the background (its first cell waits for them)", forkRuns)})
+			Reference: fmt.Sprintf("the sum of %d forks one after another, each as the last returned", o.Forks), RefValue: rs, Goal: "ratio <= 0.6",
+			Note: fmt.Sprintf("%d runs; a fork returns registered, its files written in the background (its first cell waits for them), so both sides register while earlier forks' files are written", forkRuns)})
+		rs, _ = bench.Median(reg[2])
+		rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), until all returned, against a quiet machine", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
+			Reference: fmt.Sprintf("the sum of %d forks one after another, each once the last one's files were in", o.Forks), RefValue: rs,
+			Note: "the reference registers with no files being written; the forks at once register while the first ones' files are (at lowered priority)"})
 		v, sp = bench.Median(full[0])
 		rs, _ = bench.Median(full[1])
 		rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), until all files written", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
@@ -404,11 +409,16 @@ func spawnLatency(ctx context.Context, dir, fixture string, o Options) (p50, p99
 }
 
 // forkFigures are one run's fork times, in ms: until the forks returned (registered) and until
-// their files were written, o.Forks at once and summed over o.Forks one after another.
-type forkFigures struct{ regTogether, regOneByOne, fullTogether, fullOneByOne float64 }
+// their files were written, o.Forks at once and summed over o.Forks one after another. The
+// one-by-one registrations are summed twice: each fork made as the last one returned, so the
+// earlier forks' files are being written meanwhile as they are for forks made at once
+// (regOneByOne), and each made once the last one's files were in, on a quiet machine
+// (regQuiet).
+type forkFigures struct{ regTogether, regOneByOne, regQuiet, fullTogether, fullOneByOne float64 }
 
 // forkRegistration forks one session o.Forks times one after another, each waited for until
-// its files are in, then o.Forks times at once.
+// its files are in; o.Forks times one after another, each as the last returned; then o.Forks
+// times at once.
 func forkRegistration(ctx context.Context, dir, fixture string, o Options) (ff forkFigures, err error) {
 	e, err := newEnvIn(ctx, dir, fixture, 0, o)
 	if err != nil {
@@ -435,6 +445,22 @@ func forkRegistration(ctx context.Context, dir, fixture string, o Options) (ff f
 		}
 		full += time.Since(start)
 	}
+	var quick time.Duration
+	serial := make([]*agents.Session, o.Forks)
+	for i := range o.Forks {
+		start := time.Now()
+		f, err := e.svc.Fork(ctx, src.ID(), 0, fmt.Sprint("next-", i))
+		if err != nil {
+			return ff, err
+		}
+		quick += time.Since(start)
+		serial[i] = f
+	}
+	for _, f := range serial { // the forks at once start on a machine as quiet as the first of these
+		if err := f.AwaitWorktree(ctx); err != nil {
+			return ff, err
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, o.Forks)
 	made := make([]*agents.Session, o.Forks)
@@ -460,7 +486,7 @@ func forkRegistration(ctx context.Context, dir, fixture string, o Options) (ff f
 		}
 	}
 	fullAll := time.Since(start)
-	return forkFigures{bench.Ms(regAll), bench.Ms(reg), bench.Ms(fullAll), bench.Ms(full)}, nil
+	return forkFigures{bench.Ms(regAll), bench.Ms(quick), bench.Ms(reg), bench.Ms(fullAll), bench.Ms(full)}, nil
 }
 
 // warmFigures are one run's tool round trips (a tool call's response → the next model request)

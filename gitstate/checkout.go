@@ -60,9 +60,8 @@ func listTreeFrom(st storer.EncodedObjectStorer, tree plumbing.Hash, prefix stri
 // checkout writes files into dir (which must be empty) and returns their index entries, stat
 // data included. One goroutine reads blobs with read (it alone touches that object store);
 // several write files, since creating thousands of small files is syscall-bound and the writers
-// overlap that latency. With background, the writers run at lowered priority (see yieldCPU),
-// as the caller's goroutine, which reads, already does.
-func checkout(ctx context.Context, read blobReader, common, dir string, files []treeFile, background bool) ([]*index.Entry, error) {
+// overlap that latency.
+func checkout(ctx context.Context, read blobReader, common, dir string, files []treeFile) ([]*index.Entry, error) {
 	entries := make([]*index.Entry, len(files))
 	made := map[string]bool{"": true, ".": true}
 	for i, f := range files {
@@ -105,9 +104,6 @@ func checkout(ctx context.Context, read blobReader, common, dir string, files []
 	var wg sync.WaitGroup
 	for range nw {
 		wg.Go(func() {
-			if background {
-				yieldCPU()
-			}
 			for b := range queue {
 				for k, i := range b.idx {
 					if err := writeFile(dir, entries[i], b.data[k]); err != nil {

@@ -166,7 +166,7 @@ func (s WorktreeSpec) Validate() error {
 // at spec.Dir, registered as <common>/worktrees/<spec.Name> exactly as `git worktree add` would.
 // The user's main worktree and index are not touched. On failure nothing is left behind.
 func (r *Repo) AddWorktree(ctx context.Context, spec WorktreeSpec) error {
-	p, err := r.startWorktree(ctx, spec, false)
+	p, err := r.StartWorktree(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -209,16 +209,7 @@ const maxFills = 2
 // the process dies before the files are written, Reconcile finds the record and either
 // finishes the worktree (a known session) or cleans it up. The write runs to its end even
 // when ctx ends; on failure the branch and record are rolled back as in AddWorktree.
-//
-// The write is background work: its threads run at a lowered priority (see yieldCPU), so
-// registering other sessions, cells and editors' requests go first when the cores are busy,
-// and it runs at full speed when they are not. (AddWorktree, whose caller waits, does not
-// lower it.)
 func (r *Repo) StartWorktree(ctx context.Context, spec WorktreeSpec) (*Pending, error) {
-	return r.startWorktree(ctx, spec, true)
-}
-
-func (r *Repo) startWorktree(ctx context.Context, spec WorktreeSpec, background bool) (*Pending, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("add worktree: %w", err)
 	}
@@ -263,15 +254,10 @@ func (r *Repo) startWorktree(ctx context.Context, spec WorktreeSpec, background 
 			r.fillSlots <- struct{}{}
 		}
 		defer func() { <-r.fillSlots }()
-		// Lowered only now, with a slot: a write waiting for one must not hold a thread.
-		// This goroutine, whose thread ends with it, lists, reads and indexes.
-		if background {
-			yieldCPU()
-		}
 		if r.beforeFill != nil {
 			r.beforeFill(spec.Name)
 		}
-		err := r.fillBranchWorktree(context.WithoutCancel(ctx), spec, base, why, background)
+		err := r.fillBranchWorktree(context.WithoutCancel(ctx), spec, base, why)
 		p.took = time.Since(start)
 		if err != nil {
 			p.err = fmt.Errorf("add worktree %s: %w", spec.Name, err)
@@ -323,12 +309,12 @@ func (r *Repo) RestoreWorktree(ctx context.Context, name, branch, dir string) er
 // fillBranchWorktree lists the tree and writes the files without the lock (from an object
 // store of its own), then takes the lock to write the index and lift the "initializing"
 // marker. Other sessions' checkpoints and diffs, and other forks, proceed meanwhile.
-func (r *Repo) fillBranchWorktree(ctx context.Context, spec WorktreeSpec, base plumbing.Hash, why string, background bool) error {
+func (r *Repo) fillBranchWorktree(ctx context.Context, spec WorktreeSpec, base plumbing.Hash, why string) error {
 	st, closeReader := r.privateReader()
 	p, err := r.prepareUnlocked(spec, base, st, why)
 	var entries []*index.Entry
 	if err == nil {
-		entries, err = p.fill(ctx, st, r.common, background)
+		entries, err = p.fill(ctx, st, r.common)
 		r.logger.Debug("worktree files written", "name", spec.Name, "files", len(p.files))
 	}
 	closeReader()
@@ -434,11 +420,11 @@ type pendingWorktree struct {
 
 // fill writes the worktree's files, without the lock: from an object store of its own, or by
 // git. It returns the index entries to write, or nil when git wrote the index.
-func (p *pendingWorktree) fill(ctx context.Context, st storer.EncodedObjectStorer, common string, background bool) ([]*index.Entry, error) {
+func (p *pendingWorktree) fill(ctx context.Context, st storer.EncodedObjectStorer, common string) ([]*index.Entry, error) {
 	if p.withGit != "" {
 		return nil, checkoutWithGit(ctx, p.dir)
 	}
-	return checkout(ctx, func(h plumbing.Hash) ([]byte, error) { return readBlobFrom(st, h) }, common, p.dir, p.files, background)
+	return checkout(ctx, func(h plumbing.Hash) ([]byte, error) { return readBlobFrom(st, h) }, common, p.dir, p.files)
 }
 
 // abort removes what was made.
@@ -458,7 +444,7 @@ func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.Re
 	if p.withGit != "" {
 		err = checkoutWithGit(ctx, p.dir)
 	} else {
-		entries, err = checkout(ctx, r.readBlob, r.common, p.dir, p.files, false)
+		entries, err = checkout(ctx, r.readBlob, r.common, p.dir, p.files)
 	}
 	if err == nil {
 		err = r.finishWorktree(p, entries)

@@ -220,7 +220,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		rs, _ = bench.Median(reg[2])
 		rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), until all returned, against a quiet machine", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",
 			Reference: fmt.Sprintf("the sum of %d forks one after another, each once the last one's files were in", o.Forks), RefValue: rs,
-			Note: "the reference registers with no files being written; the forks at once register while the first ones' files are (at lowered priority)"})
+			Note: "the reference registers with no files being written; the forks at once register while the first ones' files are written"})
 		v, sp = bench.Median(full[0])
 		rs, _ = bench.Median(full[1])
 		rep.Add(bench.Figure{Name: fmt.Sprintf("%d forks at once (%d-file repository), until all files written", o.Forks, o.Files), Value: v, Spread: sp, Unit: "ms",

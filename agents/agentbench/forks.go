@@ -34,34 +34,44 @@ func forkRegistration(ctx context.Context, dir, fixture string, o Options) (ff f
 	if err := e.waitQuiet(ctx, 5*time.Minute); err != nil {
 		return ff, err
 	}
-	var reg, full time.Duration
-	for i := range o.Forks {
-		start := time.Now()
-		f, err := e.svc.Fork(ctx, src.ID(), 0, fmt.Sprint("serial-", i))
-		if err != nil {
-			return ff, err
+	// oneByOne forks src o.Forks times, each as the last returned or (waitEach) once its
+	// files were in, and sums their registrations and their times until the files were in.
+	oneByOne := func(prefix string, waitEach bool) (reg, full time.Duration, made []*agents.Session, err error) {
+		for i := range o.Forks {
+			start := time.Now()
+			f, err := e.svc.Fork(ctx, src.ID(), 0, fmt.Sprint(prefix, i))
+			if err != nil {
+				return 0, 0, nil, err
+			}
+			reg += time.Since(start)
+			if waitEach {
+				if err := f.AwaitWorktree(ctx); err != nil {
+					return 0, 0, nil, err
+				}
+				full += time.Since(start)
+			}
+			made = append(made, f)
 		}
-		reg += time.Since(start)
-		if err := f.AwaitWorktree(ctx); err != nil {
-			return ff, err
-		}
-		full += time.Since(start)
+		return reg, full, made, nil
 	}
-	var quick time.Duration
-	serial := make([]*agents.Session, o.Forks)
-	for i := range o.Forks {
-		start := time.Now()
-		f, err := e.svc.Fork(ctx, src.ID(), 0, fmt.Sprint("next-", i))
-		if err != nil {
-			return ff, err
+	awaitAll := func(made []*agents.Session) error {
+		for _, f := range made {
+			if err := f.AwaitWorktree(ctx); err != nil {
+				return err
+			}
 		}
-		quick += time.Since(start)
-		serial[i] = f
+		return nil
 	}
-	for _, f := range serial { // the forks at once start on a machine as quiet as the first of these
-		if err := f.AwaitWorktree(ctx); err != nil {
-			return ff, err
-		}
+	reg, full, _, err := oneByOne("serial-", true)
+	if err != nil {
+		return ff, err
+	}
+	quick, _, serial, err := oneByOne("next-", false)
+	if err != nil {
+		return ff, err
+	}
+	if err := awaitAll(serial); err != nil { // the forks at once start on a machine as quiet as the first of these
+		return ff, err
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, o.Forks)
@@ -82,10 +92,8 @@ func forkRegistration(ctx context.Context, dir, fixture string, o Options) (ff f
 	if err := <-errs; err != nil {
 		return ff, err
 	}
-	for _, f := range made {
-		if err := f.AwaitWorktree(ctx); err != nil {
-			return ff, err
-		}
+	if err := awaitAll(made); err != nil {
+		return ff, err
 	}
 	fullAll := time.Since(start)
 	return forkFigures{bench.Ms(regAll), bench.Ms(quick), bench.Ms(reg), bench.Ms(fullAll), bench.Ms(full)}, nil

@@ -129,15 +129,16 @@ func (r *Repo) Merge(ctx context.Context, child, parentDir, message string, res 
 }
 
 func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, error) {
-	dir, headFile := r.root, filepath.Join(r.common, "HEAD")
+	at := r.mainAt()
 	if o.Into != "" {
-		admin, err := r.worktreeAdmin(filepath.Clean(o.Into))
+		l, err := r.linkedWorktree(o.Into)
 		if err != nil {
 			return nil, err
 		}
-		dir, headFile = filepath.Clean(o.Into), filepath.Join(admin, "HEAD")
+		at = r.linkedAt(l.dir, l.admin)
 	}
-	if err := checkIdentity(ctx, dir); err != nil {
+	dir, headFile := at.work, filepath.Join(at.gitDir, "HEAD")
+	if err := checkIdentity(ctx, at); err != nil {
 		return nil, err
 	}
 	if err := r.checkNoOperation(dir, filepath.Dir(headFile)); err != nil {
@@ -182,7 +183,7 @@ func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 	if len(files) == 0 {
 		return nil, errors.New("the selection changes nothing")
 	}
-	if dirty, err := r.dirtyAmong(ctx, dir, files); err != nil {
+	if dirty, err := r.dirtyAmong(ctx, at, files); err != nil {
 		return nil, err
 	} else if len(dirty) > 0 {
 		return nil, &DirtyError{Dir: dir, Files: dirty}
@@ -192,9 +193,9 @@ func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 		// Merge over the accepted point, not the old merge-base: what the user took before
 		// is the common ground, so their edits since and the agent's new edits of those lines
 		// merge as changes from there.
-		tree, err = r.mergeOver(ctx, dir, from, target, selected)
+		tree, err = r.mergeOver(ctx, at, from, target, selected)
 	} else {
-		tree, err = r.mergeTrees(ctx, dir, target, mb, selected, o.Resolutions, o.Take)
+		tree, err = r.mergeTrees(ctx, at, target, mb, selected, o.Resolutions, o.Take)
 	}
 	if err != nil {
 		return nil, err
@@ -203,12 +204,12 @@ func (r *Repo) accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 	if o.Merge {
 		args = append(args, "-p", head.String())
 	}
-	out, err := runGit(ctx, dir, []byte(ensureNewline(o.Message)), append(args, "-F", "-")...)
+	out, err := runGit(ctx, at, []byte(ensureNewline(o.Message)), append(args, "-F", "-")...)
 	if err != nil {
 		return nil, err
 	}
 	commit := strings.TrimSpace(out)
-	if err := r.advance(ctx, dir, branch, target, commit, "arbor: accept "+o.Head); err != nil {
+	if err := r.advance(ctx, at, branch, target, commit, "arbor: accept "+o.Head); err != nil {
 		return nil, err
 	}
 	return &AcceptResult{Commit: commit, Branch: branch.Short(), Files: files, Selected: selected.String()}, nil
@@ -235,8 +236,9 @@ func (r *Repo) checkNoOperation(dir, gitDir string) error {
 // dirtyAmong returns which of files have uncommitted changes (staged, unstaged or untracked) in
 // the worktree at dir, or exist there as ignored files — the user's, which checking the change
 // out would overwrite.
-func (r *Repo) dirtyAmong(ctx context.Context, dir string, files []string) ([]string, error) {
-	out, err := runGit(ctx, dir, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching", "--no-renames")
+func (r *Repo) dirtyAmong(ctx context.Context, at gitAt, files []string) ([]string, error) {
+	dir := at.work
+	out, err := runGit(ctx, at, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching", "--no-renames", "--ignore-submodules=all")
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +277,7 @@ func (r *Repo) dirtyAmong(ctx context.Context, dir string, files []string) ([]st
 // mergeTrees merges selected into target three-way over base and returns the tree, or a
 // ConflictError naming the conflicted files that resolutions do not settle. When target is
 // base the selection applies as it is.
-func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selected plumbing.Hash, resolutions map[string][]byte, take map[string]string) (string, error) {
+func (r *Repo) mergeTrees(ctx context.Context, at gitAt, target, base, selected plumbing.Hash, resolutions map[string][]byte, take map[string]string) (string, error) {
 	if target == base && len(resolutions) == 0 && len(take) == 0 {
 		c, err := r.git.CommitObject(selected)
 		if err != nil {
@@ -283,7 +285,7 @@ func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selecte
 		}
 		return c.TreeHash.String(), nil
 	}
-	tree, conflicted, err := r.mergeTree(ctx, dir, target, selected)
+	tree, conflicted, err := r.mergeTree(ctx, at, target, selected)
 	if err != nil {
 		return "", err
 	}
@@ -322,7 +324,7 @@ func (r *Repo) mergeTrees(ctx context.Context, dir string, target, base, selecte
 		}
 	}
 	if len(left) > 0 {
-		return "", &ConflictError{Into: dir, Files: left}
+		return "", &ConflictError{Into: at.work, Files: left}
 	}
 	if len(paths) == 0 {
 		return tree, nil
@@ -364,8 +366,8 @@ var ErrBadResolution = errors.New("bad merge resolution")
 
 // mergeTree runs git's three-way merge of two commits without touching a worktree: the
 // merged tree (with conflict markers in the conflicted files) and the conflicted paths.
-func (r *Repo) mergeTree(ctx context.Context, dir string, ours, theirs plumbing.Hash) (string, []string, error) {
-	out, err := runGit(ctx, dir, nil, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", ours.String(), theirs.String())
+func (r *Repo) mergeTree(ctx context.Context, at gitAt, ours, theirs plumbing.Hash) (string, []string, error) {
+	out, err := runGit(ctx, at, nil, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", ours.String(), theirs.String())
 	fields := strings.Split(out, "\x00")
 	if err != nil && exitCode(err) == 1 {
 		seen := map[string]bool{}
@@ -410,20 +412,21 @@ var testHookAdvanced func()
 // Cancelling ctx stops an advance only before it starts: once the files begin to change it
 // goes through (or puts them back) whatever happens to ctx, since a client's cancel must never
 // leave the user's worktree half-updated with the branch where it was.
-func (r *Repo) advance(ctx context.Context, dir string, branch plumbing.ReferenceName, old plumbing.Hash, commit, reason string) error {
+func (r *Repo) advance(ctx context.Context, at gitAt, branch plumbing.ReferenceName, old plumbing.Hash, commit, reason string) error {
+	dir := at.work
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("update %s: %w", dir, err)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
-	if _, err := runGit(ctx, dir, nil, "read-tree", "-m", "-u", old.String(), commit); err != nil {
+	if _, err := runGit(ctx, at, nil, "read-tree", "-m", "-u", old.String(), commit); err != nil {
 		return fmt.Errorf("update %s: %w", dir, err)
 	}
 	if testHookAdvanced != nil {
 		testHookAdvanced()
 	}
-	if _, err := runGit(ctx, dir, nil, "update-ref", "-m", reason, branch.String(), commit, old.String()); err != nil {
-		if _, rerr := runGit(ctx, dir, nil, "read-tree", "-m", "-u", commit, old.String()); rerr != nil {
+	if _, err := runGit(ctx, at, nil, "update-ref", "-m", reason, branch.String(), commit, old.String()); err != nil {
+		if _, rerr := runGit(ctx, at, nil, "read-tree", "-m", "-u", commit, old.String()); rerr != nil {
 			return fmt.Errorf("%w (and restoring the worktree failed: %v)", err, rerr)
 		}
 		return err
@@ -468,11 +471,11 @@ func (r *Repo) conflicts(ctx context.Context, child, dir string) ([]ConflictFile
 		return nil, z, z, err
 	}
 	defer unlock()
-	admin, err := r.worktreeAdmin(filepath.Clean(dir))
+	l, err := r.linkedWorktree(dir)
 	if err != nil {
 		return nil, z, z, err
 	}
-	_, target, err := r.headAt(filepath.Join(admin, "HEAD"))
+	_, target, err := r.headAt(filepath.Join(l.admin, "HEAD"))
 	if err != nil {
 		return nil, z, z, err
 	}
@@ -484,7 +487,7 @@ func (r *Repo) conflicts(ctx context.Context, child, dir string) ([]ConflictFile
 	if err != nil {
 		return nil, z, z, err
 	}
-	tree, files, err := r.mergeTree(ctx, dir, target, head)
+	tree, files, err := r.mergeTree(ctx, r.linkedAt(l.dir, l.admin), target, head)
 	if err != nil {
 		return nil, z, z, err
 	}
@@ -547,7 +550,7 @@ func (r *Repo) entryAt(c plumbing.Hash, p string) (*treeFile, error) {
 // mergeOver merges selected into target three-way over base's tree, whatever their history
 // says: stand-in commits with base's tree as their one parent carry target's and selected's
 // trees to git's merge. Conflicts are a ConflictError.
-func (r *Repo) mergeOver(ctx context.Context, dir string, base, target, selected plumbing.Hash) (string, error) {
+func (r *Repo) mergeOver(ctx context.Context, at gitAt, base, target, selected plumbing.Hash) (string, error) {
 	treeOf := func(c plumbing.Hash) (plumbing.Hash, error) {
 		co, err := r.git.CommitObject(c)
 		if err != nil {
@@ -579,12 +582,12 @@ func (r *Repo) mergeOver(ctx context.Context, dir string, base, target, selected
 	if err != nil {
 		return "", err
 	}
-	tree, conflicted, err := r.mergeTree(ctx, dir, o, t)
+	tree, conflicted, err := r.mergeTree(ctx, at, o, t)
 	if err != nil {
 		return "", err
 	}
 	if len(conflicted) > 0 {
-		return "", &ConflictError{Into: dir, Files: conflicted}
+		return "", &ConflictError{Into: at.work, Files: conflicted}
 	}
 	return tree, nil
 }

@@ -148,7 +148,7 @@ func TestAttributesMatchGit(t *testing.T) {
 			ref2 := filepath.Join(t.TempDir(), "ref2")
 			git(t, root, "worktree", "add", "-q", "-b", "ref2", ref2, commit)
 			assertSameFiles(t, fork, ref2)
-			if files, err := r.uncommitted(t.Context(), fork, r.adminDir("f")); err != nil || len(files) > 0 {
+			if files, err := r.uncommitted(t.Context(), mustLinked(t, r, fork)); err != nil || len(files) > 0 {
 				t.Errorf("fresh fork has uncommitted %v (%v)", files, err)
 			}
 			assertFsck(t, root)
@@ -379,7 +379,7 @@ func TestCheckpointWithGitLeavesOut(t *testing.T) {
 	if got := git(t, root, "cat-file", "blob", commit+":new.txt"); got != "a\nb" {
 		t.Errorf("new.txt stored as %q, want LF line ends", got)
 	}
-	files, err := r.uncommitted(t.Context(), wt, r.adminDir("s"))
+	files, err := r.uncommitted(t.Context(), mustLinked(t, r, wt))
 	if err != nil || strings.Join(files, ",") != "lib/ (a git repository of its own)" {
 		t.Errorf("uncommitted = %v (%v), want only the nested repository", files, err)
 	}

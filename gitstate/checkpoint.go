@@ -81,7 +81,7 @@ func scopesOf(touched []string) ([]string, error) {
 }
 
 func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []string) (plumbing.Hash, bool, error) {
-	admin, branch, parent, err := r.checkpointTarget(dir)
+	l, branch, parent, err := r.checkpointTarget(dir)
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
@@ -89,7 +89,7 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 	if len(scopes) == 0 {
 		return head, false, nil
 	}
-	indexPath := filepath.Join(admin, "index")
+	indexPath := filepath.Join(l.admin, "index")
 	x, err := loadIndex(indexPath)
 	if err != nil {
 		return plumbing.ZeroHash, false, err
@@ -100,7 +100,7 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 	}
 	var s *scan
 	if why == "" {
-		if s, err = r.scanned(ctx, dir, parent.TreeHash, x, scopes); err != nil {
+		if s, err = r.scanned(ctx, l, parent.TreeHash, x, scopes); err != nil {
 			return plumbing.ZeroHash, false, err
 		}
 		why = r.newAttrsReason(s)
@@ -112,7 +112,7 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 		// git transforms this worktree's content: it stages it, into the worktree's own index.
 		r.logger.Debug("checkpoint through git", "dir", dir, "because", why)
 		s = nil
-		newTree, err = r.stageWithGit(ctx, dir, r.setupExcludes(admin))
+		newTree, err = r.stageWithGit(ctx, r.linkedAt(l.dir, l.admin), l.exclude())
 	}
 	if err != nil {
 		return plumbing.ZeroHash, false, err
@@ -137,43 +137,47 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 	return commit, commit != head, nil
 }
 
-// checkpointTarget finds the worktree's admin dir, its branch and the commit at its tip,
-// refusing what a checkpoint cannot commit onto. Callers hold the lock.
-func (r *Repo) checkpointTarget(dir string) (string, plumbing.ReferenceName, *object.Commit, error) {
+// checkpointTarget finds the worktree, its branch and the commit at its tip, refusing what a
+// checkpoint cannot commit onto. Callers hold the lock.
+func (r *Repo) checkpointTarget(dir string) (linked, plumbing.ReferenceName, *object.Commit, error) {
+	var none linked
 	if r.pendingAt(dir) {
-		return "", "", nil, fmt.Errorf("worktree %s is still being created", dir)
+		return none, "", nil, fmt.Errorf("worktree %s is still being created", dir)
 	}
-	admin, err := r.worktreeAdmin(dir)
+	l, err := r.linkedWorktree(dir)
 	if err != nil {
-		return "", "", nil, err
+		return none, "", nil, err
 	}
-	if _, ok := r.pending[filepath.Base(admin)]; ok {
-		return "", "", nil, fmt.Errorf("worktree %s is still being created", dir)
+	if _, ok := r.pending[l.name()]; ok {
+		return none, "", nil, fmt.Errorf("worktree %s is still being created", dir)
 	}
-	branch, head, err := r.headAt(filepath.Join(admin, "HEAD"))
+	branch, head, err := r.headAt(filepath.Join(l.admin, "HEAD"))
 	if errors.Is(err, ErrNoCommits) {
-		return "", "", nil, fmt.Errorf("branch %s of this worktree no longer exists (deleted outside Arbor?); recreate it with `git branch %s <commit>` or discard the session", branch.Short(), branch.Short())
+		return none, "", nil, fmt.Errorf("branch %s of this worktree no longer exists (deleted outside Arbor?); recreate it with `git branch %s <commit>` or discard the session", branch.Short(), branch.Short())
 	}
 	if err != nil {
-		return "", "", nil, err
+		return none, "", nil, err
 	}
 	if branch == "" {
-		return "", "", nil, fmt.Errorf("HEAD is detached at %s; check out the session's branch first (git -C %s switch <branch>)", head, dir)
+		return none, "", nil, fmt.Errorf("HEAD is detached at %s; check out the session's branch first (git -C %s switch <branch>)", head, dir)
+	}
+	if err := r.ownBranch(l, branch); err != nil {
+		return none, "", nil, err
 	}
 	parent, err := r.git.CommitObject(head)
 	if err != nil {
-		return "", "", nil, fmt.Errorf("commit %s: %w", head, err)
+		return none, "", nil, fmt.Errorf("commit %s: %w", head, err)
 	}
-	return admin, branch, parent, nil
+	return l, branch, parent, nil
 }
 
 // scanned runs gitstate's own scan of scopes of the worktree at dir. Callers hold the lock.
-func (r *Repo) scanned(ctx context.Context, dir string, tree plumbing.Hash, x *rawIndex, scopes []string) (*scan, error) {
+func (r *Repo) scanned(ctx context.Context, l linked, tree plumbing.Hash, x *rawIndex, scopes []string) (*scan, error) {
 	t, err := object.GetTree(r.git.Storer, tree)
 	if err != nil {
 		return nil, fmt.Errorf("tree %s: %w", tree, err)
 	}
-	s := r.newScan(dir, t, x, scopes[0] == "")
+	s := r.newScan(l.dir, l.exclude(), t, x, scopes[0] == "")
 	if err := s.run(ctx, scopes); err != nil {
 		return nil, err
 	}

@@ -49,9 +49,9 @@ func (r *Repo) discard(ctx context.Context, dir, branch string, force bool) (*Di
 		if r.pendingAt(dir) {
 			return res, fmt.Errorf("the worktree %s is being written; wait for it (or drop its hold) first", dir)
 		}
-		if admin, err := r.worktreeAdmin(dir); err == nil {
-			name = filepath.Base(admin)
-			if b, _, err := r.headAt(filepath.Join(admin, "HEAD")); branch == "" && err == nil {
+		if l, err := r.linkedWorktree(dir); err == nil {
+			name = l.name()
+			if b, _, err := r.headAt(filepath.Join(l.admin, "HEAD")); branch == "" && err == nil {
 				branch = b.Short()
 			}
 		} else if admin := r.adminFor(dir); admin != "" {
@@ -129,7 +129,7 @@ func (r *Repo) dropBranch(name plumbing.ReferenceName, force bool, res *DiscardR
 	// Through the git CLI, as a compare-and-swap that honours packed-refs.lock: go-git rewrites
 	// packed-refs without that lock, which a concurrent `git gc` or `git pack-refs` can lose
 	// branches to.
-	if _, err := runGit(context.Background(), r.root, nil, "update-ref", "-d", name.String(), ref.Hash().String()); err != nil {
+	if _, err := runGit(context.Background(), r.mainAt(), nil, "update-ref", "-d", name.String(), ref.Hash().String()); err != nil {
 		return fmt.Errorf("delete branch %s: %w", name.Short(), err)
 	}
 	res.Deleted = true

@@ -67,6 +67,20 @@
 // checkpoint trees against `git add -A && git write-tree`, worktrees against `git worktree add`
 // byte for byte and mode for mode, diffs against `git diff`.
 //
+// # What runs in a worktree cannot steer git
+//
+// A session's worktree is written by the code the session runs, the daemon's git is not. So
+// gitstate never lets git discover a repository there: every git command gets GIT_DIR (the
+// worktree's admin dir, from gitstate's record of it or git's registration in the common
+// dir — never from the worktree's .git file), GIT_COMMON_DIR and GIT_WORK_TREE, with
+// fsmonitor, hooks, automatic maintenance and submodule recursion off (gitGuards in cli.go).
+// Filter and diff drivers then come only from configuration no sandbox can write. Before
+// working on a worktree, gitstate puts its .git file back to exactly what it wrote (gitfile.go),
+// so the user's own git there goes where gitstate does; [Open] from inside one of its
+// worktrees finds the repository the worktree lives in, whatever that file says. A checkpoint
+// writes only the branch the worktree's own admin dir has checked out, by compare-and-swap, and
+// refuses one another worktree has checked out or another session records as its own.
+//
 // Checkpoints are signed "Arbor <arbor@localhost>": they are the agent's work. Accept and Merge
 // commit as the user and fail up front with [ErrNoIdentity] when git has no identity for them.
 package gitstate

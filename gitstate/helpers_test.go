@@ -119,3 +119,13 @@ func assertFsck(t testing.TB, dir string) {
 	t.Helper()
 	git(t, dir, "fsck", "--no-progress", "--strict")
 }
+
+// mustLinked is gitstate's view of the linked worktree at dir.
+func mustLinked(t testing.TB, r *Repo, dir string) linked {
+	t.Helper()
+	l, err := r.linkedWorktree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}

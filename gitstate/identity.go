@@ -17,8 +17,8 @@ var ErrNoIdentity = errors.New(`git does not know who you are; set your identity
 // checkIdentity makes sure a commit made in dir gets an author and a committer, from the
 // environment (GIT_AUTHOR_NAME, …, EMAIL) or the effective config (user.*, author.*,
 // committer.*), the places git itself looks, without letting git guess one from the host name.
-func checkIdentity(ctx context.Context, dir string) error {
-	out, err := runGit(ctx, dir, nil, "config", "-z", "--get-regexp", `^(user|author|committer)\.(name|email)$`)
+func checkIdentity(ctx context.Context, at gitAt) error {
+	out, err := runGit(ctx, at, nil, "config", "-z", "--get-regexp", `^(user|author|committer)\.(name|email)$`)
 	if err != nil && exitCode(err) != 1 { // 1: none is set
 		return fmt.Errorf("read git identity: %w", err)
 	}

@@ -122,7 +122,7 @@ func (r *Repo) refreshPolicy(ctx context.Context) error {
 	if stamp == r.pol.stamp {
 		return nil
 	}
-	out, err := runGit(ctx, r.root, nil, "config", "-z", "--get-regexp", `^core\.(autocrlf|filemode|symlinks|ignorecase|attributesfile)$`)
+	out, err := runGit(ctx, r.mainAt(), nil, "config", "-z", "--get-regexp", `^core\.(autocrlf|filemode|symlinks|ignorecase|attributesfile)$`)
 	if err != nil && exitCode(err) != 1 { // 1: none of them is set
 		return fmt.Errorf("read git config: %w", err)
 	}

@@ -153,8 +153,12 @@ func (r *Repo) healthy(name, dir string) bool {
 	if err != nil || filepath.Clean(strings.TrimSpace(string(gitdir))) != filepath.Join(dir, ".git") {
 		return false
 	}
-	back, err := readGitFile(filepath.Join(dir, ".git"))
-	if err != nil || back != admin {
+	// A .git file whatever ran in the worktree rewrote is put back; one that is gone, or a
+	// directory in its place, makes the worktree broken.
+	if fi, err := os.Lstat(filepath.Join(dir, ".git")); err != nil || fi.IsDir() {
+		return false
+	}
+	if err := r.restoreGitFile(linked{dir: dir, admin: admin}); err != nil {
 		return false
 	}
 	_, err = os.Stat(filepath.Join(admin, "index"))

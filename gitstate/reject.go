@@ -133,11 +133,12 @@ func (r *Repo) Reject(ctx context.Context, o RejectOptions) (string, []string, e
 	}
 	defer unlock()
 	dir := filepath.Clean(o.Dir)
-	admin, err := r.worktreeAdmin(dir)
+	l, err := r.linkedWorktree(dir)
 	if err != nil {
 		return "", nil, err
 	}
-	branch, tip, err := r.headAt(filepath.Join(admin, "HEAD"))
+	at := r.linkedAt(l.dir, l.admin)
+	branch, tip, err := r.headAt(filepath.Join(l.admin, "HEAD"))
 	if err != nil {
 		return "", nil, err
 	}
@@ -179,15 +180,15 @@ func (r *Repo) Reject(ctx context.Context, o RejectOptions) (string, []string, e
 			return "", nil, err
 		}
 	}
-	if err := checkIdentity(ctx, dir); err != nil {
+	if err := checkIdentity(ctx, at); err != nil {
 		return "", nil, err
 	}
-	out, err := runGit(ctx, dir, []byte(ensureNewline(o.Reason)), "commit-tree", tree.String(), "-p", head.String(), "-F", "-")
+	out, err := runGit(ctx, at, []byte(ensureNewline(o.Reason)), "commit-tree", tree.String(), "-p", head.String(), "-F", "-")
 	if err != nil {
 		return "", nil, err
 	}
 	commit := strings.TrimSpace(out)
-	if err := r.advance(ctx, dir, branch, head, commit, "arbor: reject part of "+branch.Short()); err != nil {
+	if err := r.advance(ctx, at, branch, head, commit, "arbor: reject part of "+branch.Short()); err != nil {
 		return "", nil, err
 	}
 	return commit, paths, nil

@@ -40,15 +40,14 @@ func (r *Repo) releaseWorktree(ctx context.Context, dir, message string) (string
 	if r.pendingAt(dir) {
 		return "", errors.New("worktree is still being created")
 	}
-	admin, err := r.worktreeAdmin(dir)
+	l, err := r.linkedWorktree(dir)
 	if err != nil {
 		return "", err
 	}
-	name := filepath.Base(admin)
-	rec, err := r.readRecord(name)
-	if err != nil {
-		return "", fmt.Errorf("not a session worktree of arbor's (%w)", err)
+	if l.rec == nil {
+		return "", fmt.Errorf("%s is not a session worktree of arbor's (gitstate has no record of it)", dir)
 	}
+	name, rec := l.name(), *l.rec
 	h, changed, err := r.checkpoint(ctx, dir, message, []string{""})
 	if err != nil {
 		return "", err
@@ -59,7 +58,7 @@ func (r *Repo) releaseWorktree(ctx context.Context, dir, message string) (string
 	}
 	r.step(name, "checkpointed")
 	// Nothing may be left that the branch does not hold.
-	left, err := r.uncommitted(ctx, dir, admin)
+	left, err := r.uncommitted(ctx, l)
 	if err != nil {
 		return commit, err
 	}
@@ -77,7 +76,7 @@ func (r *Repo) releaseWorktree(ctx context.Context, dir, message string) (string
 		return commit, err
 	}
 	r.step(name, "moved")
-	if err := os.RemoveAll(admin); err != nil {
+	if err := os.RemoveAll(l.admin); err != nil {
 		return commit, err
 	}
 	r.step(name, "unregistered")
@@ -164,7 +163,7 @@ func (r *Repo) TreeSize(ctx context.Context, commit string) (int64, error) {
 	if ok {
 		return n, nil
 	}
-	out, err := runGit(ctx, r.root, nil, "ls-tree", "-r", "-l", "-z", commit)
+	out, err := runGit(ctx, r.mainAt(), nil, "ls-tree", "-r", "-l", "-z", commit)
 	if err != nil {
 		return 0, fmt.Errorf("size of %s: %w", commit, err)
 	}

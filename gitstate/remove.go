@@ -47,11 +47,10 @@ func (r *Repo) RemoveWorktree(ctx context.Context, dir string, force bool) error
 
 func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error {
 	dir = filepath.Clean(dir)
-	admin, err := r.worktreeAdmin(dir)
 	if r.pendingAt(dir) {
 		return fmt.Errorf("worktree is still being created")
 	}
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		// The directory is gone already: drop the registration that still points at it.
 		if admin := r.adminFor(dir); admin != "" {
 			r.removeRecord(filepath.Base(admin))
@@ -59,17 +58,19 @@ func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error
 		}
 		return fmt.Errorf("no such worktree")
 	}
+	l, err := r.linkedWorktree(dir)
 	if err != nil {
 		return err
 	}
-	if _, ok := r.pending[filepath.Base(admin)]; ok {
+	admin := l.admin
+	if _, ok := r.pending[l.name()]; ok {
 		return fmt.Errorf("worktree is still being created")
 	}
 	if !force {
 		if b, err := os.ReadFile(filepath.Join(admin, "locked")); err == nil {
 			return fmt.Errorf("worktree is locked (%s); unlock it with git worktree unlock, or force", strings.TrimSpace(string(b)))
 		}
-		files, err := r.uncommitted(ctx, dir, admin)
+		files, err := r.uncommitted(ctx, l)
 		if err != nil {
 			return err
 		}
@@ -89,8 +90,8 @@ func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error
 
 // uncommitted lists paths whose worktree or index content differs from HEAD. Callers hold the
 // lock.
-func (r *Repo) uncommitted(ctx context.Context, dir, admin string) ([]string, error) {
-	_, head, err := r.headAt(filepath.Join(admin, "HEAD"))
+func (r *Repo) uncommitted(ctx context.Context, l linked) ([]string, error) {
+	_, head, err := r.headAt(filepath.Join(l.admin, "HEAD"))
 	if err != nil {
 		return nil, err
 	}
@@ -102,16 +103,16 @@ func (r *Repo) uncommitted(ctx context.Context, dir, admin string) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	x, err := loadIndex(filepath.Join(admin, "index"))
+	x, err := loadIndex(filepath.Join(l.admin, "index"))
 	if err != nil {
 		return nil, err
 	}
 	if why, err := r.indexReason(ctx, x); err != nil {
 		return nil, err
 	} else if why != "" {
-		return uncommittedWithGit(ctx, dir, r.setupExcludes(admin))
+		return uncommittedWithGit(ctx, r.linkedAt(l.dir, l.admin), l.exclude())
 	}
-	s := r.newScan(dir, tree, x, true)
+	s := r.newScan(l.dir, l.exclude(), tree, x, true)
 	if err := s.run(ctx, []string{""}); err != nil {
 		return nil, err
 	}

@@ -115,6 +115,11 @@ func findCommonDir(dir string) (string, error) {
 		if err == nil && fi.IsDir() {
 			return resolveSymlinks(dotgit), nil
 		}
+		if common, ok := arborCommonDir(p); ok {
+			// One of Arbor's worktrees, whose .git file the code running in it can rewrite:
+			// its repository is where the worktree lives, not where that file says.
+			return resolveSymlinks(common), nil
+		}
 		if err == nil && fi.Mode().IsRegular() {
 			admin, err := readGitFile(dotgit)
 			if err != nil {
@@ -132,6 +137,22 @@ func findCommonDir(dir string) (string, error) {
 		}
 		p = parent
 	}
+}
+
+// arborCommonDir recognises a worktree gitstate made, at <common>/arbor/worktrees/<name> and
+// registered in <common>/worktrees/<name>, and returns its common dir.
+func arborCommonDir(dir string) (string, bool) {
+	name := filepath.Base(dir)
+	parent := filepath.Dir(dir)
+	common := filepath.Dir(filepath.Dir(parent))
+	if filepath.Base(parent) != "worktrees" || filepath.Base(filepath.Dir(parent)) != "arbor" || filepath.Base(common) != ".git" {
+		return "", false
+	}
+	b, err := os.ReadFile(filepath.Join(common, "worktrees", name, "gitdir"))
+	if err != nil || filepath.Clean(strings.TrimSpace(string(b))) != filepath.Join(dir, ".git") {
+		return "", false
+	}
+	return common, true
 }
 
 func resolveSymlinks(p string) string {

@@ -44,15 +44,13 @@ type scan struct {
 	attrFiles []string
 }
 
-func (r *Repo) newScan(dir string, tree *object.Tree, x *rawIndex, full bool) *scan {
+func (r *Repo) newScan(dir string, exclude []string, tree *object.Tree, x *rawIndex, full bool) *scan {
 	s := &scan{r: r, dir: dir, tree: tree, x: x, ign: r.newIgnorer(dir),
 		changes: map[string]*treeFile{}, entries: map[string]*index.Entry{}}
-	if admin, err := r.worktreeAdmin(dir); err == nil {
-		if rec, err := r.readRecord(filepath.Base(admin)); err == nil && len(rec.Exclude) > 0 {
-			s.ign.extra = map[string]bool{}
-			for _, p := range rec.Exclude {
-				s.ign.extra[p] = true
-			}
+	if len(exclude) > 0 {
+		s.ign.extra = map[string]bool{}
+		for _, p := range exclude {
+			s.ign.extra[p] = true
 		}
 	}
 	if full {

@@ -136,7 +136,7 @@ func (r *Repo) SetupWorktree(ctx context.Context, dir string, s Setup) error {
 	}
 	// What the command made (node_modules, a build dir, generated files) is the setup's, not
 	// the session's work: it stays out of checkpoints like the copies do.
-	made, err := untrackedPaths(ctx, dir)
+	made, err := r.untrackedPaths(ctx, dir)
 	if err != nil {
 		return &SetupError{Step: "command", Path: s.Command, Err: fmt.Errorf("list what it created: %w", err)}
 	}
@@ -149,8 +149,12 @@ func (r *Repo) SetupWorktree(ctx context.Context, dir string, s Setup) error {
 
 // untrackedPaths lists the untracked, not ignored, paths of the worktree at dir as git shows
 // them: a new directory as one entry.
-func untrackedPaths(ctx context.Context, dir string) ([]string, error) {
-	out, err := runGit(ctx, dir, nil, "status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames")
+func (r *Repo) untrackedPaths(ctx context.Context, dir string) ([]string, error) {
+	l, err := r.linkedWorktree(dir)
+	if err != nil {
+		return nil, err
+	}
+	out, err := runGit(ctx, r.linkedAt(l.dir, l.admin), nil, "status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames", "--ignore-submodules=all")
 	if err != nil {
 		return nil, err
 	}
@@ -174,14 +178,14 @@ func (r *Repo) excludeInWorktree(ctx context.Context, dir string, paths []string
 		return err
 	}
 	defer unlock()
-	admin, err := r.worktreeAdmin(filepath.Clean(dir))
+	l, err := r.linkedWorktree(dir)
 	if err != nil {
 		return err
 	}
-	rec, err := r.readRecord(filepath.Base(admin))
-	if err != nil {
-		return fmt.Errorf("%s was not made by gitstate: %w", dir, err)
+	if l.rec == nil {
+		return fmt.Errorf("%s was not made by gitstate (it has no record of it)", dir)
 	}
+	rec := *l.rec
 	for _, p := range paths {
 		rec.Exclude = append(rec.Exclude, path.Clean(filepath.ToSlash(p)))
 	}

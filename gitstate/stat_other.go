@@ -17,3 +17,12 @@ func fillStat(e *index.Entry, fi os.FileInfo) {
 func statMatches(e *index.Entry, fi os.FileInfo) bool {
 	return e.ModifiedAt.Equal(fi.ModTime()) && e.Size == uint32(fi.Size())
 }
+
+func openNoFollow(p string) (*os.File, error) {
+	if fi, err := os.Lstat(p); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, &os.PathError{Op: "open", Path: p, Err: os.ErrInvalid}
+	}
+	return os.Open(p)
+}

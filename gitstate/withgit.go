@@ -3,7 +3,6 @@ package gitstate
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -14,12 +13,12 @@ import (
 // the diff's binary test, done by git itself, for repositories whose attributes or settings
 // make git transform content.
 
-// stageWithGit has git stage the whole worktree at dir into its own index (`git add -A`,
+// stageWithGit has git stage the whole worktree at into its own index (`git add -A`,
 // through clean filters and eol conversion) and returns the tree `git write-tree` makes of it.
 // Paths Setup copied in and repositories nested in the worktree are left out, as the scan
 // leaves them out. Callers hold the lock.
-func (r *Repo) stageWithGit(ctx context.Context, dir string, exclude []string) (plumbing.Hash, error) {
-	out, err := runGit(ctx, dir, nil, "ls-files", "-z", "--others", "--exclude-standard")
+func (r *Repo) stageWithGit(ctx context.Context, at gitAt, exclude []string) (plumbing.Hash, error) {
+	out, err := runGit(ctx, at, nil, "ls-files", "-z", "--others", "--exclude-standard")
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("list untracked files: %w", err)
 	}
@@ -32,10 +31,10 @@ func (r *Repo) stageWithGit(ctx context.Context, dir string, exclude []string) (
 			specs = append(specs, ":(top,exclude,literal)"+strings.TrimSuffix(p, "/"))
 		}
 	}
-	if _, err := runGit(ctx, dir, nil, append([]string{"add", "-A", "--"}, specs...)...); err != nil {
+	if _, err := runGit(ctx, at, nil, append([]string{"add", "-A", "--"}, specs...)...); err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("stage: %w", err)
 	}
-	out, err = runGit(ctx, dir, nil, "write-tree")
+	out, err = runGit(ctx, at, nil, "write-tree")
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("write tree: %w", err)
 	}
@@ -50,8 +49,8 @@ func (r *Repo) stageWithGit(ctx context.Context, dir string, exclude []string) (
 // It reads objects and writes only the worktree's files and index, so it runs without the lock.
 // (`git worktree add` runs `git reset --hard`; read-tree does the same checkout without
 // rewriting the branch ref.)
-func checkoutWithGit(ctx context.Context, dir string) error {
-	if _, err := runGit(ctx, dir, nil, "read-tree", "--reset", "-u", "HEAD"); err != nil {
+func checkoutWithGit(ctx context.Context, at gitAt) error {
+	if _, err := runGit(ctx, at, nil, "read-tree", "--reset", "-u", "HEAD"); err != nil {
 		return fmt.Errorf("checkout: %w", err)
 	}
 	return nil
@@ -59,8 +58,8 @@ func checkoutWithGit(ctx context.Context, dir string) error {
 
 // uncommittedWithGit is [Repo.uncommitted] by `git status`, which compares content the way
 // git stores it.
-func uncommittedWithGit(ctx context.Context, dir string, exclude []string) ([]string, error) {
-	out, err := runGit(ctx, dir, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+func uncommittedWithGit(ctx context.Context, at gitAt, exclude []string) ([]string, error) {
+	out, err := runGit(ctx, at, nil, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=all")
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
@@ -86,7 +85,7 @@ func uncommittedWithGit(ctx context.Context, dir string, exclude []string) ([]st
 // `-diff` attributes as well as content. Files git calls binary lose their hunks; files it
 // calls text that the content test called binary get them. Callers hold the lock.
 func (r *Repo) binaryFromGit(ctx context.Context, d *Diff) error {
-	out, err := runGit(ctx, r.root, nil, "diff", "--numstat", "-z", "-M", "--no-ext-diff", "--no-color", d.Base, d.Head)
+	out, err := runGit(ctx, r.mainAt(), nil, "diff", "--numstat", "-z", "-M", "--no-ext-diff", "--no-color", d.Base, d.Head)
 	if err != nil {
 		return fmt.Errorf("git's numstat: %w", err)
 	}
@@ -150,13 +149,4 @@ func (r *Repo) textHunks(f *FileDiff) error {
 	f.Binary = false
 	f.Hunks, f.Additions, f.Deletions = hunks(string(sides[0]), string(sides[1]))
 	return nil
-}
-
-// setupExcludes returns the paths Setup put into the worktree whose admin dir is admin.
-func (r *Repo) setupExcludes(admin string) []string {
-	rec, err := r.readRecord(filepath.Base(admin))
-	if err != nil {
-		return nil
-	}
-	return rec.Exclude
 }

@@ -422,7 +422,7 @@ type pendingWorktree struct {
 // git. It returns the index entries to write, or nil when git wrote the index.
 func (p *pendingWorktree) fill(ctx context.Context, st storer.EncodedObjectStorer, common string) ([]*index.Entry, error) {
 	if p.withGit != "" {
-		return nil, checkoutWithGit(ctx, p.dir)
+		return nil, checkoutWithGit(ctx, gitAt{work: p.dir, gitDir: p.admin, common: common})
 	}
 	return checkout(ctx, func(h plumbing.Hash) ([]byte, error) { return readBlobFrom(st, h) }, common, p.dir, p.files)
 }
@@ -442,7 +442,7 @@ func (r *Repo) linkWorktree(ctx context.Context, name string, branch plumbing.Re
 	}
 	var entries []*index.Entry
 	if p.withGit != "" {
-		err = checkoutWithGit(ctx, p.dir)
+		err = checkoutWithGit(ctx, r.linkedAt(p.dir, p.admin))
 	} else {
 		entries, err = checkout(ctx, r.readBlob, r.common, p.dir, p.files)
 	}
@@ -526,7 +526,7 @@ func (r *Repo) registerWorktree(name string, branch plumbing.ReferenceName, comm
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: "+admin+"\n"), 0o666); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ".git"), gitFileFor(admin), 0o666); err != nil {
 		return nil, err
 	}
 	if p.files, err = listTreeFrom(st, c.TreeHash, "", nil); err != nil {
@@ -547,16 +547,4 @@ func (r *Repo) finishWorktree(p *pendingWorktree, entries []*index.Entry) error 
 		}
 	}
 	return os.Remove(filepath.Join(p.admin, "locked"))
-}
-
-// worktreeAdmin returns the admin dir of the linked worktree at dir.
-func (r *Repo) worktreeAdmin(dir string) (string, error) {
-	admin, err := readGitFile(filepath.Join(dir, ".git"))
-	if err != nil {
-		return "", fmt.Errorf("%s is not a linked worktree: %w", dir, err)
-	}
-	if filepath.Dir(admin) != filepath.Join(r.common, "worktrees") {
-		return "", fmt.Errorf("%s is not a linked worktree of %s (its git dir is %s)", dir, r.root, admin)
-	}
-	return admin, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // Execute runs one cell and waits for it to finish: the execute_reply and the kernel's return to
@@ -32,6 +34,7 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 		return nil, fmt.Errorf("execute: %w", err)
 	}
 	k.flushSnapshot(ctx)
+	budget := p.budget.Counters()
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -83,6 +86,9 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 			n := fmt.Sprintf("The kernel process died while running this cell (%s); its live variables are lost.", exitReason(p))
 			if p.gw != nil {
 				n = fmt.Sprintf("The kernel on the gateway was lost while running this cell (%s); its live variables are lost.", exitReason(p))
+			}
+			if b := p.budgetNotice(budget, st.res, true); b != "" {
+				n += " " + b
 			}
 			if k.opts.Revive {
 				n += " The next cell starts a new kernel with the latest snapshot restored."
@@ -159,6 +165,9 @@ func (k *Kernel) Execute(ctx context.Context, code string, opts ExecOptions) (*R
 		}
 	}
 	st.finish()
+	if n := p.budgetNotice(budget, st.res, false); n != "" {
+		st.notice(n)
+	}
 	if st.interrupted != "" {
 		st.res.Status = StatusTimeout
 		st.notice(fmt.Sprintf("The cell ran past its %v timeout; Arbor stopped it with %s. The kernel and its variables are intact.", timeout, st.interrupted))
@@ -181,10 +190,15 @@ func (k *Kernel) restoreNotice(m *Manifest) string {
 }
 
 func exitReason(p *proc) string {
-	if p.waitErr == nil {
-		return "exit status 0"
+	why := "exit status 0"
+	if p.waitErr != nil {
+		why = p.waitErr.Error()
 	}
-	return p.waitErr.Error()
+	if p.budget != nil && p.atExit.OOMKills > 0 {
+		why += fmt.Sprintf("; its memory limit of %s killed %d process(es), %s raises it",
+			sandbox.FormatBytes(p.budget.Limits.Memory), p.atExit.OOMKills, sandbox.SettingMemory)
+	}
+	return why
 }
 
 // execState accumulates the messages of one execute request.

@@ -76,6 +76,11 @@ type Options struct {
 	// ones (the repository's git common dir, so git works in the worktree).
 	SandboxHome, SandboxHide, SandboxReadOnly []string
 
+	// Limits is the process and memory budget of the kernel process and all it starts (see
+	// sandbox.DetectBudget for how it is enforced here); zero fields are the defaults,
+	// negative ones no limit. A cell that meets it is told so in Result.Notice.
+	Limits sandbox.Limits
+
 	// InterruptGrace is how long each rung of the timeout ladder (interrupt_request, then
 	// SIGINT to the process group) waits for the cell to stop before the next rung; 0 means 2 s.
 	InterruptGrace time.Duration

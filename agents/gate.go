@@ -10,10 +10,12 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/arborhq/arbor/agents/harness"
+	"github.com/arborhq/arbor/gitstate"
 	"github.com/arborhq/arbor/workspace"
 )
 
@@ -140,10 +142,7 @@ func (s *Session) runGate(ctx context.Context, pol workspace.HarnessPolicy, pid 
 		v.Error = fmt.Sprintf("clean checkout of %s: %v: %s", short(head), err, out)
 		return v
 	}
-	defer func() {
-		s.gitMain(context.WithoutCancel(ctx), "worktree", "remove", "--force", dir)
-		os.RemoveAll(dir)
-	}()
+	defer s.dropCheckout(context.WithoutCancel(ctx), dir)
 	if err := s.restoreProtected(ctx, dir, head, s.protectedGlobs(pol)); err != nil {
 		v.Error = err.Error()
 		return v
@@ -235,8 +234,7 @@ func (s *Session) restoreProtected(ctx context.Context, dir, head string, globs 
 		}
 	}
 	if len(restore) > 0 {
-		args := append([]string{"-C", dir, "checkout", s.meta.BaseCommit, "--"}, restore...)
-		if out, err := exec.CommandContext(ctx, "git", args...).CombinedOutput(); err != nil {
+		if out, err := s.checkoutGit(ctx, dir, append([]string{"checkout", s.meta.BaseCommit, "--"}, restore...)...); err != nil {
 			return fmt.Errorf("restore the protected paths from %s: %v: %s", short(s.meta.BaseCommit), err, out)
 		}
 	}
@@ -252,11 +250,59 @@ func protectedPath(globs []string, p string) bool {
 	return false
 }
 
-// gitMain runs git on the session's repository.
+// gitMain runs git on the session's repository, with nothing the repository configures run
+// on the way (gitstate.Guards).
 func (s *Session) gitMain(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", s.ws.Root}, args...)...)
+	cmd := exec.CommandContext(ctx, "git", slices.Concat([]string{"-C", s.ws.Root}, gitstate.Guards(), args)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// checkoutGit runs git on the scratch checkout at dir (made by `git worktree add`), naming its
+// git dir, common dir and work tree itself: the command a gate judges runs in that checkout
+// and can rewrite its .git file, and git discovering the repository from it would run what
+// that file's target configures.
+func (s *Session) checkoutGit(ctx context.Context, dir string, args ...string) (string, error) {
+	admin := checkoutAdmin(s.ws.Repo.CommonDir(), dir)
+	if admin == "" {
+		return "", fmt.Errorf("the checkout %s is not registered in %s", dir, s.ws.Repo.CommonDir())
+	}
+	cmd := exec.CommandContext(ctx, "git", append(gitstate.Guards(), args...)...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_DIR=") && !strings.HasPrefix(kv, "GIT_WORK_TREE=") && !strings.HasPrefix(kv, "GIT_COMMON_DIR=") && !strings.HasPrefix(kv, "GIT_INDEX_FILE=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "GIT_DIR="+admin, "GIT_COMMON_DIR="+s.ws.Repo.CommonDir(), "GIT_WORK_TREE="+dir)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// dropCheckout removes a scratch checkout and its registration without git reading anything
+// in it (as `git worktree remove --force` would, after reading its .git file).
+func (s *Session) dropCheckout(ctx context.Context, dir string) {
+	admin := checkoutAdmin(s.ws.Repo.CommonDir(), dir)
+	os.RemoveAll(dir)
+	if admin != "" {
+		os.RemoveAll(admin)
+		return
+	}
+	s.gitMain(ctx, "worktree", "prune")
+}
+
+// checkoutAdmin finds the admin dir git registered the linked checkout at dir under, from the
+// registrations' own back-pointers (in the common dir, which no sandbox can write), or "".
+func checkoutAdmin(common, dir string) string {
+	ents, _ := os.ReadDir(filepath.Join(common, "worktrees"))
+	for _, e := range ents {
+		admin := filepath.Join(common, "worktrees", e.Name())
+		b, err := os.ReadFile(filepath.Join(admin, "gitdir"))
+		if err == nil && filepath.Clean(strings.TrimSpace(string(b))) == filepath.Join(dir, ".git") {
+			return admin
+		}
+	}
+	return ""
 }
 
 func tail(s string, n int) string {

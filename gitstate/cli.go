@@ -46,6 +46,11 @@ var gitGuards = []string{
 	"-c", "maintenance.auto=false",
 }
 
+// Guards returns git's leading arguments that turn off what git would run on its own from a
+// repository's configuration or hooks (see gitGuards), for callers outside gitstate that run
+// git on a checkout a sandbox can write.
+func Guards() []string { return slices.Clone(gitGuards) }
+
 // runGit runs the git CLI on at: for merges and accepts, and for whatever the policy in doc.go
 // sends through git. Variables of the daemon's environment that would redirect git to another
 // repository or index are replaced by at's. Callers hold the lock.

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/arborhq/arbor/gitstate"
 )
 
 // Change says who made a change and why; it becomes the commit's trailers.
@@ -662,7 +664,7 @@ func (s *Store) readFiles(ctx context.Context, commit string, prefixes ...string
 }
 
 func (s *Store) cmd(ctx context.Context, env []string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd := exec.CommandContext(ctx, "git", append(gitstate.Guards(), args...)...)
 	cmd.Env = gitEnv(s.gitDir, env)
 	return cmd
 }
@@ -676,7 +678,8 @@ func (s *Store) git(ctx context.Context, env []string, stdin []byte, args ...str
 }
 
 // gitEnv is the environment for git on gitDir: nothing of the caller's that would point git at
-// another repository or index, and no configuration but the repository's.
+// another repository or index, and no configuration but the repository's. With the guards
+// (gitstate.Guards) no hook or fsmonitor runs.
 func gitEnv(gitDir string, extra []string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -690,7 +693,7 @@ func gitEnv(gitDir string, extra []string) []string {
 }
 
 func git(ctx context.Context, gitDir string, env []string, stdin []byte, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd := exec.CommandContext(ctx, "git", append(gitstate.Guards(), args...)...)
 	cmd.Env = gitEnv(gitDir, env)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

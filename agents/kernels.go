@@ -92,6 +92,7 @@ func (s *Session) ensureKernel(ctx context.Context) (*kernel.Kernel, string, err
 		Env:      []string{"ARBOR_SESSION=" + s.meta.ID, "ARBOR_SKILLS=" + s.skillsDir()},
 		Host:     hostHandler{s},
 		Logger:   s.svc.log.With("session", s.meta.ID),
+		Limits:   s.cfg.Limits,
 	}
 	if err := s.kernelOptions(&opts); err != nil {
 		s.append(ctx, event.Kernel{Event: "start_failed", Error: err.Error()})

@@ -165,9 +165,7 @@ func removeCgroup(dir string, wait time.Duration) error {
 // memTotal is the memory the daemon may use: MemTotal, or its own memory cgroup's limit when
 // lower.
 func memTotal(f facts) int64 {
-	b, _ := os.ReadFile("/proc/meminfo")
-	total := keyed([]byte(strings.ReplaceAll(string(b), ":", "")), "MemTotal") // "MemTotal:  123 kB"
-	total *= 1024
+	total := PhysicalMemory()
 	limit := func(path string) {
 		if b, err := os.ReadFile(path); err == nil {
 			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && (total == 0 || n < total) {
@@ -351,4 +349,16 @@ func (g *Group) Remove() error {
 	}
 	g.dirs = nil
 	return errors.Join(errs...)
+}
+
+// PhysicalMemory is the machine's RAM in bytes (MemTotal), 0 when unknown.
+func PhysicalMemory() int64 {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n << 10
+		}
+	}
+	return 0
 }

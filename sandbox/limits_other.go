@@ -30,3 +30,6 @@ func (g *Group) Explain(before, after Counters, errName, errText string) string 
 
 // Remove does nothing.
 func (g *Group) Remove() error { return nil }
+
+// PhysicalMemory is unknown off Linux: 0.
+func PhysicalMemory() int64 { return 0 }

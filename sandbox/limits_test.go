@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -198,5 +199,14 @@ func TestRlimitArgv(t *testing.T) {
 	}
 	if got := (&Budget{Pids: MechCgroup1, Memory: MechCgroup1}).rlimitArgv(Limits{Processes: 100}); got != nil {
 		t.Errorf("rlimitArgv with cgroups = %q, want none", got)
+	}
+}
+
+func TestPhysicalMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("MemTotal is Linux's")
+	}
+	if n := PhysicalMemory(); n < 64<<20 {
+		t.Errorf("PhysicalMemory = %d, want the machine's RAM", n)
 	}
 }

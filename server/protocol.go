@@ -373,6 +373,9 @@ type SandboxStatus struct {
 	Mode      string `json:"mode"`
 	Available bool   `json:"available"`
 	Reason    string `json:"reason,omitempty"`
+	// Budget says how each kernel's process and memory limits are enforced here (a cgroup,
+	// an rlimit, or not at all) and why nothing better could be used.
+	Budget string `json:"budget,omitempty"`
 }
 
 // TrustParams names a repository by any directory inside it ("" = the client's root).

@@ -21,10 +21,11 @@ func (c *conn) daemonStatus(ctx context.Context, _ Empty) (*DaemonStatusResult, 
 }
 
 func sandboxStatus(st sandbox.Status) SandboxStatus {
+	budget := sandbox.DetectBudget().String()
 	if st.Available {
-		return SandboxStatus{Mode: "bwrap", Available: true}
+		return SandboxStatus{Mode: "bwrap", Available: true, Budget: budget}
 	}
-	return SandboxStatus{Mode: "unsandboxed", Reason: st.Reason}
+	return SandboxStatus{Mode: "unsandboxed", Reason: st.Reason, Budget: budget}
 }
 
 // daemonStop answers; handle stops the daemon once the reply is written.

@@ -27,6 +27,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // Model configures one OpenAI-compatible endpoint. A file's entry replaces a lower layer's
@@ -97,6 +99,9 @@ type Config struct {
 	Kernels Kernels
 	// Worktrees bounds the session worktrees kept on disk ("worktrees", worktrees.go).
 	Worktrees Worktrees
+	// Limits is the process and memory budget of each kernel and setup command ("limits":
+	// {"processes": 1024, "memory": "50%"}, limits.go); zero fields are the defaults.
+	Limits sandbox.Limits
 	// Trust says which guarded settings the repository's arbor.json sets and whether they
 	// are trusted. Untrusted ones were not applied: what starts work in the repository
 	// calls Trust.Check first, so the user learns why instead of getting another config.

@@ -52,6 +52,8 @@ type fileConfig struct {
 
 	Worktrees *fileWorktrees `json:"worktrees"`
 
+	Limits *fileLimits `json:"limits"`
+
 	profiles map[string]*fileProfile
 }
 
@@ -327,6 +329,9 @@ func (f fileConfig) apply(cfg *Config, root string) error {
 		return err
 	}
 	if err := f.Worktrees.apply(&cfg.Worktrees); err != nil {
+		return err
+	}
+	if err := f.Limits.apply(&cfg.Limits); err != nil {
 		return err
 	}
 	if f.Worktree != nil {

@@ -51,6 +51,8 @@ var guarded = map[string]guard{
 	"network":                  {why: "gives model-written code the network", safe: []string{"false"}},
 	"sandboxHome":              {why: "lets model-written code read these paths of your home directory", safe: []string{"[]"}},
 	"kernelEnv":                {why: "passes these variables of the daemon's environment to model-written code", safe: []string{"[]"}},
+	"limits.processes":         {why: "sets how many processes model-written code may run at once (a higher limit lets a fork bomb take more of your machine)"},
+	"limits.memory":            {why: "sets how much memory model-written code may use (a higher limit lets a leak take more of your machine)"},
 	"harness.session.gate":     {why: "runs on your machine to judge the agent's proposed harness changes"},
 	"harness.workspace.gate":   {why: "runs on your machine to judge the agent's proposed harness changes"},
 	"harness.global.gate":      {why: "runs on your machine to judge the agent's proposed harness changes"},

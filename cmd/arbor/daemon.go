@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/arborhq/arbor/agents"
+	"github.com/arborhq/arbor/sandbox"
 	"github.com/arborhq/arbor/server"
 	"github.com/arborhq/arbor/workspace"
 )
@@ -76,6 +77,8 @@ func cmdDaemon(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// At start, not at the first kernel: this also removes what a killed daemon left.
+	logger.Info("kernel process budget", "enforced", sandbox.DetectBudget().String())
 	return server.RunDaemon(ctx, server.DaemonOptions{
 		Socket: *socket, IdleTimeout: *idle, Version: version, Logger: logger, Agents: svc,
 		WriteTimeout: *writeTimeout, JournalDir: filepath.Join(*stateDir, "journal"),

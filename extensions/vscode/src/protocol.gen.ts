@@ -162,6 +162,7 @@ export interface SandboxStatus {
   mode: string;
   available: boolean;
   reason?: string;
+  budget?: string;
 }
 
 export interface InterruptedRequest {

@@ -152,6 +152,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field mode string
 ---@field available boolean
 ---@field reason? string
+---@field budget? string
 
 ---@class arbor.InterruptedRequest
 ---@field method? string
@@ -1158,7 +1159,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 M.fields = {
   Empty = {  },
   DaemonStatusResult = { 'pid', 'version', 'socket', 'started', 'sessions', 'live', 'clients', 'workspaces', 'modelBaseURL', 'model', 'apiKeyEnv', 'sandbox', 'interrupted' },
-  SandboxStatus = { 'mode', 'available', 'reason' },
+  SandboxStatus = { 'mode', 'available', 'reason', 'budget' },
   InterruptedRequest = { 'method', 'received', 'session', 'outcome', 'detail' },
   EvalCompareParams = { 'dir', 'a', 'b' },
   Comparison = { 'a', 'b', 'tasks', 'successDelta', 'successNoise', 'successAdjusted', 'tokensDelta', 'tokensNoise', 'verdict', 'successSignificant', 'tokensSignificant', 'onlyA', 'onlyB', 'warnings' },

@@ -9,12 +9,14 @@
 // setting and what was expected.
 //
 // A repository is untrusted until its user runs `arbor trust` ([GrantTrust]): the settings of
-// its arbor.json that run commands or can send a key elsewhere (kernelPython,
-// worktree.command, a weaker sandbox, a model whose baseURL would get a key, a profile's
-// completion gate or provider) are not applied before, and [Config.Trust] lists them; whatever
-// starts work in the repository calls [Trust.Check] (and [Config.Profile] for a profile's) and
-// refuses with an [UntrustedError] that names each setting and the command to run. Trust is recorded per repository with a hash of those settings (trust.go), so a
-// change to one asks again.
+// its arbor.json that run commands or choose where the session's data or a key goes
+// (kernelPython, worktree.command, a weaker sandbox, a kernel gateway, a model entry with a
+// baseURL — key or not — and refine.model naming one, a profile's completion gate or
+// provider) are not applied before, and [Config.Trust] lists them; whatever starts work in the
+// repository calls [Trust.Check] (and [Config.Profile] for a profile's) and refuses with an
+// [UntrustedError] that names each setting and the command to run; [Config.ResolveModel]
+// refuses a left-out model entry the same way. Trust is recorded per repository with a hash of
+// those settings (trust.go), so a change to one asks again.
 package workspace
 
 import (
@@ -24,6 +26,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -435,6 +438,10 @@ func (c Config) ResolveModel(name string) (string, Model, error) {
 		}
 	}
 	m, ok := c.Models[name]
+	if !ok && c.untrustedModel(name) {
+		// The repository's own entry, left out until trusted: say so, not "unknown".
+		return "", Model{}, fmt.Errorf("model %q: %w", name, &UntrustedError{Trust: c.Trust})
+	}
 	if !ok {
 		return "", Model{}, fmt.Errorf("unknown model %q: configured models are %s", name, c.modelNames())
 	}
@@ -445,6 +452,12 @@ func (c Config) ResolveModel(name string) (string, Model, error) {
 		return "", Model{}, fmt.Errorf("model %q has no baseURL: %w", name, ErrNoModel)
 	}
 	return name, m, nil
+}
+
+// untrustedModel reports whether name is a model entry of the repository left out because it
+// is not trusted.
+func (c Config) untrustedModel(name string) bool {
+	return !c.Trust.Trusted && slices.ContainsFunc(c.Trust.Settings, func(s Setting) bool { return s.Name == "models."+name })
 }
 
 func (c Config) modelNames() string {

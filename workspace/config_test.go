@@ -192,6 +192,7 @@ func TestNoModel(t *testing.T) {
 
 func TestResolveModel(t *testing.T) {
 	root := configFiles(t, `{"models":{"a":{"baseURL":"http://user"}}}`, `{"models":{"b":{"baseURL":"http://repo","toolMode":"fenced"}},"defaultModel":"b"}`)
+	trustRepo(t, root, Overrides{}) // the repository's entry has a URL: trust_test.go is about before
 	cfg, err := Load(root, Overrides{})
 	if err != nil {
 		t.Fatal(err)

@@ -224,7 +224,9 @@ func (fp *fileProfile) resolve(name string, base Config) (Profile, error) {
 		m := overlayModel(base.Models[p.Model], *fp.Provider)
 		p.Provider = &m
 	}
-	if _, ok := base.Models[p.Model]; p.Model != "" && !ok && p.Provider == nil {
+	// A repository's own entry left out until trusted is no error here: using the profile is
+	// refused for it (ResolveModel).
+	if _, ok := base.Models[p.Model]; p.Model != "" && !ok && p.Provider == nil && !base.untrustedModel(p.Model) {
 		return wrap(fmt.Errorf("model %q: unknown model; configured models are %s", p.Model, base.modelNames()))
 	}
 	if fp.ToolMode != nil {

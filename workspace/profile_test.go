@@ -11,14 +11,16 @@ import (
 	"time"
 )
 
+// profileModels are the user config's: a repository's entries with a baseURL need trust
+// (trust_test.go), which these tests are not about.
 const profileModels = `"models":{"fast":{"baseURL":"http://fast/v1","contextWindow":1000},"slow":{"baseURL":"http://slow/v1"}},"defaultModel":"slow"`
 
 // TestProfileResolved: a profile's settings over the configuration's, what it leaves out
 // being the configuration's; the user config's profile of a name replaces the repository's.
 func TestProfileResolved(t *testing.T) {
 	root := configFiles(t,
-		`{"profiles":{"shared":{"maxTurns":7},"mine":{"model":"fast"}}}`,
-		`{`+profileModels+`,"refine":{"everyTurns":3},"cellTimeout":"2m",
+		`{`+profileModels+`,"profiles":{"shared":{"maxTurns":7},"mine":{"model":"fast"}}}`,
+		`{"refine":{"everyTurns":3},"cellTimeout":"2m",
 		  "profiles":{"shared":{"maxTurns":1,"maxCost":9},"eval":{
 			"model":"fast","provider":{"model":"fast-v2","inputPrice":2},"toolMode":"fenced",
 			"compaction":{"threshold":0.5,"keep":4},"refine":{"afterCompaction":true,"cooldown":"1m"},
@@ -112,14 +114,14 @@ func TestProfileBadInput(t *testing.T) {
 		{`{"ci":null}`, `profiles.ci: want an object of settings`},
 		{`{"c i":{}}`, `profiles "c i": want a name of letters`},
 	} {
-		root := configFiles(t, "", `{`+profileModels+`,"profiles":`+tc.profiles+`}`)
+		root := configFiles(t, `{`+profileModels+`}`, `{"profiles":`+tc.profiles+`}`)
 		_, err := Load(root, Overrides{})
 		file := filepath.Join(root, "arbor.json")
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), file+": ") {
 			t.Errorf("%s: got %v, want an error naming the file and containing %q", tc.profiles, err, tc.want)
 		}
 	}
-	root := configFiles(t, "", `{`+profileModels+`,"profiles":{"b":{},"a":{}}}`)
+	root := configFiles(t, `{`+profileModels+`}`, `{"profiles":{"b":{},"a":{}}}`)
 	cfg, err := Load(root, Overrides{})
 	if err != nil {
 		t.Fatal(err)
@@ -142,11 +144,11 @@ func TestProfileBadInput(t *testing.T) {
 // once the repository is trusted; until then, asking for the profile is refused saying so,
 // while sessions without a profile, and the repository's other profiles, are not held up.
 func TestProfileGuarded(t *testing.T) {
-	repo := `{` + profileModels + `,"profiles":{
+	repo := `{"profiles":{
 		"ci":{"until":"make test","maxTurns":3},
 		"remote":{"provider":{"baseURL":"http://elsewhere/v1","apiKeyEnv":"AWS_SECRET_ACCESS_KEY"}},
 		"plain":{"maxTurns":2}}}`
-	root := configFiles(t, "", repo)
+	root := configFiles(t, `{`+profileModels+`}`, repo)
 	cfg, err := Load(root, Overrides{})
 	if err != nil {
 		t.Fatal(err)

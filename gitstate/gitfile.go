@@ -53,6 +53,18 @@ func (r *Repo) linkedWorktree(dir string) (linked, error) {
 	return l, nil
 }
 
+// GitFile returns the path of the .git file of the linked worktree at dir, after putting it
+// back to exactly what gitstate wrote if something changed it. Call it right before giving
+// the worktree to a sandbox, to bind that file read-only: the path is then a regular file
+// with that content, not a link the code that ran there last left.
+func (r *Repo) GitFile(dir string) (string, error) {
+	l, err := r.linkedWorktree(dir)
+	if err != nil {
+		return "", fmt.Errorf("the .git file of %s: %w", dir, err)
+	}
+	return filepath.Join(l.dir, ".git"), nil
+}
+
 // findLinked looks dir up in gitstate's records (by the worktree's name first: gitstate's
 // worktrees are named as their directories are), then in git's registrations.
 func (r *Repo) findLinked(dir string) (linked, bool) {

@@ -251,3 +251,29 @@ func TestSubmoduleConfigDoesNotRun(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGitFileForTheSandbox: what a sandbox binds read-only is the .git file gitstate wrote,
+// also after a cell replaced it with a symlink to a file of the user's.
+func TestGitFileForTheSandbox(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "s")
+	secret := filepath.Join(t.TempDir(), "id_rsa")
+	writeFiles(t, filepath.Dir(secret), map[string]string{"id_rsa": "PRIVATE\n"})
+	os.Remove(filepath.Join(wt, ".git"))
+	if err := os.Symlink(secret, filepath.Join(wt, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.GitFile(wt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("%s is not a regular file: %v %v", p, fi, err)
+	}
+	assertGitFile(t, r, wt, "s")
+	if b, _ := os.ReadFile(secret); string(b) != "PRIVATE\n" {
+		t.Errorf("the symlink's target was written: %q", b)
+	}
+}

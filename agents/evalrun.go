@@ -150,6 +150,10 @@ func (s *Service) StartEval(ctx context.Context, req EvalRequest) (*eval.Run, er
 			return nil, err
 		}
 		if modelName, _, err = cfg.ResolveModel(modelName); err != nil {
+			var ue *workspace.UntrustedError
+			if errors.As(err, &ue) {
+				return nil, fmt.Errorf("eval: %w", err) // the editors ask for trust on its code
+			}
 			return nil, RequestError("eval: " + err.Error())
 		}
 	} else if suite.Script == "" {

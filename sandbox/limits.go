@@ -29,7 +29,8 @@ import (
 //     cgroup — and RLIMIT_AS bounds each process's address space, not their sum.
 //
 // Each process tree's cgroups are removed when it has ended; the leftovers of a daemon that
-// was killed (arbor.<pid> for a pid that no longer runs) are removed when the next one starts.
+// was killed (arbor.<ns>.<pid> for a pid of its namespace that no longer runs) are removed when
+// the next one starts.
 
 // Limits is a process tree's budget. Zero means the default of [DefaultLimits]; negative means
 // no limit.
@@ -383,7 +384,7 @@ type Budget struct {
 	// Reason says why a limit is not enforced by a cgroup; "" when both are.
 	Reason string
 
-	pidsParent, memParent string // the daemon's own arbor.<pid> cgroups
+	pidsParent, memParent string // the daemon's own arbor.<ns>.<pid> cgroups
 	prlimit               string
 	total                 int64 // memory the daemon may use
 }

@@ -18,8 +18,8 @@ var detected struct {
 	b    *Budget
 }
 
-// DetectBudget decides once per process how this machine enforces [Limits] (see the package
-// doc), creates the daemon's own cgroups (arbor.<pid>) and removes those a killed daemon left.
+// DetectBudget decides once per process how this machine enforces [Limits] (see limits.go),
+// creates the daemon's own cgroups (arbor.<ns>.<pid>) and removes those a killed daemon left.
 // Later calls return the first answer.
 func DetectBudget() *Budget {
 	detected.once.Do(func() { detected.b = detectBudget() })
@@ -33,7 +33,7 @@ func detectBudget() *Budget {
 	cg, _ := os.ReadFile("/proc/self/cgroup")
 	f.v1, f.v2, f.has2 = parseProcCgroup(cg)
 	f.prlimit, _ = exec.LookPath("prlimit")
-	own := fmt.Sprintf("arbor.%d", os.Getpid())
+	own := ownName(os.Getpid())
 	if m, ok := findMount(f.mounts, true, ""); ok && f.has2 {
 		dir := joinCgroup(m, f.v2)
 		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers")); err == nil {
@@ -118,14 +118,24 @@ func delegate2(dir string, root bool, own string, avail []string) error {
 	return nil
 }
 
-// cleanLeftovers removes the arbor.<pid> cgroups in dir of daemons that no longer run, and
-// kills what still runs in them: kernels that outlived a killed daemon.
+// ownName names a daemon's cgroups by its pid and its pid namespace (arbor.<ns>.<pid>): a pid
+// means nothing to a daemon in another namespace, whose cgroups are never taken for a dead
+// one's.
+func ownName(pid int) string {
+	var st syscall.Stat_t
+	syscall.Stat("/proc/self/ns/pid", &st)
+	return fmt.Sprintf("arbor.%d.%d", st.Ino, pid)
+}
+
+// cleanLeftovers removes the cgroups in dir of daemons of this pid namespace that no longer
+// run, and kills what still runs in them: kernels that outlived a killed daemon.
 func cleanLeftovers(dir string) {
+	prefix := strings.TrimSuffix(ownName(0), ".0")
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		n, ok := strings.CutPrefix(e.Name(), "arbor.")
+		n, ok := strings.CutPrefix(e.Name(), prefix+".")
 		pid, err := strconv.Atoi(n)
-		if !ok || err != nil || !e.IsDir() || syscall.Kill(pid, 0) != syscall.ESRCH {
+		if !ok || err != nil || pid <= 0 || !e.IsDir() || syscall.Kill(pid, 0) != syscall.ESRCH {
 			continue
 		}
 		d := filepath.Join(dir, e.Name())

@@ -113,6 +113,18 @@
 // pid of its namespace: bwrap's --info-fd gives the host pid of the sandbox's init, whose child
 // is the kernel that signals go to.
 //
+// # Budget
+//
+// Every kernel launched as a process gets Options.Limits (sandbox.DetectBudget says how they are
+// enforced here): its own cgroups, which the launch joins before it execs bwrap or the kernel
+// (a v1 cgroup through a /bin/sh that writes its pid and execs; a v2 one by CLONE_INTO_CGROUP),
+// or, sandboxed, prlimit inside the sandbox setting RLIMIT_NPROC and RLIMIT_AS. The cgroups are
+// removed once the process has exited, their counters read first: a cell during which a fork
+// failed at pids.max, or a process was killed at the memory limit, gets a Result.Notice naming
+// the limit and the setting to raise (limits.processes, limits.memory), and a death by the
+// memory limit says so in its exit reason. Forked (unsandboxed, pooled) kernels are the fork
+// server's children and share its budget: none.
+//
 // # Environment
 //
 // A kernel's environment is built from an allowlist (sandbox.AllowedEnv: PATH, HOME, locale,

@@ -284,6 +284,10 @@ type facts struct {
 	// with them enabled, and why not.
 	v2Controllers []string
 	v2Delegable   error
+	// v2Parent is where the session cgroups go when not in the daemon's own v2 cgroup: a root
+	// daemon that shares its cgroup (a terminal's session scope) makes them at the hierarchy's
+	// root instead.
+	v2Parent string
 	// writable says whether the daemon may create cgroups in dir; its error says why not.
 	writable func(dir string) error
 }
@@ -310,6 +314,8 @@ func planOne(f facts, ctrl string) choice {
 				why = append(why, fmt.Sprintf("cgroup v2 at %s offers no %s controller", dir, ctrl))
 			case f.v2Delegable != nil:
 				why = append(why, fmt.Sprintf("cgroup v2 at %s: %v", dir, f.v2Delegable))
+			case f.v2Parent != "":
+				return choice{mech: MechCgroup2, parent: f.v2Parent}
 			default:
 				return choice{mech: MechCgroup2, parent: dir}
 			}

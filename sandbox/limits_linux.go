@@ -42,6 +42,14 @@ func detectBudget() *Budget {
 		if contains(f.v2Controllers, "pids") || contains(f.v2Controllers, "memory") {
 			f.v2Delegable = delegate2(dir, dir == m.dir, own, f.v2Controllers)
 		}
+		if f.v2Delegable != nil && f.uid == 0 && dir != m.dir {
+			// Root may make its cgroups at the hierarchy's root, where processes and
+			// controllers can live side by side.
+			b, _ := os.ReadFile(filepath.Join(m.dir, "cgroup.controllers"))
+			if ctrls := strings.Fields(string(b)); delegate2(m.dir, true, own, ctrls) == nil {
+				f.v2Controllers, f.v2Delegable, f.v2Parent = ctrls, nil, m.dir
+			}
+		}
 	}
 	f.writable = func(dir string) error {
 		cleanLeftovers(dir)
@@ -192,6 +200,16 @@ func memTotal(f facts) int64 {
 		limit(filepath.Join(joinCgroup(m, f.v2), "memory.max")) // "max" does not parse: no limit
 	}
 	return total
+}
+
+// Close removes the daemon's own cgroups (arbor.<ns>.<pid>) once its process trees have ended
+// and their groups were removed; what is still in use stays, for the next start to remove.
+func (b *Budget) Close() {
+	for _, d := range []string{b.pidsParent, b.memParent} {
+		if d != "" {
+			syscall.Rmdir(d)
+		}
+	}
 }
 
 // Group is the budget of one process tree: its cgroups, or the rlimits to set inside its

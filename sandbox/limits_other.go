@@ -33,3 +33,6 @@ func (g *Group) Remove() error { return nil }
 
 // PhysicalMemory is unknown off Linux: 0.
 func PhysicalMemory() int64 { return 0 }
+
+// Close does nothing.
+func (b *Budget) Close() {}

@@ -143,6 +143,9 @@ func TestPlan(t *testing.T) {
 		{"v2 shared with a shell", facts{uid: 1000, mounts: v2, v2: "/user.slice/session-2.scope", has2: true, v2Controllers: []string{"memory", "pids"},
 			v2Delegable: errors.New("shared with other processes"), prlimit: "/usr/bin/prlimit", writable: denied},
 			MechRlimit, MechRlimit, "", "", "shared with other processes"},
+		{"root sharing its v2 cgroup", facts{uid: 0, mounts: v2, v2: "/user.slice/session-2.scope", has2: true, v2Controllers: []string{"memory", "pids"},
+			v2Parent: "/sys/fs/cgroup", writable: denied},
+			MechCgroup2, MechCgroup2, "/sys/fs/cgroup", "/sys/fs/cgroup", ""},
 		{"v2 with memory only", facts{uid: 0, mounts: v2, v2: "/", has2: true, v2Controllers: []string{"memory"}, writable: denied},
 			MechNone, MechCgroup2, "", "/sys/fs/cgroup", "offers no pids controller"},
 	} {

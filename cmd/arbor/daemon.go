@@ -78,7 +78,9 @@ func cmdDaemon(ctx context.Context, args []string) error {
 		return err
 	}
 	// At start, not at the first kernel: this also removes what a killed daemon left.
-	logger.Info("kernel process budget", "enforced", sandbox.DetectBudget().String())
+	budget := sandbox.DetectBudget()
+	logger.Info("kernel process budget", "enforced", budget.String())
+	defer budget.Close()
 	return server.RunDaemon(ctx, server.DaemonOptions{
 		Socket: *socket, IdleTimeout: *idle, Version: version, Logger: logger, Agents: svc,
 		WriteTimeout: *writeTimeout, JournalDir: filepath.Join(*stateDir, "journal"),

@@ -1,8 +1,11 @@
 package gitstate
 
 import (
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +27,78 @@ func openDirStater(dir string) (*dirStater, error) {
 		return nil, err
 	}
 	return &dirStater{f, int(f.Fd())}, nil
+}
+
+// openDirBeneath opens the directory rel (slash-separated, "" for root) below root one name
+// at a time, never following a symlink: the worktree below root is written by the code that
+// runs in it, which could otherwise swap a directory for a link to anywhere on the host.
+func openDirBeneath(root, rel string) (*dirStater, error) {
+	d, err := openDirStater(root)
+	if err != nil || rel == "" {
+		return d, err
+	}
+	for name := range strings.SplitSeq(rel, "/") {
+		next, err := d.openDir(name)
+		d.close()
+		if err != nil {
+			return nil, err
+		}
+		d = next
+	}
+	return d, nil
+}
+
+// openDir opens the subdirectory name, refusing a symlink (ELOOP) or anything else (ENOTDIR).
+func (d *dirStater) openDir(name string) (*dirStater, error) {
+	fd, err := openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: filepath.Join(d.f.Name(), name), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(d.f.Name(), name))
+	return &dirStater{f, fd}, nil
+}
+
+// readFile reads the regular file name, refusing a symlink and never blocking on a FIFO.
+func (d *dirStater) readFile(name string) ([]byte, error) {
+	p := filepath.Join(d.f.Name(), name)
+	fd, err := openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: errNotRegular}
+	}
+	return io.ReadAll(f)
+}
+
+// readlink reads the symlink name.
+func (d *dirStater) readlink(name string) (string, error) {
+	for n := 256; ; n *= 2 {
+		buf := make([]byte, n)
+		l, err := unix.Readlinkat(d.fd, name, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", &fs.PathError{Op: "readlink", Path: filepath.Join(d.f.Name(), name), Err: err}
+		}
+		if l < n {
+			return string(buf[:l]), nil
+		}
+	}
+}
+
+func openat(dirfd int, name string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flags, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
 }
 
 func (d *dirStater) readDir() ([]fs.DirEntry, error) { return d.f.ReadDir(-1) }

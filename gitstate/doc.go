@@ -80,6 +80,10 @@
 // worktrees finds the repository the worktree lives in, whatever that file says. A checkpoint
 // writes only the branch the worktree's own admin dir has checked out, by compare-and-swap, and
 // refuses one another worktree has checked out or another session records as its own.
+// gitstate's own scan opens every name in a worktree through its parent directory's
+// descriptor without following symlinks (a .gitignore too, as git does), so a file or
+// directory swapped for a link to a host file while a checkpoint runs is refused, never read
+// into a commit the worktree's code could read back.
 //
 // Checkpoints are signed "Arbor <arbor@localhost>": they are the agent's work. Accept and Merge
 // commit as the user and fail up front with [ErrNoIdentity] when git has no identity for them.

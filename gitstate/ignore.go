@@ -2,6 +2,8 @@ package gitstate
 
 import (
 	"bufio"
+	"bytes"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -40,8 +42,12 @@ func readPatterns(file string, domain []string) []gitignore.Pattern {
 		return nil
 	}
 	defer f.Close()
+	return parsePatterns(f, domain)
+}
+
+func parsePatterns(r io.Reader, domain []string) []gitignore.Pattern {
 	var ps []gitignore.Pattern
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		s := sc.Text()
 		if strings.HasPrefix(s, "#") || strings.TrimSpace(s) == "" {
@@ -52,15 +58,46 @@ func readPatterns(file string, domain []string) []gitignore.Pattern {
 	return ps
 }
 
+// readPatternsBeneath reads the .gitignore of dir (relative to the worktree at root) the way
+// git reads one in a worktree: never through a symlink (in the path or the file itself).
+func readPatternsBeneath(root, dir string, domain []string) []gitignore.Pattern {
+	d, err := openDirBeneath(root, dir)
+	if err != nil {
+		return nil
+	}
+	defer d.close()
+	b, err := d.readFile(".gitignore")
+	if err != nil {
+		return nil
+	}
+	return parsePatterns(bytes.NewReader(b), domain)
+}
+
+// loadFrom reads dir's .gitignore through d, dir's open descriptor, unless it was read: a
+// scan passing through dir has it open already.
+func (ig *ignorer) loadFrom(dir string, d *dirStater) {
+	if _, ok := ig.perDi[dir]; ok {
+		return
+	}
+	var ps []gitignore.Pattern
+	if b, err := d.readFile(".gitignore"); err == nil {
+		ps = parsePatterns(bytes.NewReader(b), domainOf(dir))
+	}
+	ig.perDi[dir] = ps
+}
+
+func domainOf(dir string) []string {
+	if dir == "" {
+		return nil
+	}
+	return strings.Split(dir, "/")
+}
+
 func (ig *ignorer) dirPatterns(dir string) []gitignore.Pattern {
 	if ps, ok := ig.perDi[dir]; ok {
 		return ps
 	}
-	var domain []string
-	if dir != "" {
-		domain = strings.Split(dir, "/")
-	}
-	ps := readPatterns(filepath.Join(ig.root, filepath.FromSlash(dir), ".gitignore"), domain)
+	ps := readPatternsBeneath(ig.root, dir, domainOf(dir))
 	ig.perDi[dir] = ps
 	return ps
 }

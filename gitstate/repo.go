@@ -52,11 +52,14 @@ type Repo struct {
 	closeOnce sync.Once
 	// beforeFill, when set (tests), runs as a background write begins.
 	beforeFill func(name string)
-	onStep     func(name, step string) // see OnStep
-	sizeMu     sync.Mutex
-	sizes      map[string]int64 // TreeSize by commit
-	pol        policy           // guarded by sem
-	logger     *slog.Logger
+	// beforeScanOpen, when set (tests), runs before a checkpoint's scan opens the worktree
+	// path p: the moment the code in a worktree could swap what is there.
+	beforeScanOpen func(p string)
+	onStep         func(name, step string) // see OnStep
+	sizeMu         sync.Mutex
+	sizes          map[string]int64 // TreeSize by commit
+	pol            policy           // guarded by sem
+	logger         *slog.Logger
 }
 
 // Open finds the repository containing dir (inside its main worktree, a linked worktree, or its

@@ -151,20 +151,47 @@ func (s *scan) headUnder(scope string, out map[string]treeFile) error {
 	return err
 }
 
-// walk visits the disk at or below p.
+// walk visits the disk at or below p. Below the worktree's own directory every name is
+// opened through its parent's descriptor without following symlinks (openDirBeneath,
+// dirStater): the code running in the worktree can swap a file or directory for a link to a
+// file of the host's while the scan runs, and what the scan reads is committed, where that
+// code can read it back.
 func (s *scan) walk(ctx context.Context, p string, seen map[string]bool) error {
 	abs := filepath.Join(s.dir, filepath.FromSlash(p))
-	fi, err := os.Lstat(abs)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallENOTDIR) {
+	if p == "" {
+		fi, err := os.Lstat(abs)
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", abs, err)
+		}
+		return s.visit(ctx, nil, p, abs, fi, seen)
+	}
+	dir, name := path.Split(p)
+	parent, err := openDirBeneath(s.dir, path.Clean("/" + dir)[1:])
+	if gone(err) {
+		return nil // not there, or below a symlink: the scope of the symlink's own path holds it
+	}
+	if err != nil {
+		return fmt.Errorf("scan %s: %w", abs, err)
+	}
+	defer parent.close()
+	fi, err := parent.lstat(name)
+	if gone(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", abs, err)
 	}
-	return s.visit(ctx, p, abs, fi, seen)
+	return s.visit(ctx, parent, p, abs, fi, seen)
 }
 
-func (s *scan) visit(ctx context.Context, p, abs string, fi os.FileInfo, seen map[string]bool) error {
+// gone reports an error meaning nothing is at a path: it does not exist, a component above it
+// is not a directory, or one is a symlink.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallENOTDIR) || errors.Is(err, syscallELOOP)
+}
+
+// visit visits p, which parent (nil for the worktree's own directory) holds.
+func (s *scan) visit(ctx context.Context, parent *dirStater, p, abs string, fi os.FileInfo, seen map[string]bool) error {
 	if !fi.IsDir() {
 		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
 			return nil // sockets, fifos and devices are not content
@@ -176,7 +203,7 @@ func (s *scan) visit(ctx context.Context, p, abs string, fi os.FileInfo, seen ma
 		if isAttrFile(p) {
 			s.attrFiles = append(s.attrFiles, p)
 		}
-		return s.file(p, abs, fi)
+		return s.file(parent, p, abs, fi)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -191,7 +218,16 @@ func (s *scan) visit(ctx context.Context, p, abs string, fi os.FileInfo, seen ma
 			return nil
 		}
 	}
-	ds, err := openDirStater(abs)
+	var ds *dirStater
+	var err error
+	if s.r.beforeScanOpen != nil {
+		s.r.beforeScanOpen(p)
+	}
+	if parent == nil {
+		ds, err = openDirStater(abs)
+	} else {
+		ds, err = parent.openDir(path.Base(p))
+	}
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", abs, err)
 	}
@@ -202,6 +238,7 @@ func (s *scan) visit(ctx context.Context, p, abs string, fi os.FileInfo, seen ma
 			return nil // a nested repository, which `git add -A` would not take in either
 		}
 	}
+	s.ign.loadFrom(p, ds)
 	ents, err := ds.readDir()
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", abs, err)
@@ -223,7 +260,7 @@ func (s *scan) visit(ctx context.Context, p, abs string, fi os.FileInfo, seen ma
 		if err != nil {
 			return fmt.Errorf("scan %s: %w", abs, err)
 		}
-		if err := s.visit(ctx, child, abs+string(filepath.Separator)+name, cfi, seen); err != nil {
+		if err := s.visit(ctx, ds, child, abs+string(filepath.Separator)+name, cfi, seen); err != nil {
 			return err
 		}
 	}
@@ -231,7 +268,7 @@ func (s *scan) visit(ctx context.Context, p, abs string, fi os.FileInfo, seen ma
 }
 
 // file records the state of one regular file or symlink.
-func (s *scan) file(p, abs string, fi os.FileInfo) error {
+func (s *scan) file(parent *dirStater, p, abs string, fi os.FileInfo) error {
 	mode := filemode.Regular
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -246,12 +283,15 @@ func (s *scan) file(p, abs string, fi os.FileInfo) error {
 	}
 	var data []byte
 	var err error
+	if s.r.beforeScanOpen != nil {
+		s.r.beforeScanOpen(p)
+	}
 	if mode == filemode.Symlink {
 		var target string
-		target, err = os.Readlink(abs)
+		target, err = parent.readlink(path.Base(p))
 		data = []byte(target)
 	} else {
-		data, err = os.ReadFile(abs)
+		data, err = parent.readFile(path.Base(p))
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", abs, err)

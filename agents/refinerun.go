@@ -49,19 +49,25 @@ func (s *Service) Refine(ctx context.Context, id string, req RefineRequest) (Ref
 }
 
 // refineClient is the model refine calls: "refine.model" when configured, else the session's.
+// A model entry is resolved through the configuration, so one of the repository's that is not
+// trusted is refused naming `arbor trust`; a session recovered without a usable model resolves
+// its own again, or says why, as its turns do.
 func (s *Session) refineClient() (*model.Client, string, func(), error) {
-	name := s.cfg.Refine.Model
+	name, what := s.cfg.Refine.Model, "refine.model"
 	if name == "" {
 		c, n := s.modelClient()
-		return c, n, func() {}, nil
+		if c != nil {
+			return c, n, func() {}, nil
+		}
+		name, what = n, "the session's model"
 	}
 	n, mc, err := s.cfg.ResolveModel(name)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("refine.model: %w", err)
+		return nil, "", nil, fmt.Errorf("%s: %w", what, err)
 	}
 	c, err := newModelClient(n, mc, s.svc.log)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("refine.model %s: %w", n, err)
+		return nil, "", nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return c, n, c.CloseIdleConnections, nil
 }

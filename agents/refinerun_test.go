@@ -10,6 +10,7 @@ import (
 
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/harness"
+	"github.com/arborhq/arbor/workspace"
 )
 
 // The scripted model plays the agent and the refiner: the refiner's rules match its system
@@ -226,5 +227,22 @@ func TestRefineEveryTurnsWithCooldown(t *testing.T) {
 				t.Errorf("refine calls %d, want %d", u.RefineCalls, tc.want)
 			}
 		})
+	}
+}
+
+// A session recovered without a usable model (none configured now, or its repository's entry
+// no longer trusted) gets a refine that says why, as its turns do, and the daemon goes on.
+func TestRefineWithoutAUsableModel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, recoverScript)
+	s := e.create("write a note")
+	e.settled(s)
+	svc := e.restartWith(workspace.Overrides{KernelPython: "/usr/bin/python3"}) // no model configured now
+	out, err := svc.Refine(context.Background(), s.meta.ID, RefineRequest{Focus: "imports"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Error, `model "scripted"`) || !strings.Contains(out.Error, "no model configured") || out.Calls != 0 {
+		t.Errorf("refine without a model: %+v", out)
 	}
 }

@@ -140,6 +140,11 @@ func (s *Session) writeSkills(skills []harness.Entry) (string, error) {
 		return "", err
 	}
 	for _, e := range skills {
+		// Entries come from the store, which validated them; the id becomes a file name, so
+		// it is checked again here rather than trusted.
+		if err := e.Validate(); err != nil {
+			return "", err
+		}
 		if err := os.WriteFile(filepath.Join(tmp, e.ID+".py"), []byte(e.Module), 0o600); err != nil {
 			return "", err
 		}

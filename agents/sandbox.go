@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,13 +38,16 @@ func (s *Session) sandboxFor() (string, error) {
 	}
 }
 
-// sandboxPaths are what the session's sandbox hides and gives back read-only: the user's main
-// tree, every session's worktree and kernel dir (all under <git-common-dir>/arbor, so this
-// session's own are bound back on top), and the daemon's socket dir are hidden; the git common
-// dir is readable, so git works in the worktree wherever the repository lives, and so are the
-// main-tree paths worktree.link points into.
+// sandboxPaths are what the session's sandbox hides and gives back read-only. The view is
+// default-deny (package sandbox), so hiding matters where a visible tree holds something: the
+// user's main tree, every session's worktree and kernel dir (all under <git-common-dir>/arbor,
+// so this session's own are bound back on top), every other workspace the daemon knows (its
+// tree and its <git-common-dir>/arbor, wherever they lie) and the daemon's socket dir are
+// hidden; the git common dir is readable, so git works in the worktree wherever the repository
+// lives, and so are the main-tree paths worktree.link points into.
 func (s *Session) sandboxPaths() (hide, readOnly []string) {
 	hide = []string{s.ws.Root, filepath.Dir(s.ws.SessionsDir)}
+	hide = append(hide, s.svc.workspaceDirs()...)
 	// An eval task's session must not see the repository measured, the suite (its hidden
 	// checks) or the results.
 	hide = append(hide, s.svc.evalHide(s.ws.Root)...)
@@ -58,6 +62,22 @@ func (s *Session) sandboxPaths() (hide, readOnly []string) {
 	return hide, readOnly
 }
 
+// workspaceDirs are every workspace's tree and <git-common-dir>/arbor the daemon knows: the
+// open ones and those in its registry.
+func (s *Service) workspaceDirs() []string {
+	roots, _ := s.loadRegistry()
+	s.mu.Lock()
+	for _, ws := range s.workspaces {
+		roots = append(roots, ws.Root, filepath.Dir(ws.SessionsDir))
+	}
+	s.mu.Unlock()
+	return roots
+}
+
+// gitFile is the worktree's .git file, which the sandbox shows read-only (bound on itself by
+// descriptor): a cell that could rewrite it would steer the daemon's git.
+func gitFile(worktree string) string { return filepath.Join(worktree, ".git") }
+
 // kernelOptions are the sandbox and environment settings of the session's kernel.
 func (s *Session) kernelOptions(o *kernel.Options) error {
 	mode, err := s.sandboxFor()
@@ -70,6 +90,7 @@ func (s *Session) kernelOptions(o *kernel.Options) error {
 	o.Sandbox, o.AllowNetwork = mode, s.cfg.AllowNetwork
 	o.SandboxHome = s.cfg.SandboxHome
 	o.SandboxHide, o.SandboxReadOnly = s.sandboxPaths()
+	o.SandboxReadOnlyFiles = []string{gitFile(s.meta.Worktree)}
 	o.EnvPass, o.EnvDeny = s.cfg.KernelEnv, s.keyEnvs()
 	return nil
 }
@@ -95,29 +116,59 @@ func (s *Session) setupCommand(ctx context.Context, dir, script string, extra []
 	deny := s.keyEnvs()
 	env := append(sandbox.Env(s.cfg.KernelEnv, deny), sandbox.Filter(extra, deny)...)
 	argv := []string{"sh", "-c", script}
+	var files []*os.File
 	if mode != "" {
+		// The kernel's tmp and cache, opened as the kernel's sandbox opens them: beneath the
+		// daemon's state dir, by descriptor, no symlink followed.
 		state := filepath.Join(s.dir, "kernel")
-		tmp, cache := filepath.Join(state, "tmp"), filepath.Join(state, "cache")
-		for _, d := range []string{tmp, cache} {
-			if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := os.MkdirAll(state, 0o700); err != nil {
+			return nil, fmt.Errorf("setup sandbox: %w", err)
+		}
+		var binds []sandbox.Bind
+		for _, d := range []string{"tmp", "cache"} {
+			f, err := sandbox.OpenDir(state, d, true)
+			if err != nil {
+				closeBinds(binds)
 				return nil, fmt.Errorf("setup sandbox: %w", err)
 			}
+			dst := "/tmp"
+			if d == "cache" {
+				dst = filepath.Join(state, d)
+			}
+			binds = append(binds, sandbox.Bind{File: f, Dst: dst, Writable: true})
+		}
+		if f, err := sandbox.OpenFile(gitFile(dir)); err == nil {
+			binds = append(binds, sandbox.Bind{File: f, Dst: gitFile(dir)})
+		} else if !errors.Is(err, os.ErrNotExist) {
+			closeBinds(binds)
+			return nil, fmt.Errorf("setup sandbox: %w", err)
 		}
 		hide, ro := s.sandboxPaths()
-		spec := sandbox.Spec{Dir: dir, Writable: []string{cache}, Hide: hide, ReadOnly: ro, Tmp: tmp,
+		spec := sandbox.Spec{Dir: dir, Hide: hide, ReadOnly: ro, Binds: binds,
 			HomeAllow: s.cfg.SandboxHome, Network: s.cfg.AllowNetwork}
 		spec.Home, _ = os.UserHomeDir()
 		if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
 			spec.Hide = append(spec.Hide, rt)
 		}
-		args, err := spec.Args()
+		args, fs, err := spec.Build()
 		if err != nil {
+			closeBinds(binds)
 			return nil, err
 		}
+		files = fs
 		argv = append(append(append([]string{s.svc.sandbox.Path}, args...), "--"), argv...)
-		env = append(env, "XDG_CACHE_HOME="+cache)
+		env = append(env, "XDG_CACHE_HOME="+filepath.Join(state, "cache"))
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
+	// The binds' descriptors are the child's from fd 3 on; ours are closed by their
+	// finalizers, as the caller owns the command's run.
+	cmd.ExtraFiles = files
 	return cmd, nil
+}
+
+func closeBinds(bs []sandbox.Bind) {
+	for _, b := range bs {
+		b.File.Close()
+	}
 }

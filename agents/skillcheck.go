@@ -30,10 +30,14 @@ const skillTimeout = 30 * time.Second
 
 // checkSkill refuses a skill that does not import, with its traceback. The module is model
 // code: it is imported the way a cell runs, in the session's sandbox, with the kernels'
-// interpreter and environment rules, never in the daemon.
+// interpreter and environment rules, never in the daemon. The entry is validated first: its id
+// becomes a file name.
 func (s *Session) checkSkill(ctx context.Context, e harness.Entry) error {
 	if e.Kind != harness.Skill {
 		return nil
+	}
+	if err := e.Validate(); err != nil {
+		return err
 	}
 	py := s.cfg.KernelPython
 	if py == "" {

@@ -26,7 +26,7 @@
 // # Host bridge
 //
 // Python calls into the daemon (await rlm(...), agent_message.send(...)) travel over a
-// per-kernel Unix socket in StateDir (0600), authenticated by a random token passed in the
+// per-kernel Unix socket in the kernel's run dir (0600; see below), authenticated by a random token passed in the
 // kernel's environment (ARBOR_BRIDGE, ARBOR_BRIDGE_TOKEN), framed as newline-delimited JSON
 // {"id","method","params"} → {"id","result"} | {"id","error":{"message"}}. The runtime opens one
 // connection per event loop, lazily, and multiplexes concurrent asyncio tasks over it; the daemon
@@ -103,11 +103,20 @@
 //
 // With Options.Sandbox "bwrap" the kernel runs under bubblewrap, built by package sandbox (new
 // user, pid, ipc, uts, cgroup and — unless AllowNetwork — net namespaces, every capability
-// dropped even for root, its own /proc): the system and the Python environment (sys.prefix,
-// sys.path, site dirs, even under $HOME) read-only; the worktree, StateDir, its own tmp (at /tmp)
-// and cache (XDG_CACHE_HOME) writable; $HOME (but for SandboxHome), ~/.ssh, $XDG_RUNTIME_DIR and
-// SandboxHide invisible; SandboxReadOnly readable inside them. The caller (agents) hides the
-// user's tree, the other sessions and the daemon's socket dir, and gives back the git common dir.
+// dropped even for root, its own /proc; a default-deny view): the system and the Python
+// environment (sys.prefix, sys.path, site dirs, even under $HOME) read-only; the worktree, the
+// state dir's tmp (at /tmp), cache (XDG_CACHE_HOME) and snapshot writable, the state dir itself
+// and SandboxReadOnlyFiles (the worktree's .git file) read-only; $HOME (but for SandboxHome),
+// ~/.ssh, $XDG_RUNTIME_DIR and SandboxHide invisible; SandboxReadOnly readable inside them. The
+// writable parts are opened beneath the state dir by descriptor, no symlink followed, and bound
+// by descriptor: a cell that replaced one with a link gets a refusal, not a mount. The caller
+// (agents) hides the user's tree, every workspace's sessions and the daemon's socket dir, and
+// gives back the git common dir.
+//
+// A kernel's connection file (its HMAC key), ZMQ sockets, bridge socket and restore report are
+// in a 0700 run dir of its own under Options.RuntimeDir ($XDG_RUNTIME_DIR/arbor-kernels, else
+// /tmp/arbor-<uid>/kernels), short enough for sun_path and in no sandbox's view, so no cell
+// reaches another kernel — sandboxed or not.
 // Sandboxed kernels launch plainly — the fork server and the pool share one mount namespace —
 // and talk over ipc:// sockets, since they may have no network. The kernel's own getpid() is a
 // pid of its namespace: bwrap's --info-fd gives the host pid of the sandbox's init, whose child

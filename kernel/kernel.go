@@ -96,16 +96,20 @@ func newKernel(opts Options, spawn spawnFunc) (*Kernel, error) {
 	if fi, err := os.Stat(opts.Dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("start kernel: working directory %q is not a directory", opts.Dir)
 	}
-	for _, d := range []string{opts.StateDir, opts.Snapshot} {
-		if d == "" {
-			continue
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("start kernel: %w", err)
+	}
+	if err := os.Chmod(opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("start kernel: %w", err)
+	}
+	if opts.Snapshot != "" {
+		// Written from inside the kernel (a sandboxed cell can reach it): made without following
+		// a symlink a cell may have left in its place.
+		f, err := sandbox.OpenDir(filepath.Dir(opts.Snapshot), filepath.Base(opts.Snapshot), true)
+		if err != nil {
+			return nil, fmt.Errorf("start kernel: snapshot dir: %w", err)
 		}
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("start kernel: %w", err)
-		}
-		if err := os.Chmod(d, 0o700); err != nil {
-			return nil, fmt.Errorf("start kernel: %w", err)
-		}
+		f.Close()
 	}
 	if opts.Sandbox != "" {
 		if err := sandboxDirs(opts.StateDir); err != nil {
@@ -115,6 +119,11 @@ func newKernel(opts Options, spawn spawnFunc) (*Kernel, error) {
 	launcher, err := installRuntime(filepath.Join(opts.StateDir, "runtime"))
 	if err != nil {
 		return nil, err
+	}
+	if opts.Gateway == nil {
+		if opts.runDir, err = makeRunDir(opts.RuntimeDir); err != nil {
+			return nil, fmt.Errorf("start kernel: %w", err)
+		}
 	}
 	k := &Kernel{
 		opts: opts, log: log, python: py, launcher: launcher, spawn: spawn,
@@ -136,10 +145,11 @@ func (k *Kernel) boot(ctx context.Context) error {
 		k.comm = newCommBridge(k.opts.Host, k.log)
 	} else if k.opts.Host != nil {
 		var err error
-		if k.bridge, err = newBridge(k.opts.StateDir, k.opts.Host, k.log); err != nil {
+		if k.bridge, err = newBridge(k.opts.runDir, k.opts.Host, k.log); err != nil {
+			k.removeRunDir()
 			return err
 		}
-		if d := filepath.Dir(k.bridge.path); d != k.opts.StateDir {
+		if d := filepath.Dir(k.bridge.path); d != k.opts.runDir {
 			k.opts.sandboxBinds = append(k.opts.sandboxBinds, d)
 		}
 	}
@@ -147,6 +157,7 @@ func (k *Kernel) boot(ctx context.Context) error {
 	if err != nil {
 		k.closeBridge()
 		k.stopCancel()
+		k.removeRunDir()
 		return err
 	}
 	k.setProc(p)
@@ -168,7 +179,7 @@ func (k *Kernel) launchWith(ctx context.Context, restore, reuse string) (*proc, 
 	s := launchSpec{python: k.python, launcher: k.launcher, tag: newID()[:8], env: k.env()}
 	if restore != "" {
 		s.restore = restore
-		s.report = filepath.Join(k.opts.StateDir, "restore-"+s.tag+".json")
+		s.report = filepath.Join(k.opts.runDir, "restore-"+s.tag+".json")
 	}
 	// A boot never waits forever, even when the caller's ctx has no deadline.
 	ctx, cancel := context.WithTimeout(ctx, k.bootLimit())
@@ -406,6 +417,7 @@ func (k *Kernel) Close(ctx context.Context) error {
 	closeOnce(k.done)
 	k.mu.Unlock()
 	k.wg.Wait()
+	k.removeRunDir()
 	if k.mgr != nil {
 		k.mgr.remove(k)
 	}
@@ -459,6 +471,13 @@ func (p *proc) release() {
 		p.sockCancel()
 	})
 	p.removeFiles()
+}
+
+// removeRunDir deletes the run dir once nothing uses it.
+func (k *Kernel) removeRunDir() {
+	if k.opts.runDir != "" {
+		os.RemoveAll(k.opts.runDir)
+	}
 }
 
 func (k *Kernel) closeBridge() {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // Manifest describes a namespace snapshot, or what a restore brought back.
@@ -65,7 +67,8 @@ func (m *Manifest) Summary() string {
 }
 
 func readManifest(path string) (*Manifest, error) {
-	b, err := os.ReadFile(path)
+	// Written by the kernel, in a place its cell can write: never followed through a symlink.
+	b, err := sandbox.ReadFileNoFollow(path)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}

@@ -33,7 +33,7 @@ func (f HostFunc) HandleHost(ctx context.Context, method string, params json.Raw
 type Options struct {
 	Python   string       // interpreter; "" means FindPython()
 	Dir      string       // kernel cwd (the session's worktree)
-	StateDir string       // 0700 directory for the connection file, bridge socket, snapshots
+	StateDir string       // 0700 directory for the kernel's logs, runtime, skills, tmp, cache, snapshots
 	Env      []string     // extra KEY=VALUE for the kernel (EnvDeny still applies)
 	Host     HostHandler  // nil disables the bridge
 	Restore  string       // snapshot dir to restore before the runtime boots ("" = none)
@@ -75,6 +75,11 @@ type Options struct {
 	// the daemon's socket dir); SandboxReadOnly directories it may read even inside hidden
 	// ones (the repository's git common dir, so git works in the worktree).
 	SandboxHome, SandboxHide, SandboxReadOnly []string
+	// SandboxReadOnlyFiles are files a sandboxed kernel sees read-only although they lie in its
+	// writable worktree (the worktree's .git file). Each is bound on itself by descriptor,
+	// opened without following a symlink; a missing one is skipped, anything but a regular
+	// file refused.
+	SandboxReadOnlyFiles []string
 
 	// Limits is the process and memory budget of the kernel process and all it starts (see
 	// sandbox.DetectBudget for how it is enforced here); zero fields are the defaults,
@@ -91,7 +96,13 @@ type Options struct {
 	// the gateway's kernels at the same paths.
 	Gateway *Gateway
 
-	sandboxBinds []string // extra read-write paths (a bridge socket outside StateDir)
+	// RuntimeDir is where each kernel gets its private run dir (connection file, ZMQ and bridge
+	// sockets): "" = $XDG_RUNTIME_DIR/arbor-kernels, else <temp>/arbor-<uid>/kernels. It must not
+	// be a place any sandbox is given.
+	RuntimeDir string
+
+	runDir       string   // this kernel's run dir, made by Start
+	sandboxBinds []string // extra read-write paths (sockets outside the run dir)
 }
 
 // Validate reports the first field that cannot work.

@@ -138,11 +138,12 @@ func (k *Kernel) adopt(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	opts.runDir = k.opts.runDir
 	k.mu.Lock()
 	k.opts, k.launcher = opts, launcher
 	k.mu.Unlock()
 	if opts.Host != nil {
-		if k.bridge, err = newBridge(opts.StateDir, opts.Host, k.log); err != nil {
+		if k.bridge, err = newBridge(k.opts.runDir, opts.Host, k.log); err != nil {
 			return err
 		}
 	}
@@ -160,7 +161,7 @@ func (k *Kernel) adopt(ctx context.Context, opts Options) error {
 		strconv.Quote(opts.Dir), strconv.Quote(string(envJSON)), strconv.Quote(string(denyJSON)))
 	var report string
 	if opts.Restore != "" {
-		report = filepath.Join(opts.StateDir, "restore-"+newID()[:8]+".json")
+		report = filepath.Join(k.opts.runDir, "restore-"+newID()[:8]+".json")
 		code += fmt.Sprintf("\n__import__('arbor_snapshot').restore(get_ipython().user_ns, %s, %s)"+
 			"\n__import__('arbor_runtime').boot(get_ipython())", strconv.Quote(opts.Restore), strconv.Quote(report))
 	}

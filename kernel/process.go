@@ -96,17 +96,19 @@ func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*pr
 		return nil, err
 	}
 	var info, infoW *os.File
+	var files []*os.File
 	if o.Sandbox != "" {
 		var err error
-		if argv, err = sandboxArgv(o, s.python, budget.Inner(argv)); err != nil {
-			budget.Remove()
-			return nil, err
-		}
 		if info, infoW, err = os.Pipe(); err != nil {
 			return nil, fmt.Errorf("start kernel: %w", err)
 		}
 		defer info.Close()
 		defer infoW.Close()
+		if argv, files, err = sandboxArgv(o, s.python, budget.Inner(argv), infoW); err != nil {
+			budget.Remove()
+			return nil, err
+		}
+		defer closeAll(files)
 	}
 	// The process joins its cgroups before it execs the kernel or bwrap: it cannot fork
 	// outside them.
@@ -117,9 +119,7 @@ func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*pr
 	if s.restore != "" {
 		cmd.Env = append(cmd.Env, "ARBOR_RESTORE="+s.restore, "ARBOR_RESTORE_REPORT="+s.report)
 	}
-	if infoW != nil {
-		cmd.ExtraFiles = []*os.File{infoW} // fd 3: bwrap --info-fd 3
-	}
+	cmd.ExtraFiles = files // fd 3: bwrap --info-fd 3, then the sandbox's binds by descriptor
 	// Own process group: interrupt_request uses killpg when the kernel leads its group, and
 	// Close kills the whole group so grandchildren (subprocesses of cells) die too.
 	// Pdeathsig: a kernel (or the fork server, whose children ask the same of it) dies with
@@ -201,7 +201,7 @@ func (p *proc) budgetNotice(before sandbox.Counters, res *Result, died bool) str
 // launch starts a kernel process and waits until it answers kernel_info with iopub connected.
 // ctx bounds only this wait.
 func launch(ctx context.Context, o Options, s launchSpec, spawn spawnFunc, log *slog.Logger) (*proc, error) {
-	cf, err := newConnInfo(o.StateDir, s.tag)
+	cf, err := newConnInfo(o.runDir, s.tag)
 	if err != nil {
 		return nil, err
 	}
@@ -210,9 +210,9 @@ func launch(ctx context.Context, o Options, s launchSpec, spawn spawnFunc, log *
 	}
 	if o.Sandbox != "" && !o.AllowNetwork && cf.Transport != "ipc" {
 		// Without a network namespace of its own the kernel can only be reached by Unix sockets.
-		return nil, fmt.Errorf("start sandboxed kernel: state dir %q is too long for Unix socket paths (max %d bytes); use a shorter StateDir", o.StateDir, maxIPCPath-16)
+		return nil, fmt.Errorf("start sandboxed kernel: run dir %q is too long for Unix socket paths (max %d bytes); use a shorter RuntimeDir", o.runDir, maxIPCPath-16)
 	}
-	connPath := filepath.Join(o.StateDir, "kernel-"+s.tag+".json")
+	connPath := filepath.Join(o.runDir, "kernel-"+s.tag+".json")
 	if err := cf.write(connPath); err != nil {
 		return nil, err
 	}

@@ -16,59 +16,121 @@ import (
 	"github.com/arborhq/arbor/sandbox"
 )
 
-// sandboxArgv wraps argv in bubblewrap (see package sandbox for what the sandbox is): writable
-// the worktree, the state directory (connection sockets, bridge socket, snapshots) and its tmp
-// (bound at /tmp) and cache; read-only the system and the Python environment, even where it
-// lies under $HOME or a hidden directory; hidden $HOME (but for Options.SandboxHome), ~/.ssh,
-// $XDG_RUNTIME_DIR (where the daemon's control socket lives) and Options.SandboxHide. bwrap's
-// info (the host pid of the sandbox's init) is written to fd 3. Without a network of its own
+// sandboxArgv wraps argv in bubblewrap (see package sandbox for what the sandbox is) and
+// returns the files the command inherits from fd 3 on (info first, then the binds). Writable:
+// the worktree, the run dir (connection file, sockets), and the state dir's tmp (at /tmp),
+// cache and snapshot; read-only: the state dir itself (runtime, skills, logs), the system and
+// the Python environment, even where it lies under $HOME or a hidden directory. Hidden: $HOME
+// (but for Options.SandboxHome), ~/.ssh and Options.SandboxHide. Without a network of its own
 // the kernel must use ipc:// transport.
-func sandboxArgv(o Options, python string, argv []string) ([]string, error) {
+//
+// The state dir is the daemon's; the cell sees it read-only, with its writable parts as mount
+// points it cannot rename. They are still opened beneath it by descriptor with no symlink
+// followed ([sandbox.OpenDir]), so a state dir a cell could once write (or anyone tampered
+// with) cannot turn into a mount of something else.
+func sandboxArgv(o Options, python string, argv []string, info *os.File) ([]string, []*os.File, error) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
-		return nil, errors.New("sandbox \"bwrap\" needs bubblewrap: install the Debian package bubblewrap (`sudo apt-get install bubblewrap`)")
+		return nil, nil, errors.New("sandbox \"bwrap\" needs bubblewrap: install the Debian package bubblewrap (`sudo apt-get install bubblewrap`)")
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	var binds []sandbox.Bind
+	fail := func(err error) ([]string, []*os.File, error) {
+		for _, b := range binds {
+			b.File.Close()
+		}
+		return nil, nil, fmt.Errorf("start sandboxed kernel: %w", err)
+	}
+	bind := func(parent, rel, dst string, writable bool) error {
+		f, err := sandbox.OpenDir(parent, rel, writable)
+		if err != nil {
+			return err
+		}
+		binds = append(binds, sandbox.Bind{File: f, Dst: dst, Writable: writable})
+		return nil
+	}
+	// inState binds p, which lies in the state dir or at a path of its own.
+	inState := func(p string, writable bool) error {
+		if rel, err := filepath.Rel(o.StateDir, p); err == nil && filepath.IsLocal(rel) {
+			return bind(o.StateDir, rel, p, writable)
+		}
+		return bind(filepath.Dir(p), filepath.Base(p), p, writable)
+	}
+	if err := bind(o.StateDir, ".", o.StateDir, false); err != nil {
+		return fail(err)
+	}
+	for _, d := range []string{"tmp", "cache"} {
+		if err := bind(o.StateDir, d, filepath.Join(o.StateDir, d), true); err != nil {
+			return fail(err)
+		}
+	}
+	binds[1].Dst = "/tmp"
+	if o.Snapshot != "" {
+		if err := inState(o.Snapshot, true); err != nil { // automatic snapshots are written from inside
+			return fail(err)
+		}
+	}
+	if o.Restore != "" && o.Restore != o.Snapshot {
+		if err := inState(o.Restore, false); err != nil {
+			return fail(err)
+		}
+	}
+	for _, d := range append([]string{o.runDir}, o.sandboxBinds...) {
+		if err := bind(d, ".", d, true); err != nil { // the daemon's own, made for this kernel
+			return fail(err)
+		}
+	}
+	for _, p := range o.SandboxReadOnlyFiles {
+		f, err := sandbox.OpenFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+		binds = append(binds, sandbox.Bind{File: f, Dst: p})
 	}
 	spec := sandbox.Spec{
-		Dir:      dir,
-		Writable: append([]string{o.StateDir}, o.sandboxBinds...),
+		Dir: dir,
 		// Fresh slices: pythonDirs' is shared by every kernel, and Options' are the caller's.
 		// The interpreter itself too: a wrapper script may live outside its prefix.
 		ReadOnly:  append(append(slices.Clone(pythonDirs(python)), python), o.SandboxReadOnly...),
 		Hide:      slices.Clone(o.SandboxHide),
 		HomeAllow: o.SandboxHome,
-		Tmp:       filepath.Join(o.StateDir, "tmp"),
+		Binds:     binds,
 		Network:   o.AllowNetwork,
-		InfoFD:    3,
+		Info:      info,
 	}
 	spec.Home, _ = os.UserHomeDir()
 	if rt := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
 		spec.Hide = append(spec.Hide, rt)
 	}
-	if o.Snapshot != "" {
-		spec.Writable = append(spec.Writable, o.Snapshot) // automatic snapshots are written from inside
-	}
-	if o.Restore != "" {
-		spec.ReadOnly = append(spec.ReadOnly, o.Restore)
-	}
-	args, err := spec.Args()
+	args, files, err := spec.Build()
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	return append(append(append([]string{bwrap}, args...), "--"), argv...), nil
+	return append(append(append([]string{bwrap}, args...), "--"), argv...), files, nil
 }
 
 // sandboxDirs creates the sandbox's own tmp and cache inside StateDir.
 func sandboxDirs(stateDir string) error {
 	for _, d := range []string{"tmp", "cache"} {
-		if err := os.MkdirAll(filepath.Join(stateDir, d), 0o700); err != nil {
+		f, err := sandbox.OpenDir(stateDir, d, true)
+		if err != nil {
 			return fmt.Errorf("start kernel: sandbox %s dir: %w", d, err)
 		}
+		f.Close()
 	}
 	return nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
 }
 
 var pyDirs sync.Map // interpreter path → []string

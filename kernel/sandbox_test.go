@@ -12,7 +12,7 @@ import (
 func TestSandboxBwrap(t *testing.T) {
 	testBwrap(t)
 	scratch := scratchName() // a name no file in the host's /tmp has
-	// Outside the private /tmp, so the sandbox sees it (read-only).
+	// Outside the private /tmp, in the host's shared /var/tmp, which the sandbox does not see.
 	outside, err := os.MkdirTemp("/var/tmp", "arbor-sandbox-test-")
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +26,8 @@ func TestSandboxBwrap(t *testing.T) {
 		want       string
 	}{
 		{"write in worktree", "open('inside.txt', 'w').write('ok')", "ok", "2"},
-		{"write outside", "open(" + pyQuote(filepath.Join(outside, "escape.txt")) + ", 'w').write('x')", "error", "Read-only file system"},
+		{"write outside", "open(" + pyQuote(filepath.Join(outside, "escape.txt")) + ", 'w').write('x')", "error", "No such file or directory"},
+		{"write system", "open('/etc/arbor-escape', 'w').write('x')", "error", "Read-only file system"},
 		{"write home", "import os\nopen(os.path.expanduser('~/arbor-escape'), 'w').write('x')", "ok", "1"}, // scratch: see below
 		{"private tmp", "import os\nopen('/tmp/" + scratch + "', 'w').write('x')\nos.listdir('/tmp')", "ok", scratch},
 		{"no network", "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)", "error", "OSError"},
@@ -65,7 +66,7 @@ func TestSandboxBwrap(t *testing.T) {
 
 func TestSandboxMissingBwrap(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, err := sandboxArgv(Options{Dir: "/", StateDir: "/tmp"}, "python", []string{"python"})
+	_, _, err := sandboxArgv(Options{Dir: "/", StateDir: "/tmp"}, "python", []string{"python"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "bubblewrap") {
 		t.Fatalf("err = %v, want one naming bubblewrap", err)
 	}

@@ -28,11 +28,12 @@ func needBwrap(t *testing.T) Status {
 
 func runIn(t *testing.T, st Status, s Spec, script string) (string, error) {
 	t.Helper()
-	args, err := s.Args()
+	args, files, err := s.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(st.Path, append(append(args, "--"), "sh", "-c", script)...)
+	cmd.ExtraFiles = files
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
@@ -62,7 +63,11 @@ func TestMasksAndGivebacks(t *testing.T) {
 	mk("home/secret.txt", "secret")
 	os.Symlink(filepath.Join(root, "home/.ssh"), filepath.Join(root, "home/sshlink"))
 	tmp := filepath.Join(root, "tmp")
-	os.Mkdir(tmp, 0o700)
+	tmpf, err := OpenDir(root, "tmp", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmpf.Close()
 	wt := filepath.Join(root, "repo/.git/arbor/worktrees/me")
 	s := Spec{
 		Dir:       wt,
@@ -70,7 +75,7 @@ func TestMasksAndGivebacks(t *testing.T) {
 		ReadOnly:  []string{filepath.Join(root, "repo/.git")},
 		Home:      filepath.Join(root, "home"),
 		HomeAllow: []string{".config", "sshlink"},
-		Tmp:       tmp,
+		Binds:     []Bind{{File: tmpf, Dst: "/tmp", Writable: true}},
 	}
 	checks := []struct{ script, want string }{
 		{"cat mine.txt", "mine"},
@@ -114,16 +119,16 @@ func TestHomeAllowRefusesSSH(t *testing.T) {
 // not the pid the command sees for itself.
 func TestCommandPID(t *testing.T) {
 	st := needBwrap(t)
-	args, err := Spec{Dir: t.TempDir(), InfoFD: 3}.Args()
-	if err != nil {
-		t.Fatal(err)
-	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	args, files, err := Spec{Dir: t.TempDir(), Info: w}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(st.Path, append(append(args, "--"), "sleep", "30")...)
-	cmd.ExtraFiles = []*os.File{w}
+	cmd.ExtraFiles = files
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

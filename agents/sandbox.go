@@ -75,8 +75,15 @@ func (s *Service) workspaceDirs() []string {
 }
 
 // gitFile is the worktree's .git file, which the sandbox shows read-only (bound on itself by
-// descriptor): a cell that could rewrite it would steer the daemon's git.
-func gitFile(worktree string) string { return filepath.Join(worktree, ".git") }
+// descriptor, opened without following a link): a cell that could rewrite it would steer the
+// daemon's git. gitstate first puts it back to what it wrote, should the last code that ran
+// there have changed it; a directory that is no linked worktree (a skill check's) has none.
+func (s *Session) gitFile(dir string) string {
+	if p, err := s.ws.Repo.GitFile(dir); err == nil {
+		return p
+	}
+	return filepath.Join(dir, ".git")
+}
 
 // kernelOptions are the sandbox and environment settings of the session's kernel.
 func (s *Session) kernelOptions(o *kernel.Options) error {
@@ -90,7 +97,7 @@ func (s *Session) kernelOptions(o *kernel.Options) error {
 	o.Sandbox, o.AllowNetwork = mode, s.cfg.AllowNetwork
 	o.SandboxHome = s.cfg.SandboxHome
 	o.SandboxHide, o.SandboxReadOnly = s.sandboxPaths()
-	o.SandboxReadOnlyFiles = []string{gitFile(s.meta.Worktree)}
+	o.SandboxReadOnlyFiles = []string{s.gitFile(s.meta.Worktree)}
 	o.EnvPass, o.EnvDeny = s.cfg.KernelEnv, s.keyEnvs()
 	return nil
 }
@@ -137,8 +144,9 @@ func (s *Session) setupCommand(ctx context.Context, dir, script string, extra []
 			}
 			binds = append(binds, sandbox.Bind{File: f, Dst: dst, Writable: true})
 		}
-		if f, err := sandbox.OpenFile(gitFile(dir)); err == nil {
-			binds = append(binds, sandbox.Bind{File: f, Dst: gitFile(dir)})
+		gf := s.gitFile(dir)
+		if f, err := sandbox.OpenFile(gf); err == nil {
+			binds = append(binds, sandbox.Bind{File: f, Dst: gf})
 		} else if !errors.Is(err, os.ErrNotExist) {
 			closeBinds(binds)
 			return nil, fmt.Errorf("setup sandbox: %w", err)

@@ -49,7 +49,7 @@ func (r *Repo) discard(ctx context.Context, dir, branch string, force bool) (*Di
 		if r.pendingAt(dir) {
 			return res, fmt.Errorf("the worktree %s is being written; wait for it (or drop its hold) first", dir)
 		}
-		if l, err := r.linkedWorktree(dir); err == nil {
+		if l, ok := r.findLinked(dir); ok {
 			name = l.name()
 			if b, _, err := r.headAt(filepath.Join(l.admin, "HEAD")); branch == "" && err == nil {
 				branch = b.Short()

@@ -277,3 +277,26 @@ func TestGitFileForTheSandbox(t *testing.T) {
 		t.Errorf("the symlink's target was written: %q", b)
 	}
 }
+
+// TestDiscardAfterGitInit: a cell that ran `rm .git; git init` in its worktree left a
+// repository that may hold commits of its own: a discard names it, a forced one removes it.
+func TestDiscardAfterGitInit(t *testing.T) {
+	t.Parallel()
+	root := newTestRepo(t)
+	r := openTest(t, root)
+	wt := addSession(t, r, "s")
+	os.Remove(filepath.Join(wt, ".git"))
+	git(t, wt, "init", "-q")
+	if _, err := r.Discard(t.Context(), wt, "", false); err == nil || !strings.Contains(err.Error(), ".git/") {
+		t.Errorf("discard over a repository made in .git: %v, want a refusal naming .git/", err)
+	}
+	if _, err := r.Discard(t.Context(), wt, "", true); err != nil {
+		t.Fatalf("forced discard: %v", err)
+	}
+	if _, err := os.Stat(wt); err == nil {
+		t.Errorf("%s is still there", wt)
+	}
+	if _, err := os.Stat(r.adminDir("s")); err == nil {
+		t.Errorf("the registration %s is still there", r.adminDir("s"))
+	}
+}

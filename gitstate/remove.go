@@ -58,9 +58,11 @@ func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error
 		}
 		return fmt.Errorf("no such worktree")
 	}
-	l, err := r.linkedWorktree(dir)
-	if err != nil {
-		return err
+	// Found from the records, not restored: nothing below reads the .git file, and one a
+	// `git init` in the worktree replaced by a directory must not stop a removal.
+	l, ok := r.findLinked(dir)
+	if !ok {
+		return fmt.Errorf("%s is not a linked worktree of %s", dir, r.root)
 	}
 	admin := l.admin
 	if _, ok := r.pending[l.name()]; ok {
@@ -73,6 +75,10 @@ func (r *Repo) removeWorktree(ctx context.Context, dir string, force bool) error
 		files, err := r.uncommitted(ctx, l)
 		if err != nil {
 			return err
+		}
+		if fi, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
+			// A repository made in the worktree's own .git: its commits exist only there.
+			files = append(files, ".git/ (a git repository of its own)")
 		}
 		if len(files) > 0 {
 			return &DirtyError{Dir: dir, Files: files}

@@ -104,15 +104,12 @@ func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*pr
 		}
 		defer info.Close()
 		defer infoW.Close()
-		if argv, files, err = sandboxArgv(o, s.python, budget.Inner(argv), infoW); err != nil {
+		if argv, files, err = sandboxArgv(o, s.python, argv, infoW); err != nil {
 			budget.Remove()
 			return nil, err
 		}
 		defer closeAll(files)
 	}
-	// The process joins its cgroups before it execs the kernel or bwrap: it cannot fork
-	// outside them.
-	argv = budget.Outer(argv)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = o.Dir
 	cmd.Env = s.env
@@ -125,9 +122,9 @@ func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*pr
 	// Pdeathsig: a kernel (or the fork server, whose children ask the same of it) dies with
 	// the daemon instead of living on as an orphan holding its namespace.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if fd := budget.CgroupFD(); fd >= 0 {
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-	}
+	// The process joins its cgroups before it execs the kernel or bwrap, so it cannot fork
+	// outside them; sandboxed, the rlimit fallbacks are set inside the user namespace.
+	budget.Apply(cmd)
 	// Output goes to a file, not a pipe: with a pipe, Wait also waits for the copying
 	// goroutines, which delays noticing a death (measured ~50 ms under load vs ~5 ms).
 	logPath := filepath.Join(o.StateDir, "kernel-"+s.tag+".log")

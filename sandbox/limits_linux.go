@@ -213,8 +213,8 @@ func (b *Budget) Close() {
 }
 
 // Group is the budget of one process tree: its cgroups, or the rlimits to set inside its
-// sandbox. Call [Budget.NewGroup] before starting the process, [Group.Outer] and
-// [Group.Inner] to build its command line, [Group.CgroupFD] for its SysProcAttr, and
+// sandbox. Call [Budget.NewGroup] before starting the process, [Group.Apply] on its
+// exec.Cmd (or [Group.Outer], [Group.Inner] and [Group.CgroupFD] to build it by hand), and
 // [Group.Remove] once it has ended.
 type Group struct {
 	b       *Budget
@@ -322,6 +322,35 @@ func (g *Group) Inner(argv []string) []string {
 		return append(pre, argv...)
 	}
 	return argv
+}
+
+// Apply puts cmd, built but not started, under the group: for a bwrap command line (bwrap's
+// arguments, "--", the command) the rlimits go in front of the command inside the sandbox, and
+// the whole joins the group's cgroups before it execs. Call [Group.Remove] after cmd.Wait.
+func (g *Group) Apply(cmd *exec.Cmd) {
+	if g == nil || len(cmd.Args) == 0 {
+		return
+	}
+	args := cmd.Args
+	if filepath.Base(args[0]) == "bwrap" {
+		for i, a := range args {
+			if a == "--" {
+				args = append(append([]string(nil), args[:i+1]...), g.Inner(args[i+1:])...)
+				break
+			}
+		}
+	}
+	args[0] = cmd.Path
+	if out := g.Outer(args); len(out) != len(args) {
+		cmd.Path, args = out[0], out
+	}
+	cmd.Args = args
+	if fd := g.CgroupFD(); fd >= 0 {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
 }
 
 // CgroupFD is the v2 cgroup to clone the process into (SysProcAttr.UseCgroupFD), or -1.

@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -56,5 +59,64 @@ func TestCleanLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(live); err != nil {
 		t.Errorf("this daemon's own cgroup was removed: %v", err)
+	}
+}
+
+// A command put under a group by Apply — bwrap, as the worktree setup command runs — cannot
+// fork past the group's task budget: under this machine's mechanism, and under RLIMIT_NPROC
+// in the sandbox's user namespace for an unprivileged user.
+func TestApplyBoundsForks(t *testing.T) {
+	st := Probe(t.Context())
+	if !st.Available {
+		t.Skipf("bubblewrap cannot sandbox here: %s", st.Reason)
+	}
+	prlimit, _ := exec.LookPath("prlimit")
+	for _, c := range []struct {
+		name string
+		b    *Budget
+		uid  int // -1: the test's own
+	}{
+		{"detected", DetectBudget(), -1},
+		{"rlimit as nobody", &Budget{Pids: MechRlimit, prlimit: prlimit}, 65534},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.b.Pids == MechNone || c.b.Pids == MechRlimit && prlimit == "" {
+				t.Skipf("no process limit here: %s", c.b)
+			}
+			if c.uid >= 0 && os.Getuid() != 0 {
+				t.Skip("running as another user needs root")
+			}
+			g, err := c.b.NewGroup("k-apply-test", Limits{Processes: 64, Memory: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Remove()
+			dir, err := os.MkdirTemp("", "arbor-apply-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			os.Chmod(dir, 0o755)
+			args, err := Spec{Dir: dir}.Args()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Children sleep 2 s and exit: bounded even without the budget.
+			script := "import os, time\nn = 0\ntry:\n    while n < 1000:\n        if os.fork() == 0:\n            time.sleep(2)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\nprint('FORKS', n)\n"
+			cmd := exec.Command(st.Path, append(append(args, "--"), "/usr/bin/python3", "-c", script)...)
+			if c.uid >= 0 {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(c.uid), Gid: uint32(c.uid), Groups: []uint32{}}}
+			}
+			g.Apply(cmd)
+			out, err := cmd.CombinedOutput()
+			t.Logf("%s: %s", c.b, out)
+			var n int
+			if i := bytes.Index(out, []byte("FORKS")); i >= 0 {
+				fmt.Sscanf(string(out[i:]), "FORKS %d", &n)
+			}
+			if err != nil || n <= 0 || n >= 64 {
+				t.Errorf("a command under a budget of 64 tasks started %d children (%v)", n, err)
+			}
+		})
 	}
 }

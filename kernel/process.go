@@ -100,6 +100,7 @@ func spawnExec(_ context.Context, o Options, s launchSpec, connPath string) (*pr
 	if o.Sandbox != "" {
 		var err error
 		if info, infoW, err = os.Pipe(); err != nil {
+			budget.Remove()
 			return nil, fmt.Errorf("start kernel: %w", err)
 		}
 		defer info.Close()

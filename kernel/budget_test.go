@@ -12,7 +12,8 @@ import (
 )
 
 // forkLoop forks children that sleep 3 s and exit, until a fork fails or 3,000 have started,
-// and prints how many did: a fork bomb that cannot outlive the test.
+// prints how many did and fails with the fork's error: a fork bomb that cannot outlive the
+// test.
 const forkLoop = `
 import os, time
 n, err = 0, None
@@ -25,7 +26,9 @@ try:
         n += 1
 except OSError as e:
     err = e
-print("FORKS", n, type(err).__name__)
+print("FORKS", n)
+if err:
+    raise err
 `
 
 // nsProcs counts the processes in pid's pid namespace: the sandbox's, whatever the budget.

@@ -48,7 +48,7 @@ func makeRunDir(configured string) (string, error) {
 			break
 		}
 	}
-	if ok && len(root)+len("/k0123456789/z01234567-5") <= maxIPCPath {
+	if ok && len(root)+len("/k0123456789/zmq-01234567-5") <= maxIPCPath {
 		if d, err := os.MkdirTemp(root, "k"); err == nil {
 			return d, nil
 		}

@@ -72,22 +72,38 @@ print('GITATTACK ' + json.dumps(r))
 `
 )
 
+// With the sandbox on, the .git file is bound read-only, so the cell's rewrites fail there
+// already; with it off they land, and only the daemon's own git stands between them and the
+// host, which is what the "sandbox-off" case holds to account.
 func TestGitAttacksFromModelCode(t *testing.T) {
 	probe := sandbox.Probe(t.Context())
-	if !probe.Available {
-		t.Skipf("bubblewrap cannot sandbox here: %s", probe.Reason)
-	}
-	for _, asUser := range []bool{false, true} {
-		t.Run(map[bool]string{false: "root", true: "user"}[asUser], func(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mode   string
+		asUser bool
+	}{
+		{"root/sandbox-default", "", false},
+		{"user/sandbox-default", "", true},
+		{"root/sandbox-off", "off", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if tc.mode == "" && !probe.Available {
+				t.Skipf("bubblewrap cannot sandbox here: %s", probe.Reason)
+			}
 			var as *osUser
-			if asUser {
+			if tc.asUser {
 				u := throwawayUser(t) // skips unless root: the tests then run unprivileged already
 				as = &u
 			}
-			w := newGitAttackWorld(t, as)
+			w := newGitAttackWorld(t, as, tc.mode)
 			defer w.stop()
-			w.run(t)
+			reports := w.run(t)
+			for i, rep := range reports {
+				if tc.mode == "off" && rep["gitfile_write"] != "wrote" {
+					t.Errorf("cell %d could not rewrite .git without the sandbox (%s): the daemon's git was not tested", i+1, rep["gitfile_write"])
+				}
+			}
 		})
 	}
 }
@@ -97,9 +113,9 @@ type gitAttackWorld struct {
 	marker string
 }
 
-func newGitAttackWorld(t *testing.T, as *osUser) *gitAttackWorld {
+func newGitAttackWorld(t *testing.T, as *osUser, sandboxMode string) *gitAttackWorld {
 	t.Helper()
-	w := &gitAttackWorld{attackWorld: newAttackWorld(t, as, "", "sk-unused", 0)}
+	w := &gitAttackWorld{attackWorld: newAttackWorld(t, as, sandboxMode, "sk-unused", 0)}
 	w.marker = filepath.Join(w.root, "host-marker")
 	prelude := fmt.Sprintf("REPO, MARKER = %q, %q\n", w.repo, w.marker) + gitAttackPrelude
 	script, _ := json.Marshal(map[string]any{
@@ -130,7 +146,8 @@ func (w *gitAttackWorld) repoGit(args ...string) string {
 	return w.git(w.repo, append([]string{"-c", "safe.directory=*"}, args...)...)
 }
 
-func (w *gitAttackWorld) run(t *testing.T) {
+// run runs the attacking session, checks what it left, and returns the cells' reports.
+func (w *gitAttackWorld) run(t *testing.T) []map[string]string {
 	if r := w.arbor("run", "neighbour session"); r.code != 0 {
 		t.Fatalf("neighbour session:\n%s", r)
 	}
@@ -192,4 +209,5 @@ func (w *gitAttackWorld) run(t *testing.T) {
 	if strings.Contains(files, "README.md\n") {
 		t.Errorf("the session's deletion of README.md is not on its branch %s", me.Branch)
 	}
+	return reports
 }

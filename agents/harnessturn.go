@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/arborhq/arbor/agents/harness"
+	"github.com/arborhq/arbor/sandbox"
 )
 
 // turnHarness is the harness as a turn sees it, taken at the turn's start: edits made during
@@ -129,6 +130,13 @@ func (s *Session) writeSkills(skills []harness.Entry) (string, error) {
 		fmt.Fprintf(h, "%s\x00%s\x00", e.ID, e.Module)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
+	// In the kernel's state dir, read-only to its sandbox; a link left there by an older
+	// layout is refused rather than written (and removed) through.
+	f, err := sandbox.OpenDir(s.dir, "kernel/skills", true)
+	if err != nil {
+		return "", err
+	}
+	f.Close()
 	pkg := filepath.Join(s.skillsDir(), "arbor_skills")
 	tmp := pkg + ".new"
 	os.RemoveAll(tmp)

@@ -116,6 +116,13 @@ func newKernel(opts Options, spawn spawnFunc) (*Kernel, error) {
 			return nil, err
 		}
 	}
+	// The state dir is read-only to a sandboxed kernel, but one an older layout let a cell
+	// write may hold a link where the runtime goes: refused, never written through.
+	rt, err := sandbox.OpenDir(opts.StateDir, "runtime", true)
+	if err != nil {
+		return nil, fmt.Errorf("start kernel: %w", err)
+	}
+	rt.Close()
 	launcher, err := installRuntime(filepath.Join(opts.StateDir, "runtime"))
 	if err != nil {
 		return nil, err

@@ -59,11 +59,11 @@ print("seen", seen)`
 	}
 }
 
-// A state dir whose tmp (or snapshot) someone replaced with a symlink is refused at start,
-// never followed into a mount.
+// A state dir whose tmp, cache, snapshot or runtime someone replaced with a symlink is refused
+// at start, never followed into a mount or written through.
 func TestSandboxRefusesPlantedStateLinks(t *testing.T) {
 	testBwrap(t)
-	for _, d := range []string{"tmp", "cache", "snapshot"} {
+	for _, d := range []string{"tmp", "cache", "snapshot", "runtime"} {
 		t.Run(d, func(t *testing.T) {
 			victim := t.TempDir()
 			state := t.TempDir()

@@ -21,7 +21,9 @@ type Client struct {
 
 // NewClient starts reading from nc. onNotify (may be nil) gets every notification in order.
 func NewClient(ctx context.Context, nc net.Conn, onNotify func(method string, params json.RawMessage)) *Client {
-	c := &Client{rpc: jsonrpc2.NewConn(newStream(nc)), notify: onNotify}
+	st := newStream(nc)
+	st.depth = clientDepth
+	c := &Client{rpc: jsonrpc2.NewConn(st), notify: onNotify}
 	c.rpc.Go(ctx, func(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
 		if _, isCall := req.(*jsonrpc2.Call); isCall {
 			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.MethodNotFound, "the arbor CLI answers no requests"))

@@ -70,6 +70,7 @@ func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 	}
 	st := newStream(nc)
 	st.writeTimeout = srv.opts.WriteTimeout
+	st.gate = srv.frames
 	c.rpc = jsonrpc2.NewConn(st)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

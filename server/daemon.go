@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/arborhq/arbor/agents"
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,6 +78,7 @@ type Server struct {
 	stop    chan struct{}
 	once    sync.Once
 	refused refusals
+	frames  *semaphore.Weighted // the frame gate every connection shares (framing.go)
 
 	journal     *journal // nil: requests are not journalled
 	interrupted interruptions
@@ -128,7 +130,7 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 		return err
 	}
 	s := &Server{opts: opts, log: opts.Logger, agents: opts.Agents, started: time.Now(),
-		ready: make(chan struct{}), stop: make(chan struct{}), journal: jr}
+		ready: make(chan struct{}), stop: make(chan struct{}), journal: jr, frames: newFrameGate()}
 	s.lastUse.Store(time.Now().UnixNano())
 	s.log.Info("daemon listening", "socket", opts.Socket, "pid", os.Getpid())
 

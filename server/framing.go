@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -24,7 +25,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arborhq/arbor/jsonlimit"
 	"go.lsp.dev/jsonrpc2"
+	"golang.org/x/sync/semaphore"
 )
 
 // MaxMessageBytes caps one JSON-RPC message. jsonrpc2's own stream allocates whatever
@@ -33,6 +36,29 @@ const MaxMessageBytes = 32 << 20
 
 // maxHeaderLine caps one header line; LSP sends two short ones.
 const maxHeaderLine = 1024
+
+// readBuffer is each connection's read buffer. Bodies larger than it are read straight into
+// their own slice, so it is small: an idle connection holds little.
+const readBuffer = 16 << 10
+
+// smallFrame is the largest body read without the daemon's frame gate, and the first piece of
+// a larger one, scanned before the rest is allocated: a frame too deep in its first 64 KiB
+// (every crafted one) never costs more.
+const smallFrame = 64 << 10
+
+// frameGateBytes bounds the bytes of large bodies being read and decoded at once across all of
+// the daemon's connections: twice the largest message, so one always fits. A flood of large
+// frames on many connections then waits here, in the kernel's socket buffers, instead of
+// growing the daemon's heap with each connection; small frames (every request a user's
+// editor or CLI sends in normal use) never wait behind it.
+const frameGateBytes = 2 * MaxMessageBytes
+
+// newFrameGate returns the gate a daemon shares among its connections.
+func newFrameGate() *semaphore.Weighted { return semaphore.NewWeighted(frameGateBytes) }
+
+// clientDepth is the nesting a client accepts from the daemon: the daemon checked everything
+// that came from outside against jsonlimit.MaxDepth and wraps it in a few levels of its own.
+const clientDepth = 2 * jsonlimit.MaxDepth
 
 // defaultWriteTimeout is how long the daemon waits for a client to take one message.
 const defaultWriteTimeout = 30 * time.Second
@@ -47,10 +73,16 @@ type stream struct {
 	// writeTimeout bounds each write (0 = none). A write that times out closes the
 	// connection: the peer stopped reading, and a half-written frame cannot be resumed.
 	writeTimeout time.Duration
+	// depth is the deepest nesting a message may have (see jsonlimit). It is checked as the
+	// body arrives, before any decoder sees it.
+	depth int
+	// gate, when set, is shared by every connection of a daemon: a body over smallFrame holds
+	// its length in bytes of it while it is read and decoded.
+	gate *semaphore.Weighted
 }
 
 func newStream(conn io.ReadWriteCloser) *stream {
-	return &stream{conn: conn, in: bufio.NewReaderSize(conn, 64<<10), max: MaxMessageBytes}
+	return &stream{conn: conn, in: bufio.NewReaderSize(conn, readBuffer), max: MaxMessageBytes, depth: jsonlimit.MaxDepth}
 }
 
 // Read returns the next well-formed message. Header errors and oversized frames end the
@@ -75,23 +107,95 @@ func (s *stream) Read(ctx context.Context) (jsonrpc2.Message, int64, error) {
 			s.writeError(nil, jsonrpc2.ParseError, err.Error())
 			return nil, total, err
 		}
-		data := make([]byte, length)
-		if _, err := io.ReadFull(s.in, data); err != nil {
-			return nil, total, fmt.Errorf("read message body: %w", err)
-		}
-		total += length
-		msg, err := jsonrpc2.DecodeMessage(data)
-		if err != nil {
+		msg, err := s.readMessage(ctx, length)
+		var deep *jsonlimit.DepthError
+		var bad *malformed
+		switch {
+		case errors.As(err, &deep):
+			// The rest of the frame was read past, so the framing holds: refuse this one only.
+			// Its id is not looked for: that would mean decoding what was refused.
+			s.writeError(nil, jsonrpc2.ParseError, "message refused: "+err.Error())
+		case errors.As(err, &bad):
 			// JSON-RPC 2.0: -32700 for text that is not JSON, -32600 for JSON that is no request.
 			code := jsonrpc2.ParseError
-			if json.Valid(data) {
+			if json.Valid(bad.data) {
 				code = jsonrpc2.InvalidRequest
 			}
-			s.writeError(requestID(data), code, clip("malformed JSON-RPC message: "+err.Error(), maxEcho))
-			continue
+			s.writeError(requestID(bad.data), code, clip("malformed JSON-RPC message: "+bad.err.Error(), maxEcho))
+		case err != nil:
+			return nil, total, err
+		default:
+			return msg, total + length, nil
 		}
-		return msg, total, nil
+		total += length
 	}
+}
+
+// malformed is a body that is no JSON-RPC message; the stream answers it and reads on.
+type malformed struct {
+	data []byte
+	err  error
+}
+
+func (m *malformed) Error() string { return m.err.Error() }
+
+// gateTime is how long a body may take to arrive once it holds part of the frame gate: a
+// peer that announces a large frame and trickles it must not hold the gate for the others.
+func gateTime(length int64) time.Duration {
+	return 10*time.Second + time.Duration(length>>20)*time.Second
+}
+
+// readMessage reads a body of length bytes and decodes it. It returns the message, or a
+// *malformed for a body that is no message, or a *jsonlimit.DepthError for one that nests too
+// deeply, or another error when the connection failed.
+func (s *stream) readMessage(ctx context.Context, length int64) (jsonrpc2.Message, error) {
+	if s.gate != nil && length > smallFrame {
+		if err := s.gate.Acquire(ctx, length); err != nil {
+			return nil, err
+		}
+		defer s.gate.Release(length)
+		if dl, ok := s.conn.(interface{ SetReadDeadline(time.Time) error }); ok {
+			dl.SetReadDeadline(time.Now().Add(gateTime(length)))
+			defer dl.SetReadDeadline(time.Time{})
+		}
+	}
+	data, err := s.readBody(length)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := jsonrpc2.DecodeMessage(data)
+	if err != nil {
+		return nil, &malformed{data: data, err: err}
+	}
+	return msg, nil
+}
+
+// readBody reads a body of length bytes, scanning its nesting as it arrives: at the first byte
+// past the limit it stops keeping what it reads, skips the rest of the frame and returns the
+// *jsonlimit.DepthError.
+func (s *stream) readBody(length int64) ([]byte, error) {
+	depth := jsonlimit.NewScanner(s.depth)
+	data := make([]byte, min(length, smallFrame))
+	for off := int64(0); off < length; {
+		if off == int64(len(data)) {
+			// The first piece passed: now the whole body is worth its allocation.
+			full := make([]byte, length)
+			copy(full, data)
+			data = full
+		}
+		end := min(off+smallFrame, length)
+		if _, err := io.ReadFull(s.in, data[off:end]); err != nil {
+			return nil, fmt.Errorf("read message body: %w", err)
+		}
+		if _, err := depth.Write(data[off:end]); err != nil {
+			if _, derr := s.in.Discard(int(length - end)); derr != nil {
+				return nil, fmt.Errorf("read message body: %w", derr)
+			}
+			return nil, err
+		}
+		off = end
+	}
+	return data, nil
 }
 
 func (s *stream) readHeader() (length int64, total int64, err error) {

@@ -80,6 +80,8 @@ func TestStreamRead(t *testing.T) {
 		err     string // the error Read returns
 		replies []int64
 		replyID string // id of the first reply
+		// replyHas is part of the first reply's message
+		replyHas string
 	}{
 		{name: "valid", in: frame(statusCall), method: "arbor/daemon.status"},
 		{name: "header case and extra headers",
@@ -104,6 +106,19 @@ func TestStreamRead(t *testing.T) {
 			method: "arbor/daemon.status", replies: []int64{-32600}, replyID: "7"},
 		{name: "a JSON array is an invalid request", in: frame(`[1,2]`) + frame(statusCall),
 			method: "arbor/daemon.status", replies: []int64{-32600}, replyID: "null"},
+		{name: "nested arrays past the depth limit are refused and skipped",
+			in:     frame(strings.Repeat("[", 3_000_000)) + frame(statusCall),
+			method: "arbor/daemon.status", replies: []int64{-32700}, replyID: "null",
+			replyHas: "JSON nesting depth 1001 at byte 1000 exceeds the limit of 1000"},
+		{name: "nested objects past the depth limit are refused and skipped",
+			in:     frame(`{"jsonrpc":"2.0","id":1,"method":"x","params":`+strings.Repeat(`{"a":`, 500_000)) + frame(statusCall),
+			method: "arbor/daemon.status", replies: []int64{-32700}, replyHas: "exceeds the limit of 1000"},
+		{name: "nesting at the limit is decoded",
+			in:     frame(`{"jsonrpc":"2.0","id":1,"method":"arbor/daemon.status","params":` + strings.Repeat("[", 999) + strings.Repeat("]", 999) + "}"),
+			method: "arbor/daemon.status"},
+		{name: "brackets in strings do not count",
+			in:     frame(`{"jsonrpc":"2.0","id":1,"method":"arbor/daemon.status","params":{"s":"` + strings.Repeat(`[\"`, 5000) + `"}}`),
+			method: "arbor/daemon.status"},
 		{name: "neither method nor id", in: frame(`{"jsonrpc":"2.0"}`) + frame(statusCall),
 			method: "arbor/daemon.status", replies: []int64{-32600}},
 	}
@@ -135,6 +150,9 @@ func TestStreamRead(t *testing.T) {
 				if r.JSONRPC != "2.0" || r.Error == nil || r.Error.Code != tt.replies[i] || r.Error.Message == "" {
 					t.Errorf("reply %d = %+v, want a JSON-RPC error %d with a message", i, r, tt.replies[i])
 				}
+			}
+			if tt.replyHas != "" && len(got) > 0 && !strings.Contains(got[0].Error.Message, tt.replyHas) {
+				t.Errorf("reply message = %q, want one containing %q", got[0].Error.Message, tt.replyHas)
 			}
 			if tt.replyID != "" && len(got) > 0 && string(got[0].ID) != tt.replyID {
 				t.Errorf("reply id = %s, want %s", got[0].ID, tt.replyID)
@@ -199,7 +217,7 @@ func allocated(f func()) uint64 {
 // A peer must not make the daemon allocate what it announces or what it streams: not a
 // 3 GiB Content-Length, and not a header line that never ends.
 func TestStreamReadDoesNotAllocateForThePeer(t *testing.T) {
-	const budget = 1 << 20 // the 64 KiB read buffer and small change
+	const budget = 1 << 20 // the read buffer, the first piece of a body, and small change
 	tests := []struct {
 		name string
 		in   io.Reader
@@ -208,6 +226,8 @@ func TestStreamReadDoesNotAllocateForThePeer(t *testing.T) {
 		{"3 GiB Content-Length", io.MultiReader(strings.NewReader("Content-Length: 3221225472\r\n\r\n"), endless('{')), "exceeds the limit"},
 		{"header line without end", io.LimitReader(endless('a'), 256<<20), "too long"},
 		{"header value without end", io.MultiReader(strings.NewReader("Content-Length: 1"), io.LimitReader(endless('0'), 256<<20)), "too long"},
+		// Refused after its first 1,001 bytes: the rest is read past, never kept.
+		{"30 MiB of nested arrays", io.MultiReader(strings.NewReader("Content-Length: 31457280\r\n\r\n"), io.LimitReader(endless('['), 30<<20)), "EOF"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,6 +256,10 @@ func FuzzStreamRead(f *testing.F) {
 		frame(`{"jsonrpc":"2.0","id":"x","result":null}`),
 		frame(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}`),
 		"\r\n\r\n",
+		frame(strings.Repeat("[", 1001)) + frame(statusCall),
+		frame(strings.Repeat("[", 1000)),
+		frame(`{"jsonrpc":"2.0","id":1,"method":"x","params":` + strings.Repeat(`{"a":`, 1001)),
+		frame(`{"jsonrpc":"2.0","id":1,"method":"x","params":"` + strings.Repeat(`[\"`, 1001) + `"}`),
 	} {
 		f.Add([]byte(seed))
 	}

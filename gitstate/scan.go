@@ -184,6 +184,16 @@ func (s *scan) walk(ctx context.Context, p string, seen map[string]bool) error {
 	return s.visit(ctx, parent, p, abs, fi, seen)
 }
 
+// swapped explains an open the scan's lstat said would work that found a symlink or another
+// kind of file: something in the worktree replaced it meanwhile.
+func swapped(err error) error {
+	if errors.Is(err, syscallELOOP) || errors.Is(err, syscallENOTDIR) || errors.Is(err, errNotRegular) {
+		return fmt.Errorf("it was replaced while the checkpoint read it, and is not read through a link; "+
+			"the next checkpoint takes what is there then: %w", err)
+	}
+	return err
+}
+
 // gone reports an error meaning nothing is at a path: it does not exist, a component above it
 // is not a directory, or one is a symlink.
 func gone(err error) bool {
@@ -229,7 +239,7 @@ func (s *scan) visit(ctx context.Context, parent *dirStater, p, abs string, fi o
 		ds, err = parent.openDir(path.Base(p))
 	}
 	if err != nil {
-		return fmt.Errorf("scan %s: %w", abs, err)
+		return fmt.Errorf("scan %s: %w", abs, swapped(err))
 	}
 	defer ds.close()
 	if p != "" {
@@ -294,7 +304,7 @@ func (s *scan) file(parent *dirStater, p, abs string, fi os.FileInfo) error {
 		data, err = parent.readFile(path.Base(p))
 	}
 	if err != nil {
-		return fmt.Errorf("read %s: %w", abs, err)
+		return fmt.Errorf("read %s: %w", abs, swapped(err))
 	}
 	h, err := s.r.writeBlob(data)
 	if err != nil {

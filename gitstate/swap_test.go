@@ -52,6 +52,15 @@ func TestCheckpointDoesNotFollowASwappedLink(t *testing.T) {
 			if _, err := gitErr(root, "cat-file", "-e", secretBlob); err == nil {
 				t.Errorf("the host's file was read through the swapped link and stored as %s", secretBlob)
 			}
+			// The next checkpoint takes what is there: the link itself.
+			r.beforeScanOpen = nil
+			again, _, err2 := r.Checkpoint(t.Context(), wt, "turn", nil)
+			if err2 != nil {
+				t.Fatalf("the checkpoint after the swap: %v", err2)
+			}
+			if mode := git(t, root, "ls-tree", again, tc.swap); !strings.HasPrefix(mode, "120000 ") {
+				t.Errorf("%s after the swap is %q, want the symlink", tc.swap, mode)
+			}
 			if err == nil && tc.name == "gitignore" {
 				// git does not follow a symlinked .gitignore: its patterns do not apply.
 				if files := git(t, root, "ls-tree", "-r", "--name-only", commit); !strings.Contains(files, "d/keep.go") {

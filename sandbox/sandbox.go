@@ -308,11 +308,11 @@ func (s Spec) Build() ([]string, []*os.File, error) {
 		}
 	}
 	if s.Network {
-		// /etc/resolv.conf often points into /run, which is otherwise absent.
-		for _, d := range []string{"/run/systemd/resolve", "/run/resolvconf"} {
-			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-				args = append(args, "--ro-bind", d, d)
-			}
+		// /etc/resolv.conf often points into /run (systemd-resolved, resolvconf,
+		// NetworkManager), which is otherwise absent: its directory comes along, read-only.
+		if r, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && within(r, "/run") {
+			d := filepath.Dir(r)
+			args = append(args, "--ro-bind", d, d)
 		}
 	}
 	// Shared writable places of the host are private, empty ones here.

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/arborhq/arbor/jsonlimit"
 )
 
 // bridge serves host requests from the kernel's embedded runtime over a Unix socket in the
@@ -151,7 +153,7 @@ func (b *bridge) serve(c net.Conn) {
 	var hello struct {
 		Token string `json:"token"`
 	}
-	if err := json.Unmarshal(sc.Bytes(), &hello); err != nil ||
+	if err := jsonlimit.Check(sc.Bytes(), jsonlimit.MaxDepth); err != nil || json.Unmarshal(sc.Bytes(), &hello) != nil ||
 		subtle.ConstantTimeCompare([]byte(hello.Token), []byte(b.token)) != 1 {
 		b.log.Warn("kernel bridge: refused a connection with a bad token")
 		c.SetWriteDeadline(time.Now().Add(bridgeWriteTimeout))
@@ -181,7 +183,18 @@ func (b *bridge) serve(c net.Conn) {
 	}
 	for sc.Scan() {
 		req, err := parseRequest(sc.Bytes())
-		if err != nil {
+		var deep *jsonlimit.DepthError
+		switch {
+		case err != nil && req.ID != nil:
+			write(bridgeReply{ID: req.ID, Error: &bridgeError{Message: err.Error()}})
+			continue
+		case errors.As(err, &deep):
+			// No id to answer: a reply without one tells the runtime why, and it gives up this
+			// connection.
+			b.log.Warn("kernel bridge: refused a request", "err", err)
+			write(bridgeReply{ID: json.RawMessage("null"), Error: &bridgeError{Message: "request refused: " + err.Error()}})
+			continue
+		case err != nil:
 			b.log.Warn("kernel bridge: dropped a malformed request", "err", err)
 			continue
 		}
@@ -209,9 +222,20 @@ func (b *bridge) serve(c net.Conn) {
 	}
 }
 
-// parseRequest decodes one request line; a request needs an id to be answered at all.
+// parseRequest decodes one request line; a request needs an id to be answered at all. A line
+// nested past jsonlimit.MaxDepth is refused before it is decoded, with its id when
+// encoding/json's own scanner (bounded, and no recursion for an ignored value) finds one.
 func parseRequest(line []byte) (bridgeRequest, error) {
 	var req bridgeRequest
+	if err := jsonlimit.Check(line, jsonlimit.MaxDepth); err != nil {
+		var probe struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(line, &probe) == nil && len(probe.ID) > 0 && string(probe.ID) != "null" && len(probe.ID) <= 64 {
+			req.ID = probe.ID
+		}
+		return req, fmt.Errorf("request refused: %w", err)
+	}
 	if err := json.Unmarshal(line, &req); err != nil {
 		return req, err
 	}

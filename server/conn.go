@@ -70,7 +70,7 @@ func (srv *Server) serveConn(ctx context.Context, nc net.Conn) {
 	}
 	st := newStream(nc)
 	st.writeTimeout = srv.opts.WriteTimeout
-	st.gate = srv.frames
+	st.gate, st.pace = srv.frames, srv.pace
 	c.rpc = jsonrpc2.NewConn(st)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

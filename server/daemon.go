@@ -79,6 +79,7 @@ type Server struct {
 	once    sync.Once
 	refused refusals
 	frames  *semaphore.Weighted // the frame gate every connection shares (framing.go)
+	pace    *pacer              // paces reading after refused frames (framing.go)
 
 	journal     *journal // nil: requests are not journalled
 	interrupted interruptions
@@ -130,7 +131,7 @@ func RunDaemon(ctx context.Context, opts DaemonOptions) error {
 		return err
 	}
 	s := &Server{opts: opts, log: opts.Logger, agents: opts.Agents, started: time.Now(),
-		ready: make(chan struct{}), stop: make(chan struct{}), journal: jr, frames: newFrameGate()}
+		ready: make(chan struct{}), stop: make(chan struct{}), journal: jr, frames: newFrameGate(), pace: &pacer{}}
 	s.lastUse.Store(time.Now().UnixNano())
 	s.log.Info("daemon listening", "socket", opts.Socket, "pid", os.Getpid())
 

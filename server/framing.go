@@ -15,6 +15,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,48 @@ const frameGateBytes = 2 * MaxMessageBytes
 // newFrameGate returns the gate a daemon shares among its connections.
 func newFrameGate() *semaphore.Weighted { return semaphore.NewWeighted(frameGateBytes) }
 
+// refusedRate is how fast, in bytes a second, the daemon reads on after refusing frames: each
+// refused frame (charged at least smallFrame) puts off, by its share of a second, the next
+// frame of the connection that sent it and every large frame on any connection. A flood of
+// bad frames, on one connection or on many that reconnect, is paced to this rate; a client
+// that sends good frames under 64 KiB (every editor and CLI request) is never paced.
+const refusedRate = 8 << 20
+
+// pacer holds when the daemon reads on after the frames it refused (see refusedRate).
+type pacer struct {
+	mu    sync.Mutex
+	until time.Time
+}
+
+// charge puts reading on off by a refused frame of n bytes.
+func (p *pacer) charge(n int64) {
+	d := time.Duration(max(n, smallFrame)) * time.Second / refusedRate
+	p.mu.Lock()
+	if now := time.Now(); p.until.Before(now) {
+		p.until = now
+	}
+	p.until = p.until.Add(d)
+	p.mu.Unlock()
+}
+
+// wait returns once the refused frames have been paid for, or ctx ends.
+func (p *pacer) wait(ctx context.Context) error {
+	p.mu.Lock()
+	d := time.Until(p.until)
+	p.mu.Unlock()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // clientDepth is the nesting a client accepts from the daemon: the daemon checked everything
 // that came from outside against jsonlimit.MaxDepth and wraps it in a few levels of its own.
 const clientDepth = 2 * jsonlimit.MaxDepth
@@ -79,6 +122,9 @@ type stream struct {
 	// gate, when set, is shared by every connection of a daemon: a body over smallFrame holds
 	// its length in bytes of it while it is read and decoded.
 	gate *semaphore.Weighted
+	// pace, when set, is shared by every connection of a daemon: it paces reading after
+	// refused frames (see refusedRate).
+	pace *pacer
 }
 
 func newStream(conn io.ReadWriteCloser) *stream {
@@ -122,12 +168,19 @@ func (s *stream) Read(ctx context.Context) (jsonrpc2.Message, int64, error) {
 				code = jsonrpc2.InvalidRequest
 			}
 			s.writeError(requestID(bad.data), code, clip("malformed JSON-RPC message: "+bad.err.Error(), maxEcho))
+			putBody(bad.data)
 		case err != nil:
 			return nil, total, err
 		default:
 			return msg, total + length, nil
 		}
 		total += length
+		if s.pace != nil {
+			s.pace.charge(length)
+			if err := s.pace.wait(ctx); err != nil {
+				return nil, total, err
+			}
+		}
 	}
 }
 
@@ -149,6 +202,11 @@ func gateTime(length int64) time.Duration {
 // *malformed for a body that is no message, or a *jsonlimit.DepthError for one that nests too
 // deeply, or another error when the connection failed.
 func (s *stream) readMessage(ctx context.Context, length int64) (jsonrpc2.Message, error) {
+	if s.pace != nil && length > smallFrame {
+		if err := s.pace.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if s.gate != nil && length > smallFrame {
 		if err := s.gate.Acquire(ctx, length); err != nil {
 			return nil, err
@@ -170,6 +228,26 @@ func (s *stream) readMessage(ctx context.Context, length int64) (jsonrpc2.Messag
 	return msg, nil
 }
 
+// bodies keeps the large bodies of refused frames for the next large frame: a flood of them
+// then does not make the garbage collector work for each. sync.Pool lets go of what it holds
+// at the next collections, so nothing stays for long.
+var bodies sync.Pool
+
+// takeBody returns a slice of length bytes for a large body.
+func takeBody(length int64) []byte {
+	if b, ok := bodies.Get().(*[]byte); ok && int64(cap(*b)) >= length {
+		return (*b)[:length]
+	}
+	return make([]byte, length)
+}
+
+// putBody gives back the body of a refused frame; nothing refers to it any more.
+func putBody(b []byte) {
+	if len(b) > smallFrame {
+		bodies.Put(&b)
+	}
+}
+
 // readBody reads a body of length bytes, scanning its nesting as it arrives: at the first byte
 // past the limit it stops keeping what it reads, skips the rest of the frame and returns the
 // *jsonlimit.DepthError.
@@ -179,7 +257,7 @@ func (s *stream) readBody(length int64) ([]byte, error) {
 	for off := int64(0); off < length; {
 		if off == int64(len(data)) {
 			// The first piece passed: now the whole body is worth its allocation.
-			full := make([]byte, length)
+			full := takeBody(length)
 			copy(full, data)
 			data = full
 		}
@@ -187,7 +265,15 @@ func (s *stream) readBody(length int64) ([]byte, error) {
 		if _, err := io.ReadFull(s.in, data[off:end]); err != nil {
 			return nil, fmt.Errorf("read message body: %w", err)
 		}
-		if _, err := depth.Write(data[off:end]); err != nil {
+		_, err := depth.Write(data[off:end])
+		if err == nil && off == 0 && length > smallFrame {
+			// A request is a JSON object (a batch an array): a large body that starts with
+			// anything else is refused before the rest of it is allocated.
+			if t := bytes.TrimLeft(data[:end], " \t\r\n"); len(t) > 0 && t[0] != '{' && t[0] != '[' {
+				err = &malformed{err: fmt.Errorf("a JSON-RPC message is a JSON object, and this body of %d bytes starts with %q", length, t[0])}
+			}
+		}
+		if err != nil {
 			if _, derr := s.in.Discard(int(length - end)); derr != nil {
 				return nil, fmt.Errorf("read message body: %w", derr)
 			}

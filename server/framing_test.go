@@ -228,6 +228,8 @@ func TestStreamReadDoesNotAllocateForThePeer(t *testing.T) {
 		{"header value without end", io.MultiReader(strings.NewReader("Content-Length: 1"), io.LimitReader(endless('0'), 256<<20)), "too long"},
 		// Refused after its first 1,001 bytes: the rest is read past, never kept.
 		{"30 MiB of nested arrays", io.MultiReader(strings.NewReader("Content-Length: 31457280\r\n\r\n"), io.LimitReader(endless('['), 30<<20)), "EOF"},
+		// Refused by its first byte: no JSON-RPC message starts so.
+		{"30 MiB of garbage", io.MultiReader(strings.NewReader("Content-Length: 31457280\r\n\r\n"), io.LimitReader(endless(0), 30<<20)), "EOF"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

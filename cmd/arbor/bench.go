@@ -55,7 +55,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("--runs %d: want at least 1", *runs)
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("usage: arbor bench startup|kernel|git|agents|harness|longrun|tokens|acp [--runs N] [--json]")
+		return fmt.Errorf("usage: arbor bench startup|flood|kernel|git|agents|harness|longrun|tokens|acp [--runs N] [--json]")
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var groups []string
@@ -70,6 +70,15 @@ func cmdBench(ctx context.Context, args []string) error {
 			return err
 		}
 		rep, err = startbench.Run(ctx, exe, *runs)
+		if err != nil {
+			return err
+		}
+	case "flood":
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		rep, err = startbench.Flood(ctx, startbench.FloodOptions{Exe: exe})
 		if err != nil {
 			return err
 		}
@@ -113,7 +122,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		}
 		rep, err = tokenbench.Run(ctx, tokenbench.Options{Turns: *turns, Windows: ws, Logger: logger})
 	default:
-		return fmt.Errorf("unknown benchmark %q: want startup, kernel, git, agents, harness, longrun or tokens", pos[0])
+		return fmt.Errorf("unknown benchmark %q: want startup, flood, kernel, git, agents, harness, longrun or tokens", pos[0])
 	}
 	if err != nil {
 		if rep != nil && len(rep.Figures) > 0 {

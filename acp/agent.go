@@ -72,7 +72,8 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 	}, opts.OutboxHook)
 	// The SDK logs through slog's default logger (its SetLogger would race with the reader it
 	// has already started): the caller sets that (cmd/arbor does, to stderr).
-	a.conn = sdk.NewAgentSideConnection(a, out, in)
+	lw := &lockedWriter{w: out}
+	a.conn = sdk.NewAgentSideConnection(a, lw, newLineGuard(in, lw, a.log))
 	close(a.ready)
 	defer a.close()
 	select {

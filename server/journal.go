@@ -59,6 +59,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/arborhq/arbor/jsonlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -225,6 +226,11 @@ func cmpInt(a, b int64) int {
 
 func parseEntry(line []byte) (*journalEntry, error) {
 	var e journalEntry
+	// The framing let no request deeper than this in, and an entry adds one level to its
+	// params: a deeper line was not written by a daemon.
+	if err := jsonlimit.Check(line, jsonlimit.MaxDepth); err != nil {
+		return nil, fmt.Errorf("not a journal entry: %w", err)
+	}
 	if err := json.Unmarshal(line, &e); err != nil {
 		return nil, fmt.Errorf("not a journal entry: %w", err)
 	}

@@ -532,3 +532,18 @@ func FuzzJournalOpen(f *testing.F) {
 		}
 	})
 }
+
+// A journal line nested past the depth limit is not decoded, even with a checksum that holds:
+// no daemon wrote it, since the framing let no request that deep in.
+func TestJournalLineTooDeep(t *testing.T) {
+	e := &journalEntry{V: journalVersion, Op: "begin", Key: "k", Method: MethodSessionStop,
+		Params: json.RawMessage(strings.Repeat("[", 1000) + strings.Repeat("]", 1000))}
+	line, err := e.line()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = parseEntry(bytes.TrimSpace(line))
+	if err == nil || !strings.Contains(err.Error(), "JSON nesting depth 1001 at byte") {
+		t.Errorf("parseEntry = %v, want it refused by depth", err)
+	}
+}

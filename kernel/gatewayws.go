@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arborhq/arbor/jsonlimit"
 	"github.com/coder/websocket"
 )
 
@@ -226,6 +227,10 @@ func (w *wsChannels) read(conn *websocket.Conn) error {
 				w.log.Warn("kernel gateway: dropped a binary message", "err", err)
 				continue
 			}
+		}
+		if err := jsonlimit.Check(data, jsonlimit.MaxDepth); err != nil {
+			w.log.Warn("kernel gateway: dropped a message", "err", err)
+			continue
 		}
 		var wm wsMessage
 		if err := json.Unmarshal(data, &wm); err != nil || wm.Header.MsgType == "" {

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/arborhq/arbor/jsonlimit"
 )
 
 // protocolVersion is the Jupyter messaging protocol version Arbor speaks.
@@ -73,6 +75,16 @@ func (s signer) decode(frames [][]byte) (*message, error) {
 	want := s.sign(h, p, md, c)
 	if len(s.key) > 0 && !hmac.Equal(bytes.ToLower(sig), want) {
 		return nil, errBadSignature
+	}
+	// The kernel runs the model's code, which can sign what it likes: every part is checked
+	// for depth before a decoder sees it.
+	for _, part := range []struct {
+		name string
+		data []byte
+	}{{"header", h}, {"parent header", p}, {"metadata", md}, {"content", c}} {
+		if err := jsonlimit.Check(part.data, jsonlimit.MaxDepth); err != nil {
+			return nil, fmt.Errorf("%s: %w", part.name, err)
+		}
 	}
 	m := &message{Identities: frames[:i], Metadata: md, Content: c, Buffers: frames[i+6:]}
 	if err := json.Unmarshal(h, &m.Header); err != nil {

@@ -32,6 +32,10 @@ func TestDecodeVerifies(t *testing.T) {
 		{"no delimiter", good[1:], "delimiter"},
 		{"too few frames", good[:4], "frames"},
 		{"other key", func() [][]byte { f, _ := signer{key: []byte("x")}.encode(newHeader("s", "t"), 1); return f }(), "signature"},
+		{"content nested too deeply", func() [][]byte {
+			f, _ := s.encode(newHeader("sess", "execute_request"), json.RawMessage(strings.Repeat("[", 1001)+strings.Repeat("]", 1001)))
+			return f
+		}(), "content: JSON nesting depth 1001 at byte 1000 exceeds the limit of 1000"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,6 +61,7 @@ func FuzzDecode(f *testing.F) {
 	good, _ := s.encode(newHeader("s", "status"), map[string]string{"execution_state": "idle"})
 	f.Add(strings.Join(bytesToStrings(good), "\x00"))
 	f.Add("<IDS|MSG>\x00x\x00{}\x00{}\x00{}\x00{}")
+	f.Add("<IDS|MSG>\x00x\x00" + strings.Repeat("[", 1001) + "\x00{}\x00{}\x00" + strings.Repeat(`{"a":`, 1001))
 	f.Fuzz(func(t *testing.T, joined string) {
 		var frames [][]byte
 		for _, p := range strings.Split(joined, "\x00") {

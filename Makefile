@@ -56,6 +56,7 @@ test-vscode-e2e: build
 
 bench: build
 	$(ARBOR) bench startup
+	$(ARBOR) bench flood
 	$(ARBOR) bench kernel
 	$(ARBOR) bench git
 	$(ARBOR) bench agents

@@ -46,6 +46,7 @@ func (s *Service) workspaceFor(dir string) (*Workspace, error) {
 	if f := s.opts.WorktreeStep; f != nil {
 		repo.OnStep(f)
 	}
+	repo.FreezeWith(s.freezeWorktree)
 	cfg, err := workspace.Load(root, s.opts.Overrides)
 	if err != nil {
 		return nil, err

@@ -100,7 +100,13 @@ func (r *Repo) Accept(ctx context.Context, o AcceptOptions) (*AcceptResult, erro
 		return nil, fmt.Errorf("accept %s: %w", o.Head, err)
 	}
 	defer unlock()
-	res, err := r.accept(ctx, o)
+	// Into a session's worktree, accept reads it (git status) and writes it (git read-tree -u)
+	// by path.
+	var res *AcceptResult
+	err = r.frozen(ctx, o.Into, func() (err error) {
+		res, err = r.accept(ctx, o)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("accept %s: %w", o.Head, err)
 	}

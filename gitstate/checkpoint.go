@@ -112,7 +112,10 @@ func (r *Repo) checkpoint(ctx context.Context, dir, message string, scopes []str
 		// git transforms this worktree's content: it stages it, into the worktree's own index.
 		r.logger.Debug("checkpoint through git", "dir", dir, "because", why)
 		s = nil
-		newTree, err = r.stageWithGit(ctx, r.linkedAt(l.dir, l.admin), l.exclude())
+		err = r.frozen(ctx, l.dir, func() (err error) {
+			newTree, err = r.stageWithGit(ctx, r.linkedAt(l.dir, l.admin), l.exclude())
+			return err
+		})
 	}
 	if err != nil {
 		return plumbing.ZeroHash, false, err

@@ -83,7 +83,11 @@
 // gitstate's own scan opens every name in a worktree through its parent directory's
 // descriptor without following symlinks (a .gitignore too, as git does), so a file or
 // directory swapped for a link to a host file while a checkpoint runs is refused, never read
-// into a commit the worktree's code could read back.
+// into a commit the worktree's code could read back. git reads by path (it lstat()s, then
+// opens, following a link), so while a git command reads or writes a linked worktree's files
+// (the CLI checkpoint, the discard check's status, an accept's or reject's status and
+// read-tree) whatever runs there is stopped: [Repo.FreezeWith] names how (agents freezes the
+// session's sandbox).
 //
 // Checkpoints are signed "Arbor <arbor@localhost>": they are the agent's work. Accept and Merge
 // commit as the user and fail up front with [ErrNoIdentity] when git has no identity for them.

@@ -188,7 +188,9 @@ func (r *Repo) Reject(ctx context.Context, o RejectOptions) (string, []string, e
 		return "", nil, err
 	}
 	commit := strings.TrimSpace(out)
-	if err := r.advance(ctx, at, branch, head, commit, "arbor: reject part of "+branch.Short()); err != nil {
+	if err := r.frozen(ctx, l.dir, func() error {
+		return r.advance(ctx, at, branch, head, commit, "arbor: reject part of "+branch.Short())
+	}); err != nil {
 		return "", nil, err
 	}
 	return commit, paths, nil

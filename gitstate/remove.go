@@ -116,7 +116,12 @@ func (r *Repo) uncommitted(ctx context.Context, l linked) ([]string, error) {
 	if why, err := r.indexReason(ctx, x); err != nil {
 		return nil, err
 	} else if why != "" {
-		return uncommittedWithGit(ctx, r.linkedAt(l.dir, l.admin), l.exclude())
+		var files []string
+		err := r.frozen(ctx, l.dir, func() (err error) {
+			files, err = uncommittedWithGit(ctx, r.linkedAt(l.dir, l.admin), l.exclude())
+			return err
+		})
+		return files, err
 	}
 	s := r.newScan(l.dir, l.exclude(), tree, x, true)
 	if err := s.run(ctx, []string{""}); err != nil {

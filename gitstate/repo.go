@@ -56,6 +56,7 @@ type Repo struct {
 	// path p: the moment the code in a worktree could swap what is there.
 	beforeScanOpen func(p string)
 	onStep         func(name, step string) // see OnStep
+	freeze         FreezeFunc              // see FreezeWith
 	sizeMu         sync.Mutex
 	sizes          map[string]int64 // TreeSize by commit
 	pol            policy           // guarded by sem

@@ -122,6 +122,12 @@
 // pid of its namespace: bwrap's --info-fd gives the host pid of the sandbox's init, whose child
 // is the kernel that signals go to.
 //
+// [Kernel.Freeze] stops everything in a sandboxed kernel's sandbox until its thaw — while the
+// host's git reads the worktree by path — and holds off a new launch meanwhile: the budget's
+// cgroup is frozen where it can be (v2 cgroup.freeze; on v1, a cgroup the launch also joins
+// in the freezer hierarchy), else every process of the sandbox's pid namespace gets SIGSTOP
+// until a pass finds none running, and SIGCONT at thaw (sandbox.Freeze).
+//
 // # Budget
 //
 // Every kernel launched as a process gets Options.Limits (sandbox.DetectBudget says how they are

@@ -58,6 +58,7 @@ type Kernel struct {
 	stopCancel context.CancelFunc // called by Close: stops the snapshot loop
 	loopWG     sync.WaitGroup     // the snapshot loop
 	wg         sync.WaitGroup     // process watchers
+	freeze     freezeGate         // see Freeze
 }
 
 // Start launches a kernel and returns once it answers kernel_info with iopub connected. ctx
@@ -196,12 +197,12 @@ func (k *Kernel) launchWith(ctx context.Context, restore, reuse string) (*proc, 
 	if k.opts.Gateway != nil {
 		p, err = k.launchRemote(ctx, s, reuse)
 	} else {
-		p, err = launch(ctx, k.opts, s, k.spawn, k.log)
+		p, err = k.launchLocal(ctx, s, k.spawn)
 	}
 	if err != nil && k.forked && ctx.Err() == nil {
 		// Plain launch is the fallback when a forked kernel does not come up.
 		k.log.Warn("kernel: forked kernel failed to start; launching plainly", "err", err)
-		p, err = launch(ctx, k.opts, s, spawnExec, k.log)
+		p, err = k.launchLocal(ctx, s, spawnExec)
 	}
 	if err != nil {
 		return nil, err

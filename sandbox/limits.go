@@ -223,7 +223,7 @@ func parseMountinfo(data []byte) []cgroupMount {
 		case "cgroup":
 			for _, o := range strings.Split(b[2], ",") {
 				switch o {
-				case "pids", "memory":
+				case "pids", "memory", "freezer":
 					m.controllers = append(m.controllers, o)
 				}
 			}
@@ -391,6 +391,7 @@ type Budget struct {
 	Reason string
 
 	pidsParent, memParent string // the daemon's own arbor.<ns>.<pid> cgroups
+	freezerParent         string // and its v1 freezer cgroup, beside v1 pids or memory ones
 	prlimit               string
 	total                 int64 // memory the daemon may use
 }

@@ -77,6 +77,7 @@ func detectBudget() *Budget {
 	if mem.mech == MechCgroup1 || mem.mech == MechCgroup2 {
 		b.memParent = filepath.Join(mem.parent, own)
 	}
+	b.freezerParent = freezerParent(f, b, own)
 	return b
 }
 
@@ -163,6 +164,10 @@ func removeCgroup(dir string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
 		err := syscall.Rmdir(dir)
+		if errors.Is(err, syscall.EBUSY) {
+			// A frozen v1 freezer's members die of SIGKILL only once thawed.
+			os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0)
+		}
 		if err == nil || errors.Is(err, syscall.ENOENT) {
 			return nil
 		}
@@ -205,7 +210,7 @@ func memTotal(f facts) int64 {
 // Close removes the daemon's own cgroups (arbor.<ns>.<pid>) once its process trees have ended
 // and their groups were removed; what is still in use stays, for the next start to remove.
 func (b *Budget) Close() {
-	for _, d := range []string{b.pidsParent, b.memParent} {
+	for _, d := range []string{b.pidsParent, b.memParent, b.freezerParent} {
 		if d != "" {
 			syscall.Rmdir(d)
 		}
@@ -225,7 +230,11 @@ type Group struct {
 	pidsDir string
 	memDir  string
 	memV1   bool
-	dirs    []string // every cgroup made, to remove
+	// freeze is the cgroup Freeze freezes ("": signals instead): the v2 cgroup, or the v1
+	// freezer's (freezeV1).
+	freeze   string
+	freezeV1 bool
+	dirs     []string // every cgroup made, to remove
 }
 
 // NewGroup makes the cgroups of one process tree, name unique among the daemon's, with
@@ -286,6 +295,15 @@ func (b *Budget) NewGroup(name string, l Limits) (*Group, error) {
 			os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), v, 0)
 		}
 		g.memDir = dir
+	}
+	if g.v2 != "" {
+		g.freeze = g.v2
+	} else if b.freezerParent != "" && len(g.join) > 0 {
+		dir, err := mk(b.freezerParent, MechCgroup1)
+		if err != nil {
+			return fail(err)
+		}
+		g.freeze, g.freezeV1 = dir, true
 	}
 	if g.v2 != "" {
 		fd, err := syscall.Open(g.v2, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)

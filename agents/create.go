@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -296,10 +297,20 @@ func (s *Session) setupWorktree(ctx context.Context) error {
 	if w.Empty() {
 		return nil
 	}
+	// The command's budget and descriptors are released once SetupWorktree has waited for it.
+	var release func()
+	setup := func(ctx context.Context, dir, script string, extra []string) (*exec.Cmd, error) {
+		cmd, rel, err := s.setupCommand(ctx, dir, script, extra)
+		release = rel
+		return cmd, err
+	}
 	err := s.ws.Repo.SetupWorktree(ctx, s.meta.Worktree, gitstate.Setup{
 		Copy: w.Copy, Link: w.Link, Command: w.Command, Timeout: w.CommandTimeout,
-		Env: []string{"ARBOR_SESSION=" + s.meta.ID}, Exec: s.setupCommand,
+		Env: []string{"ARBOR_SESSION=" + s.meta.ID}, Exec: setup,
 	})
+	if release != nil {
+		release()
+	}
 	if err != nil {
 		s.append(ctx, event.WorktreeSetup{OK: false, Error: err.Error()})
 		return err

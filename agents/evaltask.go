@@ -358,6 +358,14 @@ func (s *Service) runSetup(ctx context.Context, t *eval.Task, dir string) error 
 	defer cancel()
 	cmd := exec.CommandContext(sctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
+	if mode != "" {
+		g, err := s.budget(cfg.Limits, "e-")
+		if err != nil {
+			return fmt.Errorf("setup sandbox: %w", err)
+		}
+		defer g.Remove()
+		g.Apply(cmd)
+	}
 	// A child left holding the output does not hold the task: the wait ends 5 s after the
 	// shell does.
 	cmd.WaitDelay = 5 * time.Second

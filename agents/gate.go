@@ -171,11 +171,12 @@ type cmdResult struct {
 // exits or ctx ends.
 func (s *Session) runCommand(ctx context.Context, dir, script string, env []string) cmdResult {
 	var r cmdResult
-	cmd, err := s.setupCommand(ctx, dir, script, env)
+	cmd, release, err := s.setupCommand(ctx, dir, script, env)
 	if err != nil {
 		r.err = err.Error()
 		return r
 	}
+	defer release()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second

@@ -2,6 +2,8 @@ package agents
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -115,10 +117,10 @@ func (s *Session) keyEnvs() []string {
 // setupCommand builds the worktree setup command: in the session's sandbox (the same one as
 // its kernel, without the kernel's state) when the kernel would get one, and always with the
 // kernel's environment rules, so a repository's command sees no key either.
-func (s *Session) setupCommand(ctx context.Context, dir, script string, extra []string) (*exec.Cmd, error) {
+func (s *Session) setupCommand(ctx context.Context, dir, script string, extra []string) (*exec.Cmd, func(), error) {
 	mode, err := s.sandboxFor()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	deny := s.keyEnvs()
 	env := append(sandbox.Env(s.cfg.KernelEnv, deny), sandbox.Filter(extra, deny)...)
@@ -129,14 +131,14 @@ func (s *Session) setupCommand(ctx context.Context, dir, script string, extra []
 		// daemon's state dir, by descriptor, no symlink followed.
 		state := filepath.Join(s.dir, "kernel")
 		if err := os.MkdirAll(state, 0o700); err != nil {
-			return nil, fmt.Errorf("setup sandbox: %w", err)
+			return nil, nil, fmt.Errorf("setup sandbox: %w", err)
 		}
 		var binds []sandbox.Bind
 		for _, d := range []string{"tmp", "cache"} {
 			f, err := sandbox.OpenDir(state, d, true)
 			if err != nil {
 				closeBinds(binds)
-				return nil, fmt.Errorf("setup sandbox: %w", err)
+				return nil, nil, fmt.Errorf("setup sandbox: %w", err)
 			}
 			dst := "/tmp"
 			if d == "cache" {
@@ -149,7 +151,7 @@ func (s *Session) setupCommand(ctx context.Context, dir, script string, extra []
 			binds = append(binds, sandbox.Bind{File: f, Dst: gf})
 		} else if !errors.Is(err, os.ErrNotExist) {
 			closeBinds(binds)
-			return nil, fmt.Errorf("setup sandbox: %w", err)
+			return nil, nil, fmt.Errorf("setup sandbox: %w", err)
 		}
 		hide, ro := s.sandboxPaths()
 		spec := sandbox.Spec{Dir: dir, Hide: hide, ReadOnly: ro, Binds: binds,
@@ -161,7 +163,7 @@ func (s *Session) setupCommand(ctx context.Context, dir, script string, extra []
 		args, fs, err := spec.Build()
 		if err != nil {
 			closeBinds(binds)
-			return nil, err
+			return nil, nil, err
 		}
 		files = fs
 		argv = append(append(append([]string{s.svc.sandbox.Path}, args...), "--"), argv...)
@@ -169,10 +171,37 @@ func (s *Session) setupCommand(ctx context.Context, dir, script string, extra []
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
-	// The binds' descriptors are the child's from fd 3 on; ours are closed by their
-	// finalizers, as the caller owns the command's run.
+	// The binds' descriptors are the child's from fd 3 on.
 	cmd.ExtraFiles = files
-	return cmd, nil
+	release := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	if mode != "" {
+		g, err := s.svc.budget(s.cfg.Limits, "c-")
+		if err != nil {
+			release()
+			return nil, nil, fmt.Errorf("setup sandbox: %w", err)
+		}
+		g.Apply(cmd)
+		release = func() {
+			for _, f := range files {
+				f.Close()
+			}
+			g.Remove()
+		}
+	}
+	return cmd, release, nil
+}
+
+// budget makes the process and memory budget of one sandboxed command (a setup, gate, end
+// condition or skill check): the kernels' limits, in a group of its own, so a fork bomb in a
+// repository's setup command is bounded like one in a cell. Remove it after the command ends.
+func (s *Service) budget(l sandbox.Limits, prefix string) (*sandbox.Group, error) {
+	var b [6]byte
+	rand.Read(b[:])
+	return sandbox.DetectBudget().NewGroup(prefix+hex.EncodeToString(b[:]), l)
 }
 
 func closeBinds(bs []sandbox.Bind) {

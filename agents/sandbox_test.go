@@ -233,3 +233,49 @@ raise RuntimeError('SEEN ' + ' | '.join(seen))
 		t.Errorf("a skill that does not import was stored: %s", refs)
 	}
 }
+
+// A repository's setup command has the kernels' process budget: a fork loop in it stops at
+// the limit (counted inside, children sleeping so they all hold a slot), and the session's
+// kernel still starts and runs its cell.
+func TestSetupCommandBudget(t *testing.T) {
+	needSandbox(t)
+	const limit = 64
+	e := newEnvIn(t, sandboxScript(t, "print(open('.forks').read())"), filepath.Join(t.TempDir(), "repo"))
+	bomb := `import os, time
+n = 0
+try:
+    while n < 2000:
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+except OSError:
+    pass
+open('.forks', 'w').write('FORKS %d' % n)`
+	cmd := fmt.Sprintf(`/usr/bin/python3 -c "exec(bytes.fromhex('%x').decode())"`, bomb)
+	b, _ := json.Marshal(map[string]any{"worktree": map[string]any{"command": cmd},
+		"limits": map[string]any{"processes": limit}})
+	userConfig(t, string(b))
+	s := e.create("probe a bounded setup")
+	e.settled(s)
+	if ev := e.events(s, event.TypeWorktreeSetup); len(ev) != 1 || ev[0]["ok"] != true {
+		t.Fatalf("worktree_setup events: %v", ev)
+	}
+	fin := e.events(s, event.TypeToolFinished)
+	if len(fin) != 1 {
+		recs, _ := s.Events(0)
+		for _, r := range recs {
+			t.Logf("%s %s", r.Type, r.Data)
+		}
+		t.Fatal("want the cell's result")
+	}
+	out := fmt.Sprint(fin[0]["output"])
+	var n int
+	if _, err := fmt.Sscanf(out[strings.Index(out, "FORKS"):], "FORKS %d", &n); err != nil {
+		t.Fatalf("the setup's count: %v in %q", err, out)
+	}
+	if n >= limit {
+		t.Errorf("the setup command forked %d children under a budget of %d tasks", n, limit)
+	}
+	t.Logf("setup forks under a budget of %d: %d", limit, n)
+}

@@ -62,11 +62,12 @@ func (s *Session) checkSkill(ctx context.Context, e harness.Entry) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, skillTimeout)
 	defer cancel()
-	cmd, err := s.setupCommand(cctx, dir, `exec "$ARBOR_PY" -c "$ARBOR_CHECK"`,
+	cmd, release, err := s.setupCommand(cctx, dir, `exec "$ARBOR_PY" -c "$ARBOR_CHECK"`,
 		[]string{"ARBOR_PY=" + py, "ARBOR_CHECK=" + skillImport, "ARBOR_SKILL=" + e.ID, "PYTHONDONTWRITEBYTECODE=1"})
 	if err != nil {
 		return fmt.Errorf("skill %s: cannot check that it imports: %w", e.ID, err)
 	}
+	defer release()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 2 * time.Second

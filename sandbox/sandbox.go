@@ -3,7 +3,7 @@
 //
 // Call [Probe] once at daemon start to learn whether bubblewrap works here (it may be missing,
 // user namespaces may be disabled, or a container may refuse to make / a slave mount), then
-// [Spec.Args] for each process to get bwrap's arguments and the descriptors it inherits, and
+// [Spec.Build] for each process to get bwrap's arguments and the descriptors it inherits, and
 // [Env] for its environment:
 //
 //	st := sandbox.Probe(ctx)
@@ -25,7 +25,9 @@
 // user namespace — a new session (no TIOCSTI into the daemon's terminal), death with the parent,
 // its own /proc (pid 1 is the sandbox's init, so the host's processes and their environ are out
 // of sight) and a minimal /dev. The filesystem is default-deny: an empty root with the system
-// and toolchain dirs of the host read-only (/usr, /etc, /opt, …), private empty /tmp, /var/tmp
+// and toolchain dirs of the host read-only (/usr, /etc, /opt, …) — less what in /etc not
+// everyone may read (shadow passwords, TLS and SSH host keys), which is absent: a sandbox as
+// root owns what root owns even without capabilities —, private empty /tmp, /var/tmp
 // and /dev/shm, $HOME an empty scratch dir but the read-only allowlist (never ~/.ssh), and no
 // /run, /srv, /mnt or other home. Then Spec.ReadOnly and Spec.Dir put back what the process
 // needs, Spec.Hide masks what must stay invisible inside those, and Spec.Binds mount by
@@ -303,7 +305,7 @@ func (s Spec) Build() ([]string, []*os.File, error) {
 				args = append(args, "--symlink", t, d)
 			}
 		case fi.IsDir():
-			args = append(args, "--ro-bind", d, d)
+			args = append(args, systemView(d)...)
 			visible = append(visible, d)
 		}
 	}

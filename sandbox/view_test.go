@@ -1,7 +1,12 @@
 package sandbox
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -94,5 +99,118 @@ func TestDefaultDenyView(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(wt, ".git")); string(b) != "gitdir: /somewhere\n" {
 		t.Errorf(".git is now %q", b)
+	}
+}
+
+// What only its owner may read under /etc (shadow passwords, TLS and SSH host keys) is absent
+// from the sandbox, which as root would otherwise read it through the read-only /etc; what
+// everyone may read is there, the same bytes. The host's private entries are found here by a
+// walk of the test's own, and the walk is checked on a tree of its own too, so the test means
+// something on a machine whose /etc holds nothing private.
+func TestPrivateSystemFilesAbsent(t *testing.T) {
+	root := t.TempDir()
+	for p, mode := range map[string]os.FileMode{"pub": 0o644, "secret": 0o640, "keys/k": 0o600, "deep/open/x": 0o644, "deep/s": 0o600, "whole/y": 0o644} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte("S"), mode)
+	}
+	os.Chmod(filepath.Join(root, "keys"), 0o700)
+	os.Symlink("secret", filepath.Join(root, "link"))
+	args, priv := viewDir(root)
+	got := strings.ReplaceAll(strings.Join(args, " "), root, "R")
+	want := "--dir R --dir R/deep --ro-bind-try R/deep/open R/deep/open --symlink secret R/link --ro-bind-try R/pub R/pub --ro-bind-try R/whole R/whole"
+	if !priv || got != want {
+		t.Errorf("viewDir = %v %q\nwant true %q", priv, got, want)
+	}
+
+	st := needBwrap(t)
+	var private, public []string
+	filepath.WalkDir("/etc", func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == "/etc" {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		switch perm := fi.Mode().Perm(); {
+		case d.IsDir() && perm&0o005 != 0o005:
+			private = append(private, p)
+			return filepath.SkipDir
+		case fi.Mode().IsRegular() && perm&0o004 == 0:
+			private = append(private, p)
+		case fi.Mode().IsRegular() && len(public) < 40:
+			public = append(public, p)
+		}
+		return nil
+	})
+	if os.Geteuid() == 0 && len(private) == 0 {
+		if _, err := os.Stat("/etc/shadow"); err == nil {
+			t.Fatal("no private entry found in /etc, which has /etc/shadow")
+		}
+	}
+	script := ""
+	for _, p := range private {
+		script += fmt.Sprintf("test -e %q -o -L %q && echo %q there\n", p, p, p)
+	}
+	for _, p := range public {
+		script += fmt.Sprintf("cksum < %q\n", p)
+	}
+	out, err := runIn(t, st, Spec{Dir: t.TempDir()}, script)
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	host, _ := exec.Command("sh", "-c", script).Output()
+	var leaked []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasSuffix(l, " there") {
+			leaked = append(leaked, l)
+		}
+	}
+	if len(leaked) > 0 {
+		t.Errorf("private entries in the sandbox: %v", leaked)
+	}
+	if strings.Count(out, "\n") != len(public) || !strings.HasSuffix(string(host), out) {
+		t.Errorf("public files differ in the sandbox:\n%s\non the host:\n%s", out, host)
+	}
+	t.Logf("absent in the sandbox: %v; %d public files read alike", private, len(public))
+}
+
+// A private file that the host replaces by a rename while a sandbox runs (as useradd and
+// passwd do with /etc/shadow) stays out of the running sandbox: it was left out, not masked,
+// and a mask over the old file would have been detached by the rename.
+func TestPrivateFileRenamedOverStaysOut(t *testing.T) {
+	st := needBwrap(t)
+	root := t.TempDir()
+	secret := filepath.Join(root, "secret")
+	os.WriteFile(filepath.Join(root, "pub"), []byte("public\n"), 0o644)
+	os.WriteFile(secret, []byte("OLD\n"), 0o600)
+	base, _, err := Spec{Dir: t.TempDir()}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, _ := viewDir(root)
+	args := append(append(base, view...), "--", "sh", "-c",
+		fmt.Sprintf("echo ready; read x; cat %q 2>/dev/null || echo absent; cat %q", secret, filepath.Join(root, "pub")))
+	cmd := exec.Command(st.Path, args...)
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(outp)
+	if l, err := r.ReadString('\n'); l != "ready\n" {
+		t.Fatalf("sandbox did not start: %q %v %s", l, err, stderr.String())
+	}
+	os.WriteFile(secret+"+", []byte("NEW\n"), 0o600)
+	if err := os.Rename(secret+"+", secret); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("go\n"))
+	rest, _ := io.ReadAll(r)
+	cmd.Wait()
+	if string(rest) != "absent\npublic\n" {
+		t.Errorf("after the host renamed over the private file the sandbox read %q, want %q (%s)", rest, "absent\npublic\n", stderr.String())
 	}
 }

@@ -3,8 +3,8 @@ package main
 // The sandbox's filesystem, attacked end to end by a cell run by the real daemon: reaching
 // another workspace's kernel (its connection file and sockets), sharing /var/tmp with the host,
 // and rebinding its own scratch to a host directory by replacing it with a symlink and killing
-// its kernel. The attacking sessions work in repositories under /tmp and $HOME, their victim
-// lies under /var/tmp; as root and as a throwaway user.
+// its kernel. The attacking sessions work in repositories under /tmp, $HOME and /var/tmp (beside
+// their victim, which lies there too); as root and as a throwaway user.
 
 import (
 	"encoding/json"
@@ -130,7 +130,8 @@ func fsAttackWorld(t *testing.T, as *osUser) {
 	os.Chmod(varDir, 0o755)
 	victim := filepath.Join(varDir, "victim")
 	homeRepo := filepath.Join(home, "src", "attacker")
-	for _, r := range []string{victim, homeRepo} {
+	varRepo := filepath.Join(varDir, "attacker")
+	for _, r := range []string{victim, homeRepo, varRepo} {
 		os.MkdirAll(r, 0o755)
 		e.git(r, "init", "-q", "-b", "main")
 		e.git(r, "config", "user.name", testUserName)
@@ -187,7 +188,7 @@ func fsAttackWorld(t *testing.T, as *osUser) {
 	if len(live)+len(old) == 0 {
 		t.Fatalf("the victim's kernel left no connection file to attack")
 	}
-	for _, repo := range []string{e.repo, homeRepo} { // under /tmp and under $HOME
+	for _, repo := range []string{e.repo, homeRepo, varRepo} { // under /tmp, $HOME and /var/tmp
 		where := strings.TrimPrefix(repo, filepath.Dir(e.root))
 		r := e.arborIn(repo, "run", "attack the neighbours")
 		if r.code != 0 {

@@ -65,6 +65,19 @@ def key_env():
     return hits
 attempt('key_in_kernel_env', key_env)
 attempt('ssh_key', lambda: open(os.path.join(HOMEDIR, '.ssh', 'id_rsa')).read())
+def private_files():
+    got = {}
+    for p in ('/etc/shadow', '/etc/gshadow'):
+        if os.path.exists(p):
+            b = open(p).read()
+            if b:
+                got[p] = b[:40]
+    if os.path.isdir('/etc/ssl/private') and os.listdir('/etc/ssl/private'):
+        got['/etc/ssl/private'] = os.listdir('/etc/ssl/private')
+    if not got:
+        raise PermissionError('what only root may read under /etc is absent')
+    return got
+attempt('host_private_files', private_files)
 attempt('main_tree_read', lambda: open(os.path.join(REPO, 'README.md')).read())
 def write_main():
     with open(os.path.join(REPO, 'PWNED'), 'w') as f:
@@ -231,7 +244,7 @@ func loopbackServer(t *testing.T) int {
 func TestAttacksFromModelCode(t *testing.T) {
 	probe := sandbox.Probe(t.Context())
 	sandboxed := []string{"control_socket", "key_in_proc_environ", "key_in_kernel_env", "ssh_key",
-		"main_tree_read", "main_tree_write", "other_worktrees", "remount_rw", "join_host_netns",
+		"host_private_files", "main_tree_read", "main_tree_write", "other_worktrees", "remount_rw", "join_host_netns",
 		"capabilities", "loopback_tcp"}
 	// Without the sandbox the cell has the user's own rights over files; what still holds is
 	// that it cannot drive Arbor, and that no key is handed to it.

@@ -127,7 +127,13 @@ func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k 
 	if why := s.validateCheck(ctx, er, sess, t); why != "" && ctx.Err() == nil {
 		return errored("%s", why)
 	}
-	c := s.evalCheck(ctx, sess, t, head)
+	c, flags := s.evalCheck(ctx, sess, t, head)
+	r.Flags = append(r.Flags, flags...)
+	if added, err := sess.gitMain(bg, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=A", sess.meta.BaseCommit, head); err == nil {
+		if m := shadowedModules(strings.Split(added, "\x00"), t.CheckFiles); len(m) > 0 && !slices.Contains(r.Flags, eval.FlagShadowsModule) {
+			r.Flags = append(r.Flags, eval.FlagShadowsModule)
+		}
+	}
 	if ctx.Err() != nil {
 		er.mu.Lock()
 		stopped := er.run.Status == eval.RunStopped
@@ -166,7 +172,7 @@ func (s *Service) validateCheck(ctx context.Context, er *evalRunner, sess *Sessi
 	if done {
 		return why
 	}
-	c := s.evalCheck(ctx, sess, t, sess.meta.BaseCommit)
+	c, _ := s.evalCheck(ctx, sess, t, sess.meta.BaseCommit)
 	if ctx.Err() != nil {
 		return ""
 	}
@@ -380,8 +386,9 @@ func (s *Service) runSetup(ctx context.Context, t *eval.Task, dir string) error 
 }
 
 // evalCheck runs the task's hidden check on a clean checkout of head with the check's files
-// laid over it, in the session's sandbox, bounded by the check's timeout.
-func (s *Service) evalCheck(ctx context.Context, sess *Session, t *eval.Task, head string) *eval.Check {
+// laid over it, judged (judge.go), in the session's sandbox, bounded by the check's timeout.
+// It returns the flags the agent's tree earned on the way.
+func (s *Service) evalCheck(ctx context.Context, sess *Session, t *eval.Task, head string) (*eval.Check, []string) {
 	c := &eval.Check{Command: t.Check, Commit: head}
 	start := time.Now()
 	defer func() { c.DurationMs = time.Since(start).Milliseconds() }()
@@ -389,23 +396,34 @@ func (s *Service) evalCheck(ctx context.Context, sess *Session, t *eval.Task, he
 	os.RemoveAll(dir)
 	if out, err := sess.gitMain(ctx, "worktree", "add", "--detach", "--quiet", dir, head); err != nil {
 		c.Error = fmt.Sprintf("clean checkout of %s: %v: %s", short(head), err, out)
-		return c
+		return c, nil
 	}
-	defer func() {
-		sess.gitMain(context.WithoutCancel(ctx), "worktree", "remove", "--force", dir)
-		os.RemoveAll(dir)
-	}()
+	defer sess.dropCheckout(context.WithoutCancel(ctx), dir)
+	// What the agent may not change, as the fixture has it: the judge's rules (judge.go).
+	globs := slices.Concat(judgeProtected, t.Protected, commandFiles(dir, t.Check))
+	flags, err := sess.prepareJudged(ctx, dir, head, globs, t.CheckFiles)
+	if err != nil {
+		c.Error = "prepare the checkout for the check: " + err.Error()
+		return c, nil
+	}
 	for _, f := range t.CheckFiles {
 		if err := layFile(dir, f, filepath.Join(t.Dir, "check", filepath.FromSlash(f))); err != nil {
 			c.Error = "lay the check's file " + f + ": " + err.Error()
-			return c
+			return c, nil
 		}
 	}
+	command, runner := judgedCommand(t.Check)
+	nonce := newNonce()
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(t.CheckTimeout))
 	defer cancel()
-	res := sess.runCommand(cctx, dir, t.Check, []string{"ARBOR_EVAL_TASK=" + t.ID})
-	c.Passed, c.ExitCode, c.TimedOut, c.Output, c.Error = res.passed, res.exitCode, res.timedOut, res.output, res.err
-	return c
+	res := sess.runCommand(cctx, dir, command, append(judgeEnv(dir, nonce), "ARBOR_EVAL_TASK="+t.ID))
+	c.ExitCode, c.TimedOut, c.Error = res.exitCode, res.timedOut, res.err
+	var flag string
+	c.Passed, c.Judged, c.Output, flag = judgeVerdict(res, runner, nonce, t.Pass)
+	if flag != "" {
+		flags = append(flags, flag)
+	}
+	return c, flags
 }
 
 // layFile writes the file src at rel inside root, replacing whatever the checkout has there

@@ -8,6 +8,7 @@ want=()
 /usr/bin/python3 -c 'import dill' 2>/dev/null || want+=(python3-dill)
 /usr/bin/python3 -c 'import jupyter_client' 2>/dev/null || want+=(python3-jupyter-client)
 /usr/bin/python3 -c 'import jupyter_server' 2>/dev/null || want+=(python3-jupyter-server) # kernels on a gateway, tested against the real server
+/usr/bin/python3 -c 'import pytest' 2>/dev/null || want+=(python3-pytest) # hidden eval checks run by pytest, under Arbor's judge, tested
 /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || want+=(python3-venv) # a project's own kernel Python, tested
 command -v git >/dev/null || want+=(git)
 command -v bwrap >/dev/null || want+=(bubblewrap)

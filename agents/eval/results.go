@@ -33,6 +33,18 @@ const (
 	// FlagCheckBroke: the check, which runs on the untouched fixture, did not finish or was
 	// "not found" on the agent's work (a hang on import, an exit(127)): a failure.
 	FlagCheckBroke = "check-broke"
+	// FlagShadowsModule: the tree held a module named like one the check brings, the
+	// standard library's or a test runner's — removed from the checkout (a check module's
+	// shadow) or put after them on the path, and flagged.
+	FlagShadowsModule = "shadows-module"
+	// FlagProtectedChanged: the branch changed what the check runs with as the fixture has it
+	// (its command's files, test and build configuration, the task's protected globs); the
+	// check ran with the fixture's.
+	FlagProtectedChanged = "protected-changed"
+	// FlagUnproven: the check exited 0 but what it reports says otherwise — its runner never
+	// reported (the process was ended early), reported failures or no tests, or the output
+	// lacks the task's pass pattern: a failure.
+	FlagUnproven = "exit-0-unproven"
 )
 
 // Run statuses.
@@ -81,6 +93,9 @@ type Check struct {
 	Error      string `json:"error,omitempty"`  // it could not run
 	DurationMs int64  `json:"durationMs"`
 	Commit     string `json:"commit,omitempty"` // of the session branch it checked
+	// Judged says how the verdict was reached: "exit code 0 and unittest's report: 3 tests
+	// ran, none failed", or why an exit code of 0 did not pass.
+	Judged string `json:"judged,omitempty"`
 }
 
 // TaskResult is one task run.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -372,9 +373,33 @@ func IsTestPath(p string) bool {
 	return false
 }
 
+// generatedDirs and generatedGlobs are generated files: caches a tool would read instead of
+// the source.
+var (
+	generatedDirs  = []string{"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+	generatedGlobs = []string{"*.pyc", "*.pyo"}
+)
+
+// IsGeneratedPath reports whether a slash-separated path is a generated file: bytecode or a
+// tool's cache. Such paths are never the agent's work, in a verdict's flags or its checkout.
+func IsGeneratedPath(p string) bool {
+	for _, seg := range strings.Split(path.Dir(p), "/") {
+		if slices.Contains(generatedDirs, seg) {
+			return true
+		}
+	}
+	for _, g := range generatedGlobs {
+		if ok, _ := path.Match(g, path.Base(p)); ok {
+			return true
+		}
+	}
+	return slices.Contains(generatedDirs, path.Base(p))
+}
+
 // Flags returns the degenerate-output flags of a task run from the paths its branch changed
-// and the files its hidden check brings.
+// and the files its hidden check brings. Generated files (bytecode, caches) are not changes.
 func Flags(changed, checkFiles []string) []string {
+	changed = slices.DeleteFunc(slices.Clone(changed), IsGeneratedPath)
 	if len(changed) == 0 {
 		return []string{FlagEmptyDiff}
 	}

@@ -8,7 +8,8 @@
 //
 //	suite.json                  {"name", "seed", "splits": {"feedback": [ids], "heldout": [ids]},
 //	                             "limits": {"turns", "tokens", "wall"}, "checkTimeout", "script"}
-//	tasks/<id>/task.json        {"prompt", "setup", "limits", "tags", "check", "checkTimeout"}
+//	tasks/<id>/task.json        {"prompt", "setup", "limits", "tags", "check", "checkTimeout",
+//	                             "pass", "protected", "description"}
 //	tasks/<id>/repo/…           the fixture's files (committed as the task's first commit), or
 //	tasks/<id>/repo.bundle      a git bundle cloned instead
 //	tasks/<id>/check/…          files the check needs (hidden tests): never in the fixture, copied
@@ -107,6 +108,14 @@ type Task struct {
 	Tags         []string `json:"tags,omitempty"`
 	Check        string   `json:"check"`
 	CheckTimeout Duration `json:"checkTimeout,omitempty"`
+	Description  string   `json:"description,omitempty"` // for the suite's reader; not shown to the agent
+	// Pass is a regular expression the check's output must match for a pass, besides its exit
+	// code of 0 (and its runner's report, where the judge runs the runner).
+	Pass string `json:"pass,omitempty"`
+	// Protected are globs (** for any depth) of paths the agent may not change: the check
+	// runs with them as the fixture has them, besides the check's files, the files its
+	// command names and the test and build configuration every check restores.
+	Protected []string `json:"protected,omitempty"`
 	// CheckFiles are the paths (slash-separated, relative) under check/: the hidden files the
 	// check brings.
 	CheckFiles []string `json:"-"`
@@ -201,6 +210,14 @@ func loadTask(suite, id string) (*Task, error) {
 	}
 	if t.Limits.Turns < 0 || t.Limits.Tokens < 0 {
 		return nil, fmt.Errorf("task %s: %s: limits must be positive", id, file)
+	}
+	if _, err := regexp.Compile(t.Pass); err != nil {
+		return nil, fmt.Errorf("task %s: %s: \"pass\" %q is not a regular expression: %v", id, file, t.Pass, err)
+	}
+	for _, g := range t.Protected {
+		if g == "" || strings.HasPrefix(g, "/") || strings.Contains("/"+g+"/", "/../") {
+			return nil, fmt.Errorf("task %s: %s: protected glob %q: want a path inside the fixture", id, file, g)
+		}
 	}
 	repoInfo, errRepo := os.Stat(filepath.Join(dir, "repo"))
 	_, errBundle := os.Stat(filepath.Join(dir, "repo.bundle"))

@@ -274,6 +274,9 @@ func resultLine(r eval.TaskResult) string {
 		if last := lastLine(r.Check.Output); last != "" {
 			line += "\n      check: " + last
 		}
+		if j := r.Check.Judged; j != "" && !strings.HasPrefix(j, "exit code ") || strings.Contains(j, ", but") {
+			line += "\n      judged: " + j
+		}
 		if r.Fixture != "" {
 			line += "\n      its work: git -C " + workspace.ShellQuote(r.Fixture) + " diff main " + r.Branch
 		}

@@ -73,6 +73,11 @@ func (s *Session) propose(ctx context.Context, sc harness.Scope, p harness.Propo
 	if err != nil {
 		return p, err
 	}
+	if sc == harness.ScopeGlobal && s.svc.isFixture(s.ws.Root) {
+		err := fmt.Errorf("%w: an eval task cannot propose to your global harness (it is what the eval measures)", harness.ErrInvalid)
+		s.append(ctx, event.HarnessRejected{Scope: string(sc), Author: p.Author, Edits: eventEdits(p.Edits), By: "validation", Reason: err.Error()})
+		return p, err
+	}
 	pol := s.policyFor(sc)
 	p.Session = s.meta.ID
 	if p.Turn == 0 {
@@ -109,7 +114,50 @@ func (s *Session) propose(ctx context.Context, sc harness.Scope, p harness.Propo
 	if pol.Policy != workspace.PolicyApply {
 		return p, nil
 	}
-	return s.decide(ctx, st, p, "policy")
+	return s.decideOnce(ctx, st, p, "policy")
+}
+
+// decideOnce decides p unless another decision of it is under way or done: one gate per
+// proposal, however many accepts arrive at once. The later callers wait for the first and
+// get ErrDecided.
+func (s *Session) decideOnce(ctx context.Context, st *harness.Store, p harness.Proposal, by string) (harness.Proposal, error) {
+	done := s.svc.lockProposal(p.ID)
+	defer done()
+	cur, err := st.Proposal(ctx, p.ID)
+	if err != nil {
+		return p, err
+	}
+	if cur.Status != harness.Pending {
+		return cur, fmt.Errorf("%w: %s is %s", harness.ErrDecided, p.ID, cur.Status)
+	}
+	return s.decide(ctx, st, cur, by)
+}
+
+// lockProposal waits until no other decision of proposal id is under way and claims it; the
+// returned func releases it.
+func (s *Service) lockProposal(id string) func() {
+	s.mu.Lock()
+	if s.deciding == nil {
+		s.deciding = map[string]chan struct{}{}
+	}
+	for {
+		ch, busy := s.deciding[id]
+		if !busy {
+			break
+		}
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
+	ch := make(chan struct{})
+	s.deciding[id] = ch
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.deciding, id)
+		s.mu.Unlock()
+		close(ch)
+	}
 }
 
 // decide applies a pending proposal of this session once the scope's gate passes, and rejects
@@ -223,7 +271,9 @@ func (s *Service) findProposal(ctx context.Context, dir, id string) (*harness.St
 }
 
 // AcceptProposal is the user's accept: the scope's gate still decides (it judges the change
-// independently of whoever accepts it), then the change applies.
+// independently of whoever accepts it), then the change applies. A proposal whose session is
+// gone applies only where its scope has no gate (the person accepting is what decides); where
+// it has one, the gate cannot run without the session and the accept is refused.
 func (s *Service) AcceptProposal(ctx context.Context, dir, id string) (harness.Proposal, error) {
 	st, p, err := s.findProposal(ctx, dir, id)
 	if err != nil {
@@ -233,11 +283,39 @@ func (s *Service) AcceptProposal(ctx context.Context, dir, id string) (harness.P
 		return p, fmt.Errorf("%w: %s is %s", harness.ErrDecided, id, p.Status)
 	}
 	sess, err := s.Get(p.Session)
-	if err != nil {
-		// The proposing session is gone: no branch for a gate to check out, and no log.
-		return st.ApplyProposal(ctx, id, "user", nil, "")
+	if err == nil {
+		return sess.decideOnce(ctx, st, p, "user")
 	}
-	return sess.decide(ctx, st, p, "user")
+	// The proposing session is gone: no branch for a gate to check out, and no log.
+	ws, err := s.workspaceFor(dir)
+	if err != nil {
+		return p, err
+	}
+	cfg, err := ws.config(s.overridesFor(ws.Root))
+	if err != nil {
+		return p, err
+	}
+	pol := cfg.Harness.For(string(p.Scope))
+	var gates []string
+	if pol.Gate != "" {
+		gates = append(gates, fmt.Sprintf("the branch check %q", pol.Gate))
+	}
+	if pol.Eval != nil && p.Scope != harness.ScopeSession {
+		gates = append(gates, "the eval gate")
+	}
+	if len(gates) > 0 {
+		return p, fmt.Errorf("%w: %s was proposed by session %s, which is gone, and the %s harness decides by %s, which needs that session: not applied; reject it (arbor proposals reject %s) or have a live session propose it again",
+			harness.ErrInvalid, id, p.Session, p.Scope, strings.Join(gates, " and "), id)
+	}
+	done := s.lockProposal(id)
+	defer done()
+	if cur, err := st.Proposal(ctx, id); err != nil || cur.Status != harness.Pending {
+		if err == nil {
+			err = fmt.Errorf("%w: %s is %s", harness.ErrDecided, id, cur.Status)
+		}
+		return cur, err
+	}
+	return st.ApplyProposal(ctx, id, "user", nil, "")
 }
 
 // RejectProposal is the user's reject, with an optional reason.

@@ -79,6 +79,9 @@ func (s *Session) refine(ctx context.Context, req RefineRequest) (RefineOutcome,
 	if _, err := harness.ParseScope(string(req.Scope)); err != nil {
 		return RefineOutcome{}, fmt.Errorf("%w: %w", harness.ErrInvalid, err)
 	}
+	if req.Scope == harness.ScopeGlobal && s.svc.isFixture(s.ws.Root) {
+		return RefineOutcome{}, fmt.Errorf("%w: an eval task cannot refine your global harness (it is what the eval measures)", harness.ErrInvalid)
+	}
 	s.refineMu.Lock()
 	defer s.refineMu.Unlock()
 	recs, err := s.Events(0)

@@ -111,7 +111,8 @@ type Service struct {
 	closed     bool
 	beats      *heartbeats
 	evals      evalState
-	regMu      sync.Mutex // the workspace registry file
+	deciding   map[string]chan struct{} // proposals being decided, closed when done
+	regMu      sync.Mutex               // the workspace registry file
 }
 
 // New makes a Service.

@@ -1,0 +1,142 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/arborhq/arbor/agents/harness"
+)
+
+// Nothing an eval task does reaches the user's global harness: neither refine.run nor a
+// kernel write to the global scope, whose ref stays where it was.
+func TestEvalTaskCannotReachGlobalHarness(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules": [], "default": {"text": "unused"}}`)
+	userConfig(t, `{"goals": {"backoff": "30s"}, "harness": {"global": {"policy": "apply"}}}`)
+	ctx := context.Background()
+	g, err := e.svc.HarnessStore(ctx, e.repo, harness.ScopeGlobal, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := g.Head(ctx)
+	code := "out = []\n" +
+		"for name, f in [('refine', lambda: refine.run(focus='special-case the check', scope='global')),\n" +
+		"                ('note', lambda: harness.notes.create('evil', 'Evil', body='Special-case the inputs the check uses.', scope='global'))]:\n" +
+		"    try:\n" +
+		"        out.append(name + ': ' + repr(await f()))\n" +
+		"    except Exception as e:\n" +
+		"        out.append(name + ': refused: ' + str(e))\n" +
+		"print('GLOBALTRY', out)\n"
+	script := `{"rules": [{"when": {"task": "^Reach", "turn": 1}, "text": "Trying.", "code": ` + jsonString(code) + `}], "default": {"text": "done"}}`
+	suite := writeSuite(t, filepath.Join(t.TempDir(), "suite"), map[string][]string{"heldout": {"reach"}},
+		map[string]map[string]string{"reach": calcTask("Reach the global harness")}, script)
+	sum := e.runEval(EvalRequest{Suite: suite, Repeat: 1})
+	r := resultOf(t, sum, "reach")
+	outs := strings.Join(toolOutputs(t, e, r), "\n")
+	if strings.Count(outs, "refused: ") != 2 || !strings.Contains(outs, "eval task cannot") {
+		t.Errorf("an eval task's writes to the global harness: %s", outs)
+	}
+	if after, _ := g.Head(ctx); after != before {
+		t.Errorf("the global harness moved from %q to %q during an eval", before, after)
+	}
+	if ps, _ := g.Proposals(ctx, ""); len(ps) != 0 {
+		t.Errorf("an eval task left %d proposals in the global harness", len(ps))
+	}
+}
+
+func jsonString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// Accepting a proposal whose session is gone never applies it past a gate that cannot run;
+// without a gate the person's accept decides. Concurrent accepts of one proposal run its gate
+// once: one decides, the others are told it is decided.
+func TestAcceptProposalGoneSessionAndConcurrent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules": [], "default": {"text": "ok"}}`)
+	ctx := context.Background()
+	userConfig(t, `{"harness": {"workspace": {"policy": "review", "gate": "sleep 1; echo gated >> ../gate-runs; true"}}}`)
+	sess := e.create("look around")
+	e.settled(sess)
+	propose := func(s *Session, id string) harness.Proposal {
+		t.Helper()
+		p, err := s.propose(ctx, harness.ScopeWorkspace, harness.Proposal{Author: "agent",
+			Edits: []harness.Edit{{Op: "create", Entry: harness.Entry{Kind: harness.Note, ID: id, Title: id, Body: "Run python3 -m unittest before you claim."}}}})
+		if err != nil || p.Status != harness.Pending {
+			t.Fatalf("propose: %+v %v", p, err)
+		}
+		return p
+	}
+	p := propose(sess, "concurrent")
+	var wg sync.WaitGroup
+	results := make([]error, 3)
+	statuses := make([]string, 3)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q, err := e.svc.AcceptProposal(ctx, e.repo, p.ID)
+			results[i], statuses[i] = err, q.Status
+		}()
+	}
+	wg.Wait()
+	applied, decided := 0, 0
+	for i, err := range results {
+		switch {
+		case err == nil && statuses[i] == harness.Applied:
+			applied++
+		case errors.Is(err, harness.ErrDecided):
+			decided++
+		default:
+			t.Errorf("accept %d: %s %v", i, statuses[i], err)
+		}
+	}
+	if applied != 1 || decided != 2 {
+		t.Errorf("three accepts at once: %d applied, %d told it was decided", applied, decided)
+	}
+	if n := len(e.events(sess, "harness_applied")); n != 1 {
+		t.Errorf("%d harness_applied events, want 1", n)
+	}
+
+	gone := propose(sess, "orphan")
+	// Gone as an eval task's session is once its fixture is dropped: unknown to the daemon.
+	e.svc.Stop(ctx, sess.meta.ID)
+	e.svc.mu.Lock()
+	delete(e.svc.sessions, sess.meta.ID)
+	e.svc.mu.Unlock()
+	if _, err := e.svc.Get(sess.meta.ID); err == nil {
+		t.Fatal("the discarded session is still there")
+	}
+	q, err := e.svc.AcceptProposal(ctx, e.repo, gone.ID)
+	if err == nil || q.Status == harness.Applied || !strings.Contains(err.Error(), "which is gone") || !strings.Contains(err.Error(), "branch check") {
+		t.Errorf("accept with the session gone under a gate: %s %v", q.Status, err)
+	}
+	st, _ := e.svc.HarnessStore(ctx, e.repo, harness.ScopeWorkspace, "")
+	if _, err := st.Get(ctx, harness.Note, "orphan"); err == nil {
+		t.Error("the orphan note applied past its gate")
+	}
+	// Without a gate, the person's accept is the decision.
+	userConfig(t, `{"harness": {"workspace": {"policy": "review"}}}`)
+	q, err = e.svc.AcceptProposal(ctx, e.repo, gone.ID)
+	if err != nil || q.Status != harness.Applied || q.DecidedBy != "user" {
+		t.Errorf("accept with the session gone and no gate: %+v %v", q, err)
+	}
+}

@@ -479,7 +479,44 @@ func hostHeartbeatCreate(ctx context.Context, s *Session, raw json.RawMessage) (
 	if err := decodeStrict("heartbeat.create", raw, &p); err != nil {
 		return nil, err
 	}
+	n := 0
+	if sb, err := s.svc.beats.storeOf(s); err == nil {
+		n = len(sb.store.List())
+	}
+	if err := checkModelHeartbeat(p.Every, p.Cron, n, time.Now()); err != nil {
+		return nil, err
+	}
 	return s.svc.beats.create(s, HeartbeatRequest{Instruction: p.Instruction, Every: p.Every, Cron: p.Cron})
+}
+
+// Model code may keep a session awake, not spin it: its heartbeats fire at most once a
+// modelHeartbeatFloor, and a session's code may keep at most modelHeartbeatMax of them (the
+// user's own, through the editors or the CLI, have only the scheduler's bounds).
+const (
+	modelHeartbeatFloor = time.Minute
+	modelHeartbeatMax   = 4
+)
+
+// checkModelHeartbeat refuses a heartbeat from model code that would fire more often than
+// the floor (an every below it, or a cron whose next runs come closer than it), or one past
+// the count limit when the session has n already.
+func checkModelHeartbeat(every, cron string, n int, now time.Time) error {
+	if n >= modelHeartbeatMax {
+		return RequestError(fmt.Sprintf("heartbeat: this session has %d heartbeats, the most its code may keep; delete one first (await heartbeat.delete(id))", n))
+	}
+	sch, err := heartbeat.Parse(every, cron, now)
+	if err != nil {
+		return RequestError(err.Error())
+	}
+	t := sch.Next(now)
+	for range 50 {
+		next := sch.Next(t)
+		if gap := next.Sub(t); gap < modelHeartbeatFloor {
+			return RequestError(fmt.Sprintf("heartbeat: it would fire every %v; a heartbeat from the session's code fires at most once every %v (the user can make faster ones)", gap, modelHeartbeatFloor))
+		}
+		t = next
+	}
+	return nil
 }
 
 func hostHeartbeatList(ctx context.Context, s *Session, raw json.RawMessage) (any, error) {

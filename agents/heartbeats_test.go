@@ -77,7 +77,7 @@ func countHeartbeatRequests(s *scripted.Script) func() int {
 }
 
 const busyBeatScript = `{"rules":[
- {"when":{"task":"^busy","turn":1},"code":"h = await heartbeat.create('check the build', every='1s')\nimport time; time.sleep(4.5)\nprint(h['id'])"},
+ {"when":{"task":"^busy","turn":1},"code":"import time; time.sleep(4.5)\nprint('slept')"},
  {"when":{"task":"^busy"},"text":"checked"}
 ],"default":{"text":"ok"}}`
 
@@ -90,6 +90,11 @@ func TestHeartbeatBusySessionCoalescesAndDropsNothing(t *testing.T) {
 	e := newEnv(t, busyBeatScript)
 	requests := countHeartbeatRequests(e.script)
 	s := e.create("busy with a long cell")
+	// The user's heartbeat (model code may not make one this fast), made while the cell runs.
+	e.waitFor("the long cell", func() bool { return len(e.events(s, event.TypeToolStarted)) > 0 })
+	if _, err := e.svc.CreateHeartbeat(context.Background(), s.meta.ID, HeartbeatRequest{Instruction: "check the build", Every: "1s"}); err != nil {
+		t.Fatal(err)
+	}
 	e.waitFor("a delivery after the long cell and two more", func() bool { return len(heartbeatDeliveries(t, s)) >= 3 })
 	hbs, err := e.svc.Heartbeats(s.meta.ID)
 	if err != nil || len(hbs) != 1 {
@@ -133,7 +138,7 @@ func TestHeartbeatBusySessionCoalescesAndDropsNothing(t *testing.T) {
 }
 
 const bridgeBeatScript = `{"rules":[
- {"when":{"task":"^beats","turn":1},"code":"try:\n    await heartbeat.create('x', cron='61 * * * *')\nexcept ArborError as e:\n    print('ERR1', e)\ntry:\n    await heartbeat.create('x')\nexcept TypeError as e:\n    print('ERR2', e)\nh = await heartbeat.create('tidy up', cron='0 3 * * *')\nprint('LIST', [x['id'] for x in await heartbeat.list()] == [h['id']], h['cron'], h['pending'])\ntry:\n    await heartbeat.delete('hbnope')\nexcept ArborError as e:\n    print('ERR3', e)\nawait heartbeat.delete(h['id'])\nprint('AFTER', await heartbeat.list())"},
+ {"when":{"task":"^beats","turn":1},"code":"try:\n    await heartbeat.create('x', cron='61 * * * *')\nexcept ArborError as e:\n    print('ERR1', e)\ntry:\n    await heartbeat.create('x')\nexcept TypeError as e:\n    print('ERR2', e)\nh = await heartbeat.create('tidy up', cron='0 3 * * *')\nprint('LIST', [x['id'] for x in await heartbeat.list()] == [h['id']], h['cron'], h['pending'])\ntry:\n    await heartbeat.delete('hbnope')\nexcept ArborError as e:\n    print('ERR3', e)\nawait heartbeat.delete(h['id'])\nprint('AFTER', await heartbeat.list())\ntry:\n    await heartbeat.create('spin', every='1s')\nexcept ArborError as e:\n    print('ERR4', e)"},
  {"when":{"task":"^beats"},"text":"done"}
 ],"default":{"text":"ok"}}`
 
@@ -147,7 +152,7 @@ func TestHeartbeatFromAKernelCell(t *testing.T) {
 	e.settled(s)
 	out := fmt.Sprint(e.events(s, event.TypeToolFinished)[0]["output"])
 	for _, want := range []string{`ERR1`, `field 1 (minute) "61" at position 1`, "ERR2 give exactly one of", "LIST True 0 3 * * * 0",
-		`ERR3 unknown heartbeat "hbnope"`, "AFTER []"} {
+		`ERR3 unknown heartbeat "hbnope"`, "AFTER []", "ERR4 heartbeat: it would fire every 1s; a heartbeat from the session's code fires at most once every 1m0s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("cell output lacks %q:\n%s", want, out)
 		}

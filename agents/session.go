@@ -121,7 +121,7 @@ type Session struct {
 	title  string // an open session's name: its first user message's first line (under mu)
 
 	goal         *goalState // nil without a goal (under mu)
-	inbound      int64      // messages delivered from others than the goal loop (a goal's progress)
+	inbound      int64      // messages delivered from others than the goal loop and heartbeats (a goal's progress)
 	interruptWhy string     // why the running turn was cancelled without a stop (see interrupt)
 
 	harness turnHarness // the harness as of the current turn's start (under mu)

@@ -383,8 +383,8 @@ func (s *Session) deliver(ctx context.Context, turnStart bool) error {
 		}
 		s.mu.Lock()
 		s.conv = append(s.conv, model.Message{Role: "user", Content: text})
-		if m.From != "goal" {
-			s.inbound++
+		if m.From != "goal" && m.From != "heartbeat" {
+			s.inbound++ // a heartbeat's delivery is a prompt to work, not work done
 		}
 		s.mu.Unlock()
 	}

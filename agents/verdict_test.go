@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/arborhq/arbor/agents/harness"
 )
@@ -138,5 +139,48 @@ func TestAcceptProposalGoneSessionAndConcurrent(t *testing.T) {
 	q, err = e.svc.AcceptProposal(ctx, e.repo, gone.ID)
 	if err != nil || q.Status != harness.Applied || q.DecidedBy != "user" {
 		t.Errorf("accept with the session gone and no gate: %+v %v", q, err)
+	}
+}
+
+func TestCheckModelHeartbeat(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		every, cron string
+		n           int
+		ok          bool
+	}{
+		{"1s", "", 0, false},
+		{"59s", "", 0, false},
+		{"1m", "", 0, true},
+		{"", "* * * * *", 0, true},
+		{"", "*/1 * * * *", 0, true},
+		{"10m", "", modelHeartbeatMax, false},
+		{"10m", "", modelHeartbeatMax - 1, true},
+	} {
+		err := checkModelHeartbeat(c.every, c.cron, c.n, now)
+		if (err == nil) != c.ok {
+			t.Errorf("every %q cron %q with %d: %v, want ok=%v", c.every, c.cron, c.n, err, c.ok)
+		}
+	}
+}
+
+// A heartbeat's delivery is not progress: a goal whose model does nothing stalls after
+// goals.stallAfter idle turns though a heartbeat every second keeps waking it.
+func TestGoalWithHeartbeatStillStalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules":[],"default":{"text":"I have nothing to do"}}`)
+	userConfig(t, `{"goals":{"backoff":"2s","stallAfter":3}}`)
+	s := e.create("idle along")
+	e.settled(s)
+	ctx := context.Background()
+	if _, err := e.svc.CreateHeartbeat(ctx, s.meta.ID, HeartbeatRequest{Instruction: "anything new?", Every: "1s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.SetGoal(ctx, s.meta.ID, GoalSpec{Objective: "make progress"}); err != nil {
+		t.Fatal(err)
+	}
+	g := e.waitGoal(s, GoalStalled)
+	if !strings.Contains(g.Reason, "3 turns in a row changed nothing") || g.Turns > 3 {
+		t.Errorf("goal = %+v", g)
 	}
 }

@@ -81,6 +81,21 @@ func TestAutonomousRunEndsAtItsLimit(t *testing.T) {
 	}
 }
 
+// An autonomous run given no limit gets the default bounds, and says so.
+func TestAutonomousRunDefaultLimits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustArbor("run", "--autonomous", "--until", "false", "--detach", "autonomous unbounded")
+	if !strings.Contains(r.stderr, "at most 50 turns and 4h") {
+		t.Errorf("no word of the default bounds:\n%s", r)
+	}
+	id := sessionID(t, r)
+	defer e.arbor("stop", id)
+	if g := e.mustArbor("goal", id); !strings.Contains(g.stdout, "budget:   50 turns, 4h0m0s") {
+		t.Errorf("the goal's budget:\n%s", g)
+	}
+}
+
 // Bad input gets an error naming what was wrong, and nothing is started.
 func TestGoalBadInputFromTheCLI(t *testing.T) {
 	t.Parallel()

@@ -24,7 +24,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	autonomous := fs.Bool("autonomous", false, "keep taking turns until the --until command passes or a limit ends the run")
 	until := fs.String("until", "", "the end condition: a command run in the session's worktree after each turn")
 	checkTimeout := fs.String("check-timeout", "", "bounds the end condition (default goals.checkTimeout, 10m)")
-	maxTurns := fs.Int("max-turns", 0, "end the run after N turns")
+	maxTurns := fs.Int("max-turns", 0, fmt.Sprintf("end the run after N turns (an autonomous run given no --max-* and no --profile gets %d turns and %s)", defaultAutonomousTurns, defaultAutonomousWall))
 	maxTokens := fs.Int64("max-tokens", 0, "end the run when the session and its subagents have spent N tokens")
 	maxWall := fs.String("max-wall", "", "end the run after this long (e.g. 2h)")
 	maxCost := fs.Float64("max-cost", 0, "end the run when the subtree has spent this many USD")
@@ -51,6 +51,12 @@ func cmdRun(ctx context.Context, args []string) error {
 			if l.bad {
 				return fmt.Errorf("%s: want a limit above zero (leave it out for none)", l.name)
 			}
+		}
+		if !limits && *profile == "" {
+			// Unattended work always has a bound; the summary says which one ended it.
+			n := defaultAutonomousTurns
+			goal.TurnBudget, goal.WallBudget = &n, defaultAutonomousWall
+			fmt.Fprintf(os.Stderr, "autonomous: no --max-* given, so at most %d turns and %s (set --max-turns, --max-tokens, --max-wall or --max-cost to choose)\n", n, defaultAutonomousWall)
 		}
 		if *maxTurns > 0 {
 			goal.TurnBudget = maxTurns
@@ -106,6 +112,12 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	return runSummary(ctx, c, s.ID)
 }
+
+// The bounds of an autonomous run given none.
+const (
+	defaultAutonomousTurns = 50
+	defaultAutonomousWall  = "4h"
+)
 
 // runSummary prints how an autonomous run ended; exit status 1 unless its end condition passed.
 func runSummary(ctx context.Context, c *server.Client, id string) error {

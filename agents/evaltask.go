@@ -99,7 +99,8 @@ func (s *Service) evalTask(ctx context.Context, er *evalRunner, t *eval.Task, k 
 	s.Stop(bg, sess.meta.ID)
 	in := s.info(sess)
 	r.Usage = eval.TaskUsage{InputTokens: in.Total.InputTokens, OutputTokens: in.Total.OutputTokens,
-		CostUSD: in.Total.CostUSD, ModelCalls: in.Total.ModelCalls, CachedInputTokens: in.Total.CachedInputTokens}
+		CostUSD: in.Total.CostUSD, ModelCalls: in.Total.ModelCalls, CachedInputTokens: in.Total.CachedInputTokens,
+		RefineCalls: in.Total.RefineCalls, RefineTokens: in.Total.RefineInputTokens + in.Total.RefineOutputTokens, RefineCostUSD: in.Total.RefineCostUSD}
 	r.Cells = in.Total.KernelExecs
 	r.Children = len(sess.descendants())
 	if g, ok, _ := s.GoalOf(sess.meta.ID); ok {

@@ -199,16 +199,34 @@ func (s *Session) maybeRefine(trigger string, turn int) {
 		return
 	}
 	s.mu.Lock()
-	cool := !s.lastAutoRefine.IsZero() && time.Since(s.lastAutoRefine) < pol.Cooldown
-	s.mu.Unlock()
-	if cool {
+	now := time.Now()
+	if !refineDue(s.lastAutoRefine, s.refineRunning, pol.Cooldown, now) {
+		s.mu.Unlock()
 		return
 	}
+	// Reserved now, not when it ends: the turns that end while it runs do not start more.
+	s.lastAutoRefine, s.refineRunning = now, true
+	s.mu.Unlock()
 	s.svc.spawn(func() {
+		defer func() {
+			s.mu.Lock()
+			s.refineRunning = false
+			s.mu.Unlock()
+		}()
 		if _, err := s.refine(s.svc.ctx, RefineRequest{Scope: harness.ScopeSession, Trigger: trigger}); err != nil {
 			s.svc.log.Warn("refine", "session", s.meta.ID, "trigger", trigger, "err", err)
 		}
 	})
+}
+
+// refineDue decides whether the policy may start a refine at now: without a cooldown always
+// (they run one after another); with one, when none is running and the cooldown has passed
+// since the last one started or ended (last, zero for none).
+func refineDue(last time.Time, running bool, cooldown time.Duration, now time.Time) bool {
+	if cooldown <= 0 {
+		return true
+	}
+	return !running && (last.IsZero() || now.Sub(last) >= cooldown)
 }
 
 // hostRefineRun is refine.run(focus, scope) from model code: it waits for the run and answers

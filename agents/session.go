@@ -126,9 +126,11 @@ type Session struct {
 
 	harness turnHarness // the harness as of the current turn's start (under mu)
 	// refineMu runs one refine of the session at a time; lastAutoRefine (under mu) is when
-	// the last one ended, for the policy's cooldown.
+	// the last one started or ended, for the policy's cooldown, and refineRunning whether one
+	// the policy started is under way.
 	refineMu       sync.Mutex
 	lastAutoRefine time.Time
+	refineRunning  bool
 
 	redactOnce sync.Once
 	redactFn   func(string) string

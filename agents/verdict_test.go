@@ -184,3 +184,28 @@ func TestGoalWithHeartbeatStillStalls(t *testing.T) {
 		t.Errorf("goal = %+v", g)
 	}
 }
+
+// The refine cooldown counts from a refine's start, and none starts while one runs: slow
+// refines under a 1 h cooldown cannot pile up one per turn.
+func TestRefineDue(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		last    time.Time
+		running bool
+		now     time.Time
+		want    bool
+	}{
+		{time.Time{}, false, t0, true},
+		{time.Time{}, true, t0, false},
+		{t0, false, t0.Add(59 * time.Minute), false},
+		{t0, true, t0.Add(2 * time.Hour), false},
+		{t0, false, t0.Add(time.Hour), true},
+	} {
+		if got := refineDue(c.last, c.running, time.Hour, c.now); got != c.want {
+			t.Errorf("refineDue(%v, running %v, 1h, %v) = %v", c.last, c.running, c.now, got)
+		}
+	}
+	if !refineDue(t0, true, 0, t0) {
+		t.Error("without a cooldown a refine waits for none")
+	}
+}

@@ -137,10 +137,15 @@ type TaskUsage struct {
 	CachedInputTokens int64   `json:"cachedInputTokens"`
 	CostUSD           float64 `json:"costUSD"`
 	ModelCalls        int64   `json:"modelCalls"`
+	// The refines the task's sessions ran (a harness that refines often spends on it), apart
+	// from the fields above, which are the executor's.
+	RefineCalls   int64   `json:"refineCalls,omitempty"`
+	RefineTokens  int64   `json:"refineTokens,omitempty"`
+	RefineCostUSD float64 `json:"refineCostUSD,omitempty"`
 }
 
-// Tokens is input plus output.
-func (u TaskUsage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
+// Tokens is everything the task spent in tokens: input plus output, and its refines'.
+func (u TaskUsage) Tokens() int64 { return u.InputTokens + u.OutputTokens + u.RefineTokens }
 
 // Started records that a task run began, so a restart knows which session was its.
 type Started struct {

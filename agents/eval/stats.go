@@ -133,13 +133,16 @@ func Summarize(run *Run, results []TaskResult) *Report {
 		t.tokens = append(t.tokens, tok)
 		t.Tokens += tok
 		t.Cached += float64(r.Usage.CachedInputTokens)
-		t.CostUSD += r.Usage.CostUSD
+		t.CostUSD += r.Usage.CostUSD + r.Usage.RefineCostUSD
 		t.WallMs += float64(r.WallMs)
 		usage.InputTokens += r.Usage.InputTokens
 		usage.OutputTokens += r.Usage.OutputTokens
 		usage.CachedInputTokens += r.Usage.CachedInputTokens
 		usage.CostUSD += r.Usage.CostUSD
 		usage.ModelCalls += r.Usage.ModelCalls
+		usage.RefineCalls += r.Usage.RefineCalls
+		usage.RefineTokens += r.Usage.RefineTokens
+		usage.RefineCostUSD += r.Usage.RefineCostUSD
 		wall += float64(r.WallMs)
 	}
 	if run != nil {
@@ -152,7 +155,8 @@ func Summarize(run *Run, results []TaskResult) *Report {
 	if valid > 0 {
 		n := int64(valid)
 		s.Mean = TaskUsage{InputTokens: usage.InputTokens / n, OutputTokens: usage.OutputTokens / n,
-			CachedInputTokens: usage.CachedInputTokens / n, CostUSD: usage.CostUSD / float64(valid), ModelCalls: usage.ModelCalls / n}
+			CachedInputTokens: usage.CachedInputTokens / n, CostUSD: usage.CostUSD / float64(valid), ModelCalls: usage.ModelCalls / n,
+			RefineCalls: usage.RefineCalls / n, RefineTokens: usage.RefineTokens / n, RefineCostUSD: usage.RefineCostUSD / float64(valid)}
 		s.WallMs = wall / float64(valid)
 	}
 	var reps []int

@@ -86,3 +86,15 @@ func TestSummarizeAndCompare(t *testing.T) {
 		t.Errorf("without repeats: %+v", once)
 	}
 }
+
+// A task's refines count in its tokens and cost, and have a column of their own.
+func TestRefineTokensCount(t *testing.T) {
+	rs := []TaskResult{
+		{Task: "a", Status: Passed, Usage: TaskUsage{InputTokens: 100, OutputTokens: 20, RefineCalls: 1, RefineTokens: 50, CostUSD: 1, RefineCostUSD: 0.5}},
+		{Task: "a", Repeat: 1, Status: Failed, Usage: TaskUsage{InputTokens: 100, OutputTokens: 20}},
+	}
+	rep := Summarize(nil, rs)
+	if rep.Mean.Tokens() != 145 || rep.Mean.RefineTokens != 25 || rep.Mean.RefineCostUSD != 0.25 {
+		t.Errorf("mean usage %+v (tokens %d), want 145 tokens of which 25 refine", rep.Mean, rep.Mean.Tokens())
+	}
+}

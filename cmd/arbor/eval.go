@@ -303,8 +303,12 @@ func printReport(w io.Writer, rep *eval.Report) {
 	if rep.Pending > 0 {
 		fmt.Fprintf(w, "  pending   %d task run(s) not finished\n", rep.Pending)
 	}
-	fmt.Fprintf(w, "  per task  %s tokens (%s in, %s cached, %s out), $%.4f, %.1fs\n", thousands(rep.Mean.Tokens()), thousands(rep.Mean.InputTokens),
-		thousands(rep.Mean.CachedInputTokens), thousands(rep.Mean.OutputTokens), rep.Mean.CostUSD, rep.WallMs/1000)
+	refine := ""
+	if m := rep.Mean; m.RefineTokens > 0 || m.RefineCalls > 0 {
+		refine = fmt.Sprintf(", %s refine", thousands(m.RefineTokens))
+	}
+	fmt.Fprintf(w, "  per task  %s tokens (%s in, %s cached, %s out%s), $%.4f, %.1fs\n", thousands(rep.Mean.Tokens()), thousands(rep.Mean.InputTokens),
+		thousands(rep.Mean.CachedInputTokens), thousands(rep.Mean.OutputTokens), refine, rep.Mean.CostUSD+rep.Mean.RefineCostUSD, rep.WallMs/1000)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tSPLIT\tPASSED\tCLAIMED\tFALSE\tTOKENS\tCOST\tTIME\tFLAGS")

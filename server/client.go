@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -10,6 +11,10 @@ import (
 
 	"go.lsp.dev/jsonrpc2"
 )
+
+// ErrConnectionClosed is what a call returns when the daemon closed the connection before it
+// replied, as a daemon that is exiting does.
+var ErrConnectionClosed = errors.New("the arbor daemon closed the connection")
 
 // Client is a typed arbor/* client over one connection; the CLI uses it.
 type Client struct {
@@ -63,11 +68,21 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 		select {
 		case r = <-done:
 		case <-time.After(500 * time.Millisecond):
-			return fmt.Errorf("%s: the arbor daemon closed the connection", method)
+			return fmt.Errorf("%s: %w", method, ErrConnectionClosed)
 		}
 	}
-	if r.err != nil || result == nil || len(r.raw) == 0 {
-		return r.err
+	if r.err != nil {
+		// A write or read that failed because the daemon hung up is that, whatever the socket
+		// error said.
+		select {
+		case <-c.rpc.Done():
+			return fmt.Errorf("%s: %w (%v)", method, ErrConnectionClosed, r.err)
+		case <-time.After(100 * time.Millisecond):
+			return r.err
+		}
+	}
+	if result == nil || len(r.raw) == 0 {
+		return nil
 	}
 	if err := json.Unmarshal(r.raw, result); err != nil {
 		return fmt.Errorf("%s: decode result: %w", method, err)

@@ -3,17 +3,41 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/arborhq/arbor/server"
 	"github.com/arborhq/arbor/workspace"
 )
 
-// connect dials the daemon, starting it when needed, and initializes the LSP session.
+// connect dials the daemon, starting it when needed, and initializes the LSP session. A daemon
+// that closes the connection before it answers initialize is one on its way out (killed, or
+// stopping): its socket still accepted. The dial is tried again, so the next attempt finds the
+// socket dead and, with autostart, starts a new daemon; nothing was sent but initialize.
 func connect(ctx context.Context, autostart bool, onNotify func(string, json.RawMessage)) (*server.Client, error) {
+	var err error
+	for attempt := 1; attempt <= connectAttempts; attempt++ {
+		var c *server.Client
+		if c, err = connectOnce(ctx, autostart, onNotify); err == nil || !errors.Is(err, server.ErrConnectionClosed) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
+	return nil, err
+}
+
+// connectAttempts bounds connect's retries of a daemon that closed the connection at initialize.
+const connectAttempts = 4
+
+func connectOnce(ctx context.Context, autostart bool, onNotify func(string, json.RawMessage)) (*server.Client, error) {
 	nc, err := server.Dial(ctx, server.DialOptions{
 		Socket: workspace.SocketPath(), Autostart: autostart,
 		LogFile: filepath.Join(workspace.UserDirs().State, "daemon.log"),

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,5 +215,34 @@ func TestRunNotesStaleModelSettings(t *testing.T) {
 	e.mustArbor("run", "--detach", "compute two") // starts a daemon with this shell's settings
 	if err := json.Unmarshal([]byte(e.mustArbor("daemon", "status").stdout), &st); err != nil || st.Model != "another-model" {
 		t.Errorf("the new daemon's model = %q (%v), want another-model", st.Model, err)
+	}
+}
+
+// A daemon on its way out (killed, its listening socket not yet closed) accepts a connection
+// and hangs up before it answers initialize. The CLI tries again, finds the socket dead and
+// starts a daemon, rather than failing with "the arbor daemon closed the connection".
+func TestConnectOutlivesADaemonThatHangsUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l, err := net.Listen("unix", e.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hungUp := make(chan struct{})
+	go func() {
+		defer close(hungUp)
+		c, err := l.Accept()
+		l.Close() // unlinks the socket, as the dying daemon's exit does
+		if err == nil {
+			c.Close()
+		}
+	}()
+	r := e.arbor("ls")
+	<-hungUp
+	if r.code != 0 {
+		t.Fatalf("arbor ls after a daemon hung up at initialize:\n%s", r)
+	}
+	if e.daemonPID() == 0 {
+		t.Errorf("no daemon was started after the first one hung up")
 	}
 }

@@ -19,13 +19,12 @@ import (
 	"github.com/arborhq/arbor/workspace"
 )
 
-// The validation gate: what decides a harness proposal independently of the model that made
-// it. Two checks. At proposal, a proposal may not touch what the gate relies on: it is refused
-// when its text names a protected path (test files, verifier scripts, the gate command's own
-// files, arbor.json, the scope's "protected" globs) or tells the agent to skip or weaken
-// checks. Before it applies, the scope's gate command runs in the sandbox on a clean checkout
-// of the proposing session's branch in which every protected path is as it was at the
-// session's base commit — so a session that edited or deleted a test cannot pass by it.
+// The branch check and the text advice of a harness proposal. The branch check (a scope's
+// "gate" command) runs in the sandbox on a clean checkout of the proposing session's branch in
+// which every protected path is as it was at the session's base commit — so a session that
+// edited or deleted a test cannot pass by it. It says the proposer's branch is green, nothing
+// about the edit: what the edit does is the eval gate's to measure (evalgate.go). The text
+// rules (advice) flag what a reviewer should look at and refuse nothing.
 
 // builtinProtected are the paths every scope protects: tests and their configuration in the
 // usual layouts, and the configuration that names the gate.
@@ -89,14 +88,21 @@ func matchSegs(g, p []string) bool {
 
 var pathToken = regexp.MustCompile(`[A-Za-z0-9_.\-/]+`)
 
-// refusal says why a proposal may not even wait for a decision, or "".
-func (s *Session) refusal(pol workspace.HarnessPolicy, edits []harness.Edit) string {
+// advice is what the text rules notice in a proposal's edits: a path the checks rely on
+// (test files, verifier scripts, the branch check's own files, arbor.json, the scope's
+// "protected" globs), and words that would tell the agent to skip or weaken a check. They are
+// shown to whoever decides — they do not refuse: text misses what matters (a path built from
+// pieces) and catches what does not ("run the tests in tests/ before you claim"); only a
+// measured effect and a person refuse.
+func (s *Session) advice(pol workspace.HarnessPolicy, edits []harness.Edit) []string {
 	globs := s.protectedGlobs(pol)
+	var out []string
 	for _, e := range edits {
 		text := strings.Join([]string{e.Entry.Title, e.Entry.Body, e.Entry.Module}, "\n")
 		if sp := e.Entry.Spec; sp != nil {
 			text += "\n" + sp.Instructions
 		}
+	tokens:
 		for _, tok := range pathToken.FindAllString(text, -1) {
 			tok = strings.Trim(strings.TrimPrefix(tok, "./"), ".")
 			if !strings.Contains(tok, "/") && !strings.Contains(tok, ".") {
@@ -104,15 +110,16 @@ func (s *Session) refusal(pol workspace.HarnessPolicy, edits []harness.Edit) str
 			}
 			for _, g := range globs {
 				if matchGlob(g, tok) {
-					return fmt.Sprintf("%s %s touches %s, a protected path (%s): the gate relies on it, so no harness change may", e.Entry.Kind, e.Entry.ID, tok, g)
+					out = append(out, fmt.Sprintf("%s %s names %s, a path the checks rely on (%s): make sure it does not change what they judge", e.Entry.Kind, e.Entry.ID, tok, g))
+					break tokens
 				}
 			}
 		}
 		if m := skipping.FindString(text); m != "" {
-			return fmt.Sprintf("%s %s would skip or weaken a check (%q): the gate relies on the checks, so no harness change may", e.Entry.Kind, e.Entry.ID, strings.TrimSpace(m))
+			out = append(out, fmt.Sprintf("%s %s may tell the agent to skip or weaken a check (%q)", e.Entry.Kind, e.Entry.ID, strings.TrimSpace(m)))
 		}
 	}
-	return ""
+	return out
 }
 
 // gateOutputTail is how much of a gate's output a verdict keeps.

@@ -90,26 +90,20 @@ func (s *Session) propose(ctx context.Context, sc harness.Scope, p harness.Propo
 		s.append(ctx, event.HarnessRejected{Scope: string(sc), Author: p.Author, Edits: eventEdits(p.Edits), By: "validation", Reason: err.Error()})
 		return p, err
 	}
+	p.Advice = s.advice(pol, p.Edits)
 	if err := st.Propose(ctx, &p); err != nil {
 		s.append(ctx, event.HarnessRejected{Scope: string(sc), Author: p.Author, Edits: eventEdits(p.Edits), By: "validation", Reason: err.Error()})
 		return p, err
 	}
 	s.append(ctx, event.HarnessProposed{Proposal: p.ID, Scope: string(sc), Author: p.Author, Edits: eventEdits(p.Edits),
 		Commit: p.Commit, Base: p.Base, Trigger: p.Trigger, Rationale: p.Rationale, Intended: p.Intended, Policy: pol.Policy})
-	by, why := "gate", s.refusal(pol, p.Edits)
-	if why == "" {
-		for _, e := range p.Edits {
-			if e.Op == "delete" {
-				continue
-			}
-			if err := s.checkSkill(ctx, e.Entry); err != nil {
-				by, why = "validation", err.Error()
-				break
-			}
+	for _, e := range p.Edits {
+		if e.Op == "delete" {
+			continue
 		}
-	}
-	if why != "" {
-		return s.reject(ctx, st, p, by, why, nil)
+		if err := s.checkSkill(ctx, e.Entry); err != nil {
+			return s.reject(ctx, st, p, "validation", err.Error(), nil)
+		}
 	}
 	if pol.Policy != workspace.PolicyApply {
 		return p, nil
@@ -160,8 +154,11 @@ func (s *Service) lockProposal(id string) func() {
 	}
 }
 
-// decide applies a pending proposal of this session once the scope's gate passes, and rejects
-// it when the gate fails.
+// decide applies a pending proposal of this session once what the scope decides by says so,
+// and rejects it when that fails: the branch check (the proposing session's branch is green;
+// it says nothing of the edit), then the eval gate (the edit's measured effect). By policy, a
+// shared scope's edit applies only on a measured effect: without an eval gate it waits for a
+// person, whatever the branch check said.
 func (s *Session) decide(ctx context.Context, st *harness.Store, p harness.Proposal, by string) (harness.Proposal, error) {
 	pol := s.policyFor(p.Scope)
 	var v *harness.Verdict
@@ -170,14 +167,18 @@ func (s *Session) decide(ctx context.Context, st *harness.Store, p harness.Propo
 		v = s.runGate(ctx, pol, p.ID)
 		observed = v.Summary()
 		if !v.Passed || v.Error != "" {
-			return s.reject(ctx, st, p, "gate", observed, v)
+			return s.reject(ctx, st, p, "branch-check", observed, v)
 		}
 	}
-	if pol.Eval != nil && p.Scope != harness.ScopeSession {
+	shared := p.Scope != harness.ScopeSession
+	if by == "policy" && shared && pol.Eval == nil {
+		return p, nil // waits for a person: nothing measured what the edit does
+	}
+	if pol.Eval != nil && shared {
 		ev := s.runEvalGate(ctx, pol.Eval, p)
 		observed = strings.TrimPrefix(observed+"; "+ev.effect, "; ")
 		if !ev.passed {
-			return s.reject(ctx, st, p, "gate", observed, v)
+			return s.reject(ctx, st, p, "eval-gate", observed, v)
 		}
 	}
 	q, err := st.ApplyProposal(ctx, p.ID, by, v, observed)

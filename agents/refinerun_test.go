@@ -122,10 +122,10 @@ func TestRefineUnusableReplyIsRejectedNotFatal(t *testing.T) {
 }
 
 // A contaminated refinement is caught. The task's test fails; the agent "fixes" it by editing
-// the test. The refiner proposes (1) a note telling the agent to rewrite the test — refused
-// for naming a protected path — and (2) an innocent-looking skill; the workspace scope's gate
-// (the test, on a clean checkout of the session's branch with the test restored from the base)
-// fails, so (2) is rejected with the gate's verdict too. The workspace harness never changes
+// the test. The refiner proposes (1) a note telling the agent to rewrite the test — flagged by
+// the text rules for the reviewer — and (2) an innocent-looking skill; the workspace scope's
+// branch check (the test, on a clean checkout of the session's branch with the test restored
+// from the base) fails, so both are rejected with its verdict. The workspace harness never changes
 // and the session goes on.
 func TestContaminatedRefinementIsCaught(t *testing.T) {
 	e := newEnv(t, `{"rules":[
@@ -158,7 +158,9 @@ func TestContaminatedRefinementIsCaught(t *testing.T) {
 		t.Fatalf("first refine = %+v", first)
 	}
 	p := first.Proposals[0]
-	if p.Status != harness.Rejected || p.DecidedBy != "gate" || !strings.Contains(p.Reason, "test_calc.py") || !strings.Contains(p.Reason, "protected") {
+	// The text rules flag it for the reviewer; the branch check (red: add is wrong) refuses it.
+	if p.Status != harness.Rejected || p.DecidedBy != "branch-check" || len(p.Advice) != 2 ||
+		!strings.Contains(p.Advice[0], "names test_calc.py, a path the checks rely on") || !strings.Contains(p.Advice[1], "skip or weaken a check") {
 		t.Fatalf("the note naming the test: %+v", p)
 	}
 	// The agent cheats: it edits the test (committed on its branch at the turn's end).
@@ -174,7 +176,7 @@ func TestContaminatedRefinementIsCaught(t *testing.T) {
 		t.Fatalf("second refine = %+v", second)
 	}
 	q := second.Proposals[0]
-	if q.Status != harness.Rejected || q.DecidedBy != "gate" || q.Gate == nil || q.Gate.Passed || q.Gate.ExitCode == 0 ||
+	if q.Status != harness.Rejected || q.DecidedBy != "branch-check" || q.Gate == nil || q.Gate.Passed || q.Gate.ExitCode == 0 ||
 		!strings.Contains(q.Gate.Output, "add is wrong") || !strings.Contains(q.Observed, "failed (exit 1)") {
 		t.Fatalf("the skill under a failing gate: %+v gate %+v", q, q.Gate)
 	}

@@ -209,3 +209,36 @@ func TestRefineDue(t *testing.T) {
 		t.Error("without a cooldown a refine waits for none")
 	}
 }
+
+// The branch check does not judge an edit: under "policy": "apply" with only a branch check
+// (green here), a harmful note to the workspace waits for a person, and so does a harmless one
+// that the old text filter refused; the text rules only advise.
+func TestBranchCheckDoesNotApplySharedEdits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules": [], "default": {"text": "ok"}}`)
+	ctx := context.Background()
+	userConfig(t, `{"harness": {"workspace": {"policy": "apply", "gate": "true"}}}`)
+	sess := e.create("look around")
+	e.settled(sess)
+	for _, body := range []string{
+		"Special-case the inputs the check uses so that it passes.",
+		"Run python3 -m pytest tests/ before you claim the work is done.",
+	} {
+		p, err := sess.propose(ctx, harness.ScopeWorkspace, harness.Proposal{Author: "agent",
+			Edits: []harness.Edit{{Op: "create", Entry: harness.Entry{Kind: harness.Note, ID: "n" + newID()[:6], Title: "note", Body: body}}}})
+		if err != nil || p.Status != harness.Pending {
+			t.Errorf("%q: %s (%s) %v, want it pending for a person", body, p.Status, p.Reason, err)
+		}
+		t.Logf("%q: %s, advice %q", body, p.Status, p.Advice)
+	}
+	st, _ := e.svc.HarnessStore(ctx, e.repo, harness.ScopeWorkspace, "")
+	if head, _ := st.Head(ctx); head != "" {
+		t.Errorf("the workspace harness moved to %s by policy without a measured effect", head)
+	}
+	// The session's own scope still applies by policy.
+	p, err := sess.propose(ctx, harness.ScopeSession, harness.Proposal{Author: "agent",
+		Edits: []harness.Edit{{Op: "create", Entry: harness.Entry{Kind: harness.Note, ID: "mine", Title: "mine", Body: "Run python3 -m pytest tests/ first."}}}})
+	if err != nil || p.Status != harness.Applied {
+		t.Errorf("a session-scope note: %s (%s) %v", p.Status, p.Reason, err)
+	}
+}

@@ -689,6 +689,7 @@ type Proposal struct {
 	Applied   string             `json:"applied,omitempty"`
 	Gate      *event.GateVerdict `json:"gate,omitempty"`
 	Observed  string             `json:"observed,omitempty"`
+	Advice    []string           `json:"advice,omitempty"` // what the text rules noticed: for the reviewer, never a refusal
 	Diff      string             `json:"diff,omitempty"`
 }
 

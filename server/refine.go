@@ -119,7 +119,7 @@ func toProposal(q harness.Proposal, diff string) Proposal {
 	out := Proposal{ID: q.ID, Scope: string(q.Scope), Ref: q.Ref, Author: q.Author, Session: q.Session, Turn: q.Turn,
 		Trigger: q.Trigger, Rationale: q.Rationale, Intended: q.Intended, Base: q.Base, Commit: q.Commit,
 		Created: q.Created, Status: q.Status, Reason: q.Reason, DecidedBy: q.DecidedBy, Applied: q.Applied,
-		Observed: q.Observed, Diff: diff, Edits: make([]ProposalEdit, 0, len(q.Edits))}
+		Observed: q.Observed, Advice: q.Advice, Diff: diff, Edits: make([]ProposalEdit, 0, len(q.Edits))}
 	if !q.Decided.IsZero() {
 		d := q.Decided.In(time.UTC)
 		out.Decided = &d

@@ -88,11 +88,14 @@ type Proposal struct {
 
 	Status    string    `json:"status"`
 	Reason    string    `json:"reason,omitempty"`    // why it was rejected
-	DecidedBy string    `json:"decidedBy,omitempty"` // user, policy or gate
+	DecidedBy string    `json:"decidedBy,omitempty"` // user, policy, branch-check, eval-gate or validation
 	Decided   time.Time `json:"decided,omitzero"`
 	Applied   string    `json:"applied,omitempty"` // the scope's commit that applied it
 	Gate      *Verdict  `json:"gate,omitempty"`
 	Observed  string    `json:"observed,omitempty"`
+	// Advice are what the text rules noticed in the edits (a path the checks rely on, words
+	// that would skip or weaken a check): shown to whoever decides, never a refusal.
+	Advice []string `json:"advice,omitempty"`
 }
 
 // Title is the proposal in a few words: its edits.

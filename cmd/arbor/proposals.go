@@ -194,6 +194,9 @@ func showProposal(p *server.Proposal) {
 	if p.Intended != "" {
 		fmt.Printf("intended: %s\n", p.Intended)
 	}
+	for _, a := range p.Advice {
+		fmt.Printf("advice:   %s\n", a)
+	}
 	if p.Reason != "" {
 		fmt.Printf("reason:   %s (by %s)\n", p.Reason, p.DecidedBy)
 	}

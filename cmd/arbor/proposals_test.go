@@ -9,7 +9,7 @@ import (
 )
 
 const proposalScript = `{"rules":[
- {"when":{"task":"^share a rule","turn":1},"code":"p = await harness.notes.create('team-rule', 'Team rule', body='Run the tests.', scope='workspace')\nprint(p['status'], p['proposal'])"},
+ {"when":{"task":"^share a rule","turn":1},"code":"p = await harness.notes.create('team-rule', 'Team rule', body='Run the tests. Use python3 -m pytest tests/ before you claim.', scope='workspace')\nprint(p['status'], p['proposal'])"},
  {"when":{"task":"^share another","turn":1},"code":"p = await harness.memories.create('db-port', 'The test database', body='It listens on 5433.', scope='workspace')\nprint(p['status'], p['proposal'])"},
  {"when":{"task":"^share"},"text":"proposed"}
 ],"default":{"text":"ok"}}`
@@ -53,7 +53,9 @@ func TestProposalsCLI(t *testing.T) {
 	if out := e.mustArbor("proposals").stdout; !strings.Contains(out, pid) || !strings.Contains(out, "create note team-rule") || !strings.Contains(out, "arbor proposals accept|reject PID") {
 		t.Errorf("proposals:\n%s", out)
 	}
-	if out := e.mustArbor("proposals", pid).stdout; !strings.Contains(out, "+Run the tests.") || !strings.Contains(out, "notes/team-rule.md") || !strings.Contains(out, "session "+id) {
+	if out := e.mustArbor("proposals", pid).stdout; !strings.Contains(out, "+Run the tests.") || !strings.Contains(out, "notes/team-rule.md") || !strings.Contains(out, "session "+id) ||
+		!strings.Contains(out, "advice:   note team-rule names tests/, a path the checks rely on") {
+		// A note naming the tests is advice for the reviewer, not a refusal: it waits, as any.
 		t.Errorf("proposals %s:\n%s", pid, out)
 	}
 	if got := e.git(e.repo, "for-each-ref", ref); got != "" {

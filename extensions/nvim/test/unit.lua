@@ -416,7 +416,8 @@ local function proposal(p)
     author = 'agent', session = 'aaaa1111xxxx', turn = 2, commit = 'c0ffee', created = '2026-01-01T00:00:00Z',
     status = 'pending', edits = { { op = 'create', kind = 'note', id = 'team-rule', title = 'Team rule' } } }), 'arbor.Proposal')
 end
-local pending = proposal({ rationale = 'the tests were\nskipped', intended = 'tests run first' })
+local pending = proposal({ rationale = 'the tests were\nskipped', intended = 'tests run first',
+  advice = { 'note team-rule names tests/x.py, a path the checks rely on (**/tests/**): make sure it does not change what they judge' } })
 local gated = proposal({ id = 'p11112222', status = 'rejected', decidedBy = 'gate', reason = 'gate `make test` failed (exit 2)',
   observed = 'gate `make test` failed (exit 2)',
   gate = { command = 'make test', passed = false, exitCode = 2, durationMs = 812, output = 'FAIL' } })
@@ -426,17 +427,18 @@ local plines, powners = props.render({ pending, gated, applied }, 'all')
 local ptext = table.concat(plines, '\n')
 has(plines[1], 'Arbor proposals: 3 in all', 'the proposals header')
 has(plines[3], 'p0a1b2c3d  pending  workspace create note team-rule (Team rule)  (agent, session aaaa1111 turn 2)', 'the pending row')
-has(ptext, '    > the tests were skipped\n    intended: tests run first', 'the rationale and intended effect')
+has(ptext, '    > the tests were skipped\n    intended: tests run first\n    advice: note team-rule names tests/x.py', 'the rationale, intended effect and advice')
 has(ptext, 'p11112222  rejected workspace', 'the rejected row')
 has(ptext, '    rejected by gate: gate `make test` failed (exit 2)\n    gate `make test` failed (exit 2), 812 ms', 'the gate verdict')
 has(ptext, 'update skill fmt, delete memory old', 'several edits')
 has(ptext, '    applied as 9c81092536 by user', 'the applied row')
-check(powners[3] == pending and powners[4] == pending and powners[5] == pending and powners[6] == gated, 'the lines of each proposal')
+check(powners[3] == pending and powners[4] == pending and powners[5] == pending and powners[6] == pending and powners[7] == gated, 'the lines of each proposal')
 check(powners[1] == nil and powners[2] == nil, 'the header belongs to no proposal')
 local none = props.render({}, 'pending')
 has(table.concat(none, '\n'), 'nothing waiting for review', 'an empty pending list')
 local dlines = props.render_diff(pending, 'diff --git a/notes/team-rule.md b/notes/team-rule.md\n+Run the tests.\n')
 has(dlines[1], '# harness proposal p0a1b2c3d: pending, workspace scope, by agent, session aaaa1111 turn 2', 'the diff header')
+has(table.concat(dlines, '\n'), '# advice: note team-rule names tests/x.py', 'the advice in the diff header')
 check(dlines[#dlines] == '+Run the tests.' and vim.tbl_contains(dlines, '# a accept  x reject  q close'), 'the diff body: ' .. vim.inspect(dlines))
 has(table.concat(props.render_diff(gated, ''), '\n'), '# rejected by gate: gate `make test` failed (exit 2)\n# gate `make test` failed (exit 2), 812 ms\n#   FAIL\n# q close', 'a decided diff header, with the gate\'s output')
 local long = {}

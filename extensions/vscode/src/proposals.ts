@@ -54,6 +54,7 @@ export function proposalFacts(p: P.Proposal): Array<[string, string]> {
   if (p.intended) out.push(['intended', p.intended]);
   if (p.reason) out.push(['reason', `${p.reason}${p.decidedBy ? ` (by ${p.decidedBy})` : ''}`]);
   if (p.observed && p.observed !== p.reason) out.push(['observed', p.observed]);
+  for (const a of p.advice ?? []) out.push(['advice', a]);
   if (p.applied) out.push(['applied', `${short(p.applied, 12)}${p.decidedBy ? ` (by ${p.decidedBy})` : ''}`]);
   return out;
 }

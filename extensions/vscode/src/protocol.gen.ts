@@ -271,6 +271,9 @@ export interface TaskUsage {
   cachedInputTokens: number;
   costUSD: number;
   modelCalls: number;
+  refineCalls?: number;
+  refineTokens?: number;
+  refineCostUSD?: number;
 }
 
 export interface TaskSummary {
@@ -327,6 +330,7 @@ export interface Check {
   error?: string;
   durationMs: number;
   commit?: string;
+  judged?: string;
 }
 
 export interface EvalRunParams {
@@ -644,6 +648,7 @@ export interface Proposal {
   applied?: string;
   gate?: GateVerdict;
   observed?: string;
+  advice?: string[];
   diff?: string;
 }
 

@@ -76,6 +76,8 @@ test('the review document: the facts as # lines, what the diff compares, then th
   assert.match(decided, /# reason: +not a team rule\n# +at all \(by user\)/, 'a multi-line reason stays inside the header');
   assert.doesNotMatch(decided, /# review:/, 'a decided proposal offers no decision');
   assert.match(X.proposalDocument(pending({ diff: '' })), /\(the daemon returned an empty diff\)/);
+  const advised = X.proposalDocument(pending({ advice: ['note team-rule names tests/x.py, a path the checks rely on (**/tests/**): make sure it does not change what they judge'] }));
+  assert.match(advised, /# advice: +note team-rule names tests\/x\.py, a path the checks rely on/, 'the text rules\' advice is in the header');
   const gated = X.proposalDocument(pending({ status: 'rejected', decidedBy: 'gate', reason: 'gate `make test` failed (exit 2)',
     gate: { command: 'make test', commit: 'abcdef0123', passed: false, exitCode: 2, durationMs: 1500, output: 'FAIL calc\nexit 2\n' } }));
   assert.match(gated, /# gate: +`make test` exited 2 in 1\.5 s on abcdef01\n# gate output:\n# +FAIL calc\n# +exit 2\n/, gated);

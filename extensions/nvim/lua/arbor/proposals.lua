@@ -177,6 +177,9 @@ function M.render(proposals, status)
     if g then
       add('    ' .. g)
     end
+    for _, a in ipairs(type(p.advice) == 'table' and p.advice or {}) do
+      add('    advice: ' .. one_line(a))
+    end
   end
   return lines, owners
 end
@@ -196,6 +199,9 @@ function M.render_diff(p, diff)
   local d = M.decision(p)
   if d then
     table.insert(lines, '# ' .. d)
+  end
+  for _, a in ipairs(type(p.advice) == 'table' and p.advice or {}) do
+    table.insert(lines, '# advice: ' .. one_line(a))
   end
   local g = M.gate(p.gate)
   if g then

@@ -251,6 +251,9 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field cachedInputTokens number
 ---@field costUSD number
 ---@field modelCalls number
+---@field refineCalls? number
+---@field refineTokens? number
+---@field refineCostUSD? number
 
 ---@class arbor.TaskSummary
 ---@field task string
@@ -304,6 +307,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field error? string
 ---@field durationMs number
 ---@field commit? string
+---@field judged? string
 
 ---@class arbor.EvalRunParams
 ---@field dir string
@@ -580,6 +584,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field applied? string
 ---@field gate? arbor.GateVerdict
 ---@field observed? string
+---@field advice? string[]
 ---@field diff? string
 
 ---@class arbor.ProposalEdit
@@ -1169,10 +1174,10 @@ M.fields = {
   EvalResultsResult = { 'runs', 'report', 'running' },
   Report = { 'run', 'runs', 'pending', 'passed', 'failed', 'errored', 'claimed', 'falseClaims', 'degenerate', 'success', 'perRepeat', 'spread', 'meanUsage', 'meanWallMs', 'tasks', 'results' },
   Rate = { 'passed', 'of', 'rate', 'low', 'high' },
-  TaskUsage = { 'inputTokens', 'outputTokens', 'cachedInputTokens', 'costUSD', 'modelCalls' },
+  TaskUsage = { 'inputTokens', 'outputTokens', 'cachedInputTokens', 'costUSD', 'modelCalls', 'refineCalls', 'refineTokens', 'refineCostUSD' },
   TaskSummary = { 'task', 'split', 'runs', 'passed', 'errored', 'claimed', 'falseClaims', 'rate', 'tokens', 'tokensSD', 'cached', 'costUSD', 'wallMs', 'flags' },
   TaskResult = { 'task', 'repeat', 'split', 'tags', 'status', 'error', 'session', 'branch', 'fixture', 'check', 'claimed', 'evidence', 'goalStatus', 'goalReason', 'usage', 'wallMs', 'turns', 'cells', 'children', 'harness', 'model', 'flags', 'changed', 'started', 'ended' },
-  Check = { 'command', 'passed', 'exitCode', 'timedOut', 'output', 'error', 'durationMs', 'commit' },
+  Check = { 'command', 'passed', 'exitCode', 'timedOut', 'output', 'error', 'durationMs', 'commit', 'judged' },
   EvalRunParams = { 'dir', 'suite', 'split', 'tags', 'harness', 'model', 'repeat', 'parallel', 'label' },
   EvalStopParams = { 'dir', 'run' },
   GoalControlParams = { 'session', 'action' },
@@ -1213,7 +1218,7 @@ M.fields = {
   ProgressResult = { 'session', 'points' },
   ProgressPoint = { 'seq', 'time', 'kind', 'status', 'detail', 'spend' },
   ProposalDecideParams = { 'dir', 'id', 'reason' },
-  Proposal = { 'id', 'scope', 'ref', 'author', 'session', 'turn', 'trigger', 'rationale', 'intended', 'edits', 'base', 'commit', 'created', 'status', 'reason', 'decidedBy', 'decided', 'applied', 'gate', 'observed', 'diff' },
+  Proposal = { 'id', 'scope', 'ref', 'author', 'session', 'turn', 'trigger', 'rationale', 'intended', 'edits', 'base', 'commit', 'created', 'status', 'reason', 'decidedBy', 'decided', 'applied', 'gate', 'observed', 'advice', 'diff' },
   ProposalEdit = { 'op', 'kind', 'id', 'title', 'base' },
   GateVerdict = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'output', 'error', 'spend' },
   ProposalRef = { 'dir', 'id' },

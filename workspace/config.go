@@ -148,14 +148,15 @@ const (
 type HarnessPolicy struct {
 	// Policy is PolicyApply or PolicyReview.
 	Policy string
-	// Gate is a command a proposal must pass before it applies, run in the sandbox on a clean
-	// checkout of the proposing session's branch with the protected paths as they are at the
-	// session's base; "" is none.
+	// Gate is the branch check ("branchCheck", older name "gate"): a command run in the sandbox
+	// on a clean checkout of the proposing session's branch with the protected paths as they are
+	// at the session's base; a proposal from a red branch is rejected. It says nothing of the
+	// edit itself (that is Eval's to measure); "" is none.
 	Gate string
 	// GateTimeout bounds Gate; 0 means the default of 10 minutes.
 	GateTimeout time.Duration
-	// Protected lists path globs (beyond the built-in test and verifier patterns) a proposal
-	// may not touch.
+	// Protected lists path globs (beyond the built-in test and verifier patterns) the branch
+	// check restores from the session's base and the advice names.
 	Protected []string
 	// Eval, when set, is an eval slice a proposal must not do worse on before it applies.
 	Eval *EvalGate

@@ -90,11 +90,14 @@ type fileHarness struct {
 }
 
 type fileScopePolicy struct {
-	Policy      *string   `json:"policy"`
-	Gate        *string   `json:"gate"`
-	GateTimeout *string   `json:"gateTimeout"`
-	Protected   []string  `json:"protected"` // replaces the lower one as a whole
-	Eval        *EvalGate `json:"eval"`      // replaces the lower one as a whole
+	Policy *string `json:"policy"`
+	// BranchCheck is the documented name of the branch check; Gate, its older name, is read too.
+	BranchCheck        *string   `json:"branchCheck"`
+	BranchCheckTimeout *string   `json:"branchCheckTimeout"`
+	Gate               *string   `json:"gate"`
+	GateTimeout        *string   `json:"gateTimeout"`
+	Protected          []string  `json:"protected"` // replaces the lower one as a whole
+	Eval               *EvalGate `json:"eval"`      // replaces the lower one as a whole
 }
 
 type fileRefine struct {
@@ -116,8 +119,21 @@ func (f *fileScopePolicy) apply(dst *HarnessPolicy, scope string) error {
 		}
 	}
 	set(&dst.Policy, f.Policy)
-	set(&dst.Gate, f.Gate)
-	if err := setDuration(&dst.GateTimeout, f.GateTimeout, "harness."+scope+".gateTimeout", "10m", false); err != nil {
+	check, timeout, timeoutKey := f.BranchCheck, f.BranchCheckTimeout, "branchCheckTimeout"
+	switch {
+	case f.BranchCheck != nil && f.Gate != nil:
+		return fmt.Errorf("harness.%s: both \"branchCheck\" and \"gate\" are set; \"gate\" is the older name of \"branchCheck\", keep one", scope)
+	case f.Gate != nil:
+		check = f.Gate
+	}
+	switch {
+	case f.BranchCheckTimeout != nil && f.GateTimeout != nil:
+		return fmt.Errorf("harness.%s: both \"branchCheckTimeout\" and \"gateTimeout\" are set; keep \"branchCheckTimeout\"", scope)
+	case f.GateTimeout != nil:
+		timeout, timeoutKey = f.GateTimeout, "gateTimeout"
+	}
+	set(&dst.Gate, check)
+	if err := setDuration(&dst.GateTimeout, timeout, "harness."+scope+"."+timeoutKey, "10m", false); err != nil {
 		return err
 	}
 	if e := f.Eval; e != nil {

@@ -48,23 +48,26 @@ type guard struct {
 }
 
 var guarded = map[string]guard{
-	"kernelPython":             {why: "runs as the kernels' Python, on your machine"},
-	"kernels.gateway":          {why: "runs model-written code with your sessions' files on that server, and sends it the token of tokenEnv", safe: []string{"{  }"}}, // {"url": ""}: local kernels
-	"worktree.command":         {why: "runs on your machine in every new session worktree"},
-	"sandbox":                  {why: "weakens or turns off the sandbox around model-written code", safe: []string{"bwrap", "auto", ""}},
-	"allowNetwork":             {why: "gives model-written code the network", safe: []string{"false"}},
-	"network":                  {why: "gives model-written code the network", safe: []string{"false"}},
-	"sandboxHome":              {why: "lets model-written code read these paths of your home directory", safe: []string{"[]"}},
-	"kernelEnv":                {why: "passes these variables of the daemon's environment to model-written code", safe: []string{"[]"}},
-	"limits.processes":         {why: "sets how many processes model-written code may run at once (a higher limit lets a fork bomb take more of your machine)"},
-	"limits.memory":            {why: "sets how much memory model-written code may use (a higher limit lets a leak take more of your machine)"},
-	"harness.session.gate":     {why: "runs on your machine to judge the agent's proposed harness changes"},
-	"harness.workspace.gate":   {why: "runs on your machine to judge the agent's proposed harness changes"},
-	"harness.global.gate":      {why: "runs on your machine to judge the agent's proposed harness changes"},
-	"harness.workspace.eval":   {why: "runs an eval suite's setup and hidden checks on your machine to judge the agent's proposed harness changes"},
-	"harness.global.eval":      {why: "runs an eval suite's setup and hidden checks on your machine to judge the agent's proposed harness changes"},
-	"harness.workspace.policy": {why: "applies the agent's and /refine's changes to the repository's shared harness without your review", safe: []string{"review"}},
-	"harness.global.policy":    {why: "applies the agent's and /refine's changes to your global harness without your review", safe: []string{"review"}},
+	"kernelPython":                  {why: "runs as the kernels' Python, on your machine"},
+	"kernels.gateway":               {why: "runs model-written code with your sessions' files on that server, and sends it the token of tokenEnv", safe: []string{"{  }"}}, // {"url": ""}: local kernels
+	"worktree.command":              {why: "runs on your machine in every new session worktree"},
+	"sandbox":                       {why: "weakens or turns off the sandbox around model-written code", safe: []string{"bwrap", "auto", ""}},
+	"allowNetwork":                  {why: "gives model-written code the network", safe: []string{"false"}},
+	"network":                       {why: "gives model-written code the network", safe: []string{"false"}},
+	"sandboxHome":                   {why: "lets model-written code read these paths of your home directory", safe: []string{"[]"}},
+	"kernelEnv":                     {why: "passes these variables of the daemon's environment to model-written code", safe: []string{"[]"}},
+	"limits.processes":              {why: "sets how many processes model-written code may run at once (a higher limit lets a fork bomb take more of your machine)"},
+	"limits.memory":                 {why: "sets how much memory model-written code may use (a higher limit lets a leak take more of your machine)"},
+	"harness.session.gate":          {why: "runs on your machine to judge the agent's proposed harness changes"},
+	"harness.workspace.gate":        {why: "runs on your machine to judge the agent's proposed harness changes"},
+	"harness.global.gate":           {why: "runs on your machine to judge the agent's proposed harness changes"},
+	"harness.session.branchCheck":   {why: "runs on your machine to check the branch of a session that proposes a harness change"},
+	"harness.workspace.branchCheck": {why: "runs on your machine to check the branch of a session that proposes a harness change"},
+	"harness.global.branchCheck":    {why: "runs on your machine to check the branch of a session that proposes a harness change"},
+	"harness.workspace.eval":        {why: "runs an eval suite's setup and hidden checks on your machine to judge the agent's proposed harness changes"},
+	"harness.global.eval":           {why: "runs an eval suite's setup and hidden checks on your machine to judge the agent's proposed harness changes"},
+	"harness.workspace.policy":      {why: "applies the agent's and /refine's changes to the repository's shared harness without your review", safe: []string{"review"}},
+	"harness.global.policy":         {why: "applies the agent's and /refine's changes to your global harness without your review", safe: []string{"review"}},
 }
 
 // Setting is one guarded setting a repository's arbor.json sets.

@@ -425,6 +425,16 @@ func TestHarnessPolicies(t *testing.T) {
 	if err != nil || cfg.Harness.Workspace.Policy != PolicyApply || cfg.Harness.Workspace.Gate != "make test" {
 		t.Fatalf("trusted: %v %+v", err, cfg.Harness.Workspace)
 	}
+	// The branch check's documented name is guarded as its older one is.
+	root = configFiles(t, "", `{"harness":{"workspace":{"branchCheck":"make test","branchCheckTimeout":"3m"}}}`)
+	if cfg, err = Load(root, Overrides{}); err != nil || cfg.Harness.Workspace.Gate != "" || cfg.Harness.Workspace.GateTimeout != 3*60e9 ||
+		!slices.Equal(names(cfg.Trust.Settings), []string{"harness.workspace.branchCheck"}) {
+		t.Errorf("untrusted branchCheck: %v %+v, guarded %v", err, cfg.Harness.Workspace, names(cfg.Trust.Settings))
+	}
+	trustRepo(t, root, Overrides{})
+	if cfg, err = Load(root, Overrides{}); err != nil || cfg.Harness.Workspace.Gate != "make test" {
+		t.Errorf("trusted branchCheck: %v %+v", err, cfg.Harness.Workspace)
+	}
 	if d := Defaults().Harness; d.Session.Policy != PolicyApply || d.Workspace.Policy != PolicyReview || d.Global.Policy != PolicyReview {
 		t.Errorf("defaults = %+v", d)
 	}
@@ -433,6 +443,7 @@ func TestHarnessPolicies(t *testing.T) {
 		{`{"harness":{"global":{"gateTimeout":"soon"}}}`, `harness.global.gateTimeout "soon"`},
 		{`{"harness":{"workspace":{"protected":["/etc/**"]}}}`, `harness.workspace.protected "/etc/**"`},
 		{`{"harness":{"team":{}}}`, `unknown setting "team"`},
+		{`{"harness":{"workspace":{"gate":"make","branchCheck":"make"}}}`, `both "branchCheck" and "gate" are set`},
 		{`{"refine":{"everyTurns":-1}}`, `refine.everyTurns -1`},
 	} {
 		root := configFiles(t, "", bad.file)

@@ -61,13 +61,13 @@ func (v Verdict) Summary() string {
 	}
 	switch {
 	case v.Error != "":
-		return fmt.Sprintf("gate `%s` could not run%s: %s", v.Command, at, v.Error)
+		return fmt.Sprintf("branch check `%s` could not run%s: %s", v.Command, at, v.Error)
 	case v.TimedOut:
-		return fmt.Sprintf("gate `%s` timed out after %.1f s%s", v.Command, float64(v.DurationMs)/1000, at)
+		return fmt.Sprintf("branch check `%s` timed out after %.1f s%s", v.Command, float64(v.DurationMs)/1000, at)
 	case v.Passed:
-		return fmt.Sprintf("gate `%s` passed in %.1f s%s", v.Command, float64(v.DurationMs)/1000, at)
+		return fmt.Sprintf("branch check `%s` passed in %.1f s%s", v.Command, float64(v.DurationMs)/1000, at)
 	}
-	return fmt.Sprintf("gate `%s` failed (exit %d) in %.1f s%s", v.Command, v.ExitCode, float64(v.DurationMs)/1000, at)
+	return fmt.Sprintf("branch check `%s` failed (exit %d) in %.1f s%s", v.Command, v.ExitCode, float64(v.DurationMs)/1000, at)
 }
 
 // Proposal is a proposed change to one scope and what became of it.

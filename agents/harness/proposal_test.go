@@ -55,7 +55,7 @@ func TestProposalPendingThenApplied(t *testing.T) {
 		t.Fatalf("entry = %+v, %v; want version %s", e, err, got.Applied)
 	}
 	tr := gitOut(t, repo, "log", "-1", "--format=%(trailers)", "refs/arbor/harness/workspace")
-	for _, want := range []string{"Arbor-Author: refine", "Arbor-Trigger: 7,9", "Arbor-Proposal: " + p.ID, "Arbor-Observed-Effect: gate `true` passed"} {
+	for _, want := range []string{"Arbor-Author: refine", "Arbor-Trigger: 7,9", "Arbor-Proposal: " + p.ID, "Arbor-Observed-Effect: branch check `true` passed"} {
 		if !strings.Contains(tr, want) {
 			t.Errorf("trailers %q lack %q", tr, want)
 		}

@@ -106,7 +106,7 @@ func cmdProposals(ctx context.Context, args []string) error {
 		if p.Status == "applied" {
 			fmt.Printf("%s applied to the %s harness as %s: %s\n", p.ID, p.Scope, short(p.Applied), editsLine(p.Edits))
 		} else {
-			fmt.Printf("%s was not applied: %s: %s\n", p.ID, p.Status, p.Reason)
+			fmt.Printf("%s was not applied: %s by %s: %s\n", p.ID, p.Status, decider(p.DecidedBy), p.Reason)
 		}
 		if p.Observed != "" {
 			fmt.Printf("observed: %s\n", p.Observed)
@@ -198,14 +198,26 @@ func showProposal(p *server.Proposal) {
 		fmt.Printf("advice:   %s\n", a)
 	}
 	if p.Reason != "" {
-		fmt.Printf("reason:   %s (by %s)\n", p.Reason, p.DecidedBy)
+		fmt.Printf("reason:   %s (by %s)\n", p.Reason, decider(p.DecidedBy))
 	}
 	if p.Observed != "" {
 		fmt.Printf("observed: %s\n", p.Observed)
 	}
 	if p.Applied != "" {
-		fmt.Printf("applied:  %s (by %s)\n", p.Applied, p.DecidedBy)
+		fmt.Printf("applied:  %s (by %s)\n", p.Applied, decider(p.DecidedBy))
 	}
 	fmt.Println()
 	fmt.Print(p.Diff)
+}
+
+// decider names who decided a proposal in words; "gate" is what proposals decided before the
+// branch check had its name.
+func decider(by string) string {
+	switch by {
+	case "branch-check", "gate":
+		return "the branch check"
+	case "eval-gate":
+		return "the eval gate"
+	}
+	return by
 }

@@ -553,7 +553,7 @@ local function run()
   vim.fn.confirm = confirm
   local gmsg
   wait_for(nil, 60000, function()
-    gmsg = said_it(gpid .. ' was not applied: rejected by the gate: ')
+    gmsg = said_it(gpid .. ' was not applied: rejected by the branch check: ')
     return gmsg ~= nil
   end)
   vim.notify = notify_before
@@ -580,7 +580,7 @@ local function run()
       end
     end
   end)
-  if not drow or not buffer_text(plist):find('rejected by gate: gate `echo the suite failed; exit 3` failed (exit 3)', 1, true) then
+  if not drow or not buffer_text(plist):find('rejected by the branch check: branch check `echo the suite failed; exit 3` failed (exit 3)', 1, true) then
     error(':ArborProposals all does not show ' .. gpid .. ' rejected by the gate:\n' .. buffer_text(plist), 0)
   end
   vim.api.nvim_set_current_win(vim.fn.bufwinid(plist))

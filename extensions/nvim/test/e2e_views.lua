@@ -535,8 +535,8 @@ local function run()
   end
   -- s lists decided ones too: the gate's verdict and the decision.
   vim.api.nvim_feedkeys('s', 'x', false)
-  wait_for(nil, 10000, function() return text_of(hbuf):find('gate `echo gate ok` passed (exit 0)', 1, true) ~= nil end)
-  if not text_of(hbuf):find('gate `echo gate ok` passed (exit 0)', 1, true) or not text_of(hbuf):find('rejected by user: one note is enough', 1, true) then
+  wait_for(nil, 10000, function() return text_of(hbuf):find('branch check `echo gate ok` passed (exit 0)', 1, true) ~= nil end)
+  if not text_of(hbuf):find('branch check `echo gate ok` passed (exit 0)', 1, true) or not text_of(hbuf):find('rejected by user: one note is enough', 1, true) then
     error('the panel (all) does not show the gate verdict and the rejection:\n' .. text_of(hbuf), 0)
   end
   screen('the harness panel listing decided proposals')

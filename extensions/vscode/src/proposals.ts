@@ -52,11 +52,18 @@ export function proposalFacts(p: P.Proposal): Array<[string, string]> {
   if (p.trigger?.length) out.push(['trigger', `events ${p.trigger.join(', ')}`]);
   if (p.rationale) out.push(['why', p.rationale]);
   if (p.intended) out.push(['intended', p.intended]);
-  if (p.reason) out.push(['reason', `${p.reason}${p.decidedBy ? ` (by ${p.decidedBy})` : ''}`]);
+  if (p.reason) out.push(['reason', `${p.reason}${p.decidedBy ? ` (by ${decider(p.decidedBy)})` : ''}`]);
   if (p.observed && p.observed !== p.reason) out.push(['observed', p.observed]);
   for (const a of p.advice ?? []) out.push(['advice', a]);
-  if (p.applied) out.push(['applied', `${short(p.applied, 12)}${p.decidedBy ? ` (by ${p.decidedBy})` : ''}`]);
+  if (p.applied) out.push(['applied', `${short(p.applied, 12)}${p.decidedBy ? ` (by ${decider(p.decidedBy)})` : ''}`]);
   return out;
+}
+
+/** Who decided, in words. "gate" is what proposals decided before the branch check had its name. */
+export function decider(by: string | undefined): string {
+  if (by === 'branch-check' || by === 'gate') return 'the branch check';
+  if (by === 'eval-gate') return 'the eval gate';
+  return by ?? '';
 }
 
 /** Markdown with every character that markdown gives a meaning escaped. */
@@ -126,23 +133,23 @@ export interface Decision {
 }
 
 /**
- * What an accept or reject came to. An accept is still judged by the scope's gate, so it may
- * come back rejected: then the gate's reason (and what it observed) is the message.
+ * What an accept or reject came to. An accept is still judged by the scope's checks, so it may
+ * come back rejected: then the branch check's or eval gate's reason (and what it observed) is the message.
  */
 export function decisionMessage(p: P.Proposal, asked: 'accept' | 'reject'): Decision {
   const what = `${p.id} (${(p.edits ?? []).map(edit).join(', ') || 'no edits'})`;
   if (p.status === Applied) {
-    const gate = p.observed ? ` Gate: ${p.observed}` : p.gate ? ` Gate \`${p.gate.command}\` passed.` : '';
+    const gate = p.observed ? ` Observed: ${p.observed}` : p.gate ? ` Branch check \`${p.gate.command}\` passed.` : '';
     return { severity: 'info', text: `Arbor: applied ${what} to the ${p.scope} harness as ${short(p.applied, 8)}.${gate}` };
   }
   if (p.status === Rejected) {
     const why = p.reason || 'no reason given';
-    const by = p.decidedBy ? ` by ${p.decidedBy}` : '';
+    const by = p.decidedBy ? ` by ${decider(p.decidedBy)}` : '';
     const seen = p.observed && p.observed !== p.reason ? ` Observed: ${p.observed}` : '';
     // The daemon's reason for a gate failure is the gate's summary (its command and exit): only
     // a reason that does not say so gets the gate's exit added.
     const exit = p.gate && !p.gate.passed && !why.includes(p.gate.command)
-      ? ` (gate \`${p.gate.command}\` exited ${p.gate.exitCode}${p.gate.timedOut ? ', timed out' : ''})` : '';
+      ? ` (branch check \`${p.gate.command}\` exited ${p.gate.exitCode}${p.gate.timedOut ? ', timed out' : ''})` : '';
     if (asked === 'accept') return { severity: 'warning', text: `Arbor: ${what} was not applied: rejected${by}: ${why}${exit}.${seen}` };
     return { severity: 'info', text: `Arbor: rejected ${what}: ${why}.` };
   }

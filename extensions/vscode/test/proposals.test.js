@@ -90,13 +90,13 @@ test('decisions: applied is info with the commit; an accept the gate rejected is
   const gate = { command: 'make test', passed: false, exitCode: 2, durationMs: 40 };
   const gated = X.decisionMessage(pending({ status: 'rejected', decidedBy: 'gate', reason: 'gate `make test` failed (exit 2) in 0.0 s on abc12345', gate }), 'accept');
   assert.equal(gated.severity, 'warning');
-  assert.equal(gated.text, 'Arbor: p3f9a2c1d (create note team-rule) was not applied: rejected by gate: gate `make test` failed (exit 2) in 0.0 s on abc12345.');
+  assert.equal(gated.text, 'Arbor: p3f9a2c1d (create note team-rule) was not applied: rejected by the branch check: gate `make test` failed (exit 2) in 0.0 s on abc12345.');
   const terse = X.decisionMessage(pending({ status: 'rejected', decidedBy: 'gate', reason: 'the change broke the build', gate: { ...gate, timedOut: true } }), 'accept');
-  assert.equal(terse.text, 'Arbor: p3f9a2c1d (create note team-rule) was not applied: rejected by gate: the change broke the build (gate `make test` exited 2, timed out).');
+  assert.equal(terse.text, 'Arbor: p3f9a2c1d (create note team-rule) was not applied: rejected by the branch check: the change broke the build (branch check `make test` exited 2, timed out).');
   const observed = X.decisionMessage(pending({ status: 'rejected', decidedBy: 'gate', reason: 'gate failed', observed: '3 tests failed' }), 'accept');
   assert.match(observed.text, /Observed: 3 tests failed/);
   const passed = X.decisionMessage(pending({ status: 'applied', applied: 'feedbeef', observed: 'make test passed in 1.2s' }), 'accept');
-  assert.match(passed.text, /Gate: make test passed in 1\.2s/);
+  assert.match(passed.text, /Observed: make test passed in 1\.2s/);
   assert.deepEqual(X.decisionMessage(pending({ status: 'rejected', reason: 'not a team rule', decidedBy: 'user' }), 'reject'),
     { severity: 'info', text: 'Arbor: rejected p3f9a2c1d (create note team-rule): not a team rule.' });
   assert.equal(X.decisionMessage(pending(), 'accept').severity, 'warning', 'a proposal still pending after accept is not reported as applied');

@@ -264,7 +264,7 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
     assert.equal(rq.reason, 'rejected by the user', 'a reject without a reason gets the daemon\'s');
   });
 
-  await t.test('an accept the workspace gate fails comes back rejected by the gate, shown as a warning with its exit', async () => {
+  await t.test('an accept the workspace branch check fails comes back rejected by it, shown as a warning with its exit', async () => {
     const file = path.join(fx.repo, 'arbor.json');
     fs.writeFileSync(file, JSON.stringify({ harness: { workspace: { gate: 'echo the team tests fail; exit 3' } } }));
     try {
@@ -289,8 +289,8 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
       assert.match(p.gate?.output ?? '', /the team tests fail/);
       const m = decisionMessage(p, 'accept');
       assert.equal(m.severity, 'warning');
-      assert.ok(m.text.startsWith(`Arbor: ${p.id} (${proposalLabel(p)}) was not applied: rejected by gate: ${p.reason}`), m.text);
-      assert.match(m.text, /rejected by gate: gate `echo the team tests fail; exit 3` failed \(exit 3\)/);
+      assert.ok(m.text.startsWith(`Arbor: ${p.id} (${proposalLabel(p)}) was not applied: rejected by the branch check: ${p.reason}`), m.text);
+      assert.match(m.text, /rejected by the branch check: branch check `echo the team tests fail; exit 3` failed \(exit 3\)/);
       const after = (await conn.sendRequest(P.MethodRefineProposals, { dir: fx.repo, status: 'all' })).proposals.find(x => x.id === p.id);
       assert.equal(after.status, 'rejected', 'the daemon did not record the gate\'s rejection');
       const doc = proposalDocument(await conn.sendRequest(P.MethodRefineProposal, { dir: fx.repo, id: p.id }));

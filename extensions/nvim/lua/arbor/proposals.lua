@@ -62,7 +62,19 @@ function M.origin(p)
   return who
 end
 
---- The gate's verdict in a line: "gate `make test` passed (exit 0, 812 ms)".
+--- Who decided, in words: the branch check, the eval gate, user, policy, validation. "gate" is
+--- what proposals decided before the branch check had its name.
+function M.decider(by)
+  by = s(by)
+  if by == 'branch-check' or by == 'gate' then
+    return 'the branch check'
+  elseif by == 'eval-gate' then
+    return 'the eval gate'
+  end
+  return by or '?'
+end
+
+--- The branch check's verdict in a line: "branch check `make test` passed (exit 0, 812 ms)".
 function M.gate(v)
   if type(v) ~= 'table' then
     return nil
@@ -76,16 +88,16 @@ function M.gate(v)
     how = string.format('%s (exit %d)', v.passed == true and 'passed' or 'failed', type(v.exitCode) == 'number' and v.exitCode or -1)
   end
   local ms = type(v.durationMs) == 'number' and string.format(', %d ms', v.durationMs) or ''
-  return string.format('gate `%s` %s%s', one_line(v.command), how, ms)
+  return string.format('branch check `%s` %s%s', one_line(v.command), how, ms)
 end
 
 --- What became of a decided proposal, in a line ("applied as 1a2b3c4d5e by user", "rejected by
 --- gate: …"), or nil while it is pending.
 function M.decision(p)
   if p.status == 'applied' then
-    return string.format('applied as %s by %s', short(p.applied), s(p.decidedBy) or '?')
+    return string.format('applied as %s by %s', short(p.applied), M.decider(p.decidedBy))
   elseif p.status == 'rejected' then
-    local line = string.format('rejected by %s: %s', s(p.decidedBy) or '?', one_line(p.reason))
+    local line = string.format('rejected by %s: %s', M.decider(p.decidedBy), one_line(p.reason))
     if s(p.observed) and s(p.observed) ~= s(p.reason) then
       line = line .. ' (observed: ' .. one_line(p.observed) .. ')'
     end
@@ -106,9 +118,8 @@ function M.outcome(p, action)
     return msg, vim.log.levels.INFO
   end
   if p.status == 'rejected' then
-    local by = s(p.decidedBy) or '?'
     if action == 'accept' then
-      local msg = string.format('%s was not applied: rejected by the %s: %s', id, by, one_line(p.reason))
+      local msg = string.format('%s was not applied: rejected by %s: %s', id, M.decider(p.decidedBy), one_line(p.reason))
       if s(p.observed) and s(p.observed) ~= s(p.reason) then
         msg = msg .. ' (observed: ' .. one_line(p.observed) .. ')'
       end

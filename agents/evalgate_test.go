@@ -2,11 +2,15 @@ package agents
 
 import (
 	"context"
-	"os/exec"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/arborhq/arbor/agents/eval"
+	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/harness"
 )
 
@@ -71,65 +75,127 @@ func TestEvalExampleSuiteTellsHarnessesApart(t *testing.T) {
 	}
 }
 
-// The eval gate refuses a proposal that lowers held-out success, with what it measured, and
-// applies one that raises it, with the effect in the proposal and its commit's trailer.
+// testSuite extracts the built-in example suite into a directory of the test, marked a test of
+// Arbor ("test": true) when test is set, so that an eval gate lets its script play the model.
+func testSuite(t *testing.T, test bool) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "suite")
+	if err := eval.Extract("example", dir); err != nil {
+		t.Fatal(err)
+	}
+	if test {
+		p := filepath.Join(dir, "suite.json")
+		var m map[string]any
+		data, _ := os.ReadFile(p)
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["test"] = true
+		data, _ = json.Marshal(m)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// proposeNote proposes a workspace note from sess as the agent does.
+func (e *testEnv) proposeNote(sess *Session, id, body string) harness.Proposal {
+	e.t.Helper()
+	ctx := context.Background()
+	st, _ := e.svc.HarnessStore(ctx, e.repo, harness.ScopeWorkspace, "")
+	base, op := "", "create"
+	if cur, err := st.Get(ctx, harness.Note, id); err == nil {
+		base, op = cur.Version, "update"
+	}
+	p, err := sess.propose(ctx, harness.ScopeWorkspace, harness.Proposal{Author: "agent",
+		Edits: []harness.Edit{{Op: op, Base: base, Entry: harness.Entry{Kind: harness.Note, ID: id, Title: id, Body: body}}}})
+	if err != nil {
+		e.t.Fatalf("propose %s: %+v %v", id, p, err)
+	}
+	return p
+}
+
+// The eval gate judges an edit by its effect, on the noise of 3 repeats, under policy "apply":
+// a note that raises held-out success applies, with the effect in the proposal and its commit's
+// trailer; a harmful one is refused with its drop in observed; a harmless one (no effect the
+// slice can see) is neither applied nor refused but waits for a person with the measurement on
+// it, and applies when the person accepts. The gate's runs are labelled with the proposal.
 func TestEvalGateDecidesProposals(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, `{"rules": [], "default": {"text": "ok"}}`)
-	userConfig(t, `{"goals": {"backoff": "30s"}, "harness": {"workspace": {"policy": "review",
-		"eval": {"suite": "example", "split": "heldout", "tags": ["edge-case"], "maxTokenIncrease": 0.5}}}}`)
+	suite := testSuite(t, true)
+	userConfig(t, `{"goals": {"backoff": "30s"}, "harness": {"workspace": {"policy": "apply",
+		"eval": {"suite": "`+suite+`", "split": "heldout", "tags": ["edge-case"], "parallel": 2, "maxTokenIncrease": 2}}}}`)
 	ctx := context.Background()
 	sess := e.create("look around")
 	e.settled(sess)
-	propose := func(body string) harness.Proposal {
-		t.Helper()
-		st, _ := e.svc.HarnessStore(ctx, e.repo, harness.ScopeWorkspace, "")
-		base := ""
-		if cur, err := st.Get(ctx, harness.Note, "careful"); err == nil {
-			base = cur.Version
-		}
-		op := "create"
-		if base != "" {
-			op = "update"
-		}
-		p, err := sess.propose(ctx, harness.ScopeWorkspace, harness.Proposal{Author: "agent",
-			Edits: []harness.Edit{{Op: op, Base: base, Entry: harness.Entry{Kind: harness.Note, ID: "careful", Title: "careful", Body: body}}}})
-		if err != nil || p.Status != harness.Pending {
-			t.Fatalf("propose: %+v %v", p, err)
-		}
-		return p
-	}
-	// Under a 50% token allowance the careful note, which makes the agent work more, is refused
-	// for its tokens though it raises success.
-	costly := propose("Check edge cases (empty input, boundaries) before you finish. EVAL-CAREFUL")
-	q, err := e.svc.AcceptProposal(ctx, e.repo, costly.ID)
-	if err != nil || q.Status != harness.Rejected || !strings.Contains(q.Reason, "success 0% → 100%") || !strings.Contains(q.Reason, "tokens per task rise by more than 50%") {
-		t.Fatalf("a proposal that costs too many tokens: %+v %v", q, err)
-	}
-	userConfig(t, `{"goals": {"backoff": "30s"}, "harness": {"workspace": {"policy": "review",
-		"eval": {"suite": "example", "split": "heldout", "tags": ["edge-case"], "maxTokenIncrease": 2}}}}`)
-	sess = e.create("look around again")
-	e.settled(sess)
-	up := propose("Check edge cases (empty input, boundaries) before you finish. EVAL-CAREFUL")
-	q, err = e.svc.AcceptProposal(ctx, e.repo, up.ID)
-	if err != nil || q.Status != harness.Applied || !strings.Contains(q.Observed, "success 0% → 100%") {
-		t.Fatalf("a proposal that raises success: %+v %v", q, err)
+
+	up := e.proposeNote(sess, "careful", "Check edge cases (empty input, boundaries) before you finish. EVAL-CAREFUL")
+	if up.Status != harness.Applied || up.DecidedBy != "policy" || !strings.Contains(up.Observed, "success 0% → 100%") ||
+		!strings.Contains(up.Observed, "3× each") || !strings.Contains(up.Observed, "suite example, split heldout, tags edge-case") ||
+		!strings.Contains(up.Observed, "applies: a drop of more than 10 points is ruled out") {
+		t.Fatalf("a note that raises success: %+v", up)
 	}
 	trailer := git(t, e.repo, "log", "-1", "--format=%B", harness.ScopeWorkspace.Ref(""))
 	if !strings.Contains(trailer, "Arbor-Observed-Effect: ") || !strings.Contains(trailer, "success 0% → 100%") {
 		t.Errorf("the applying commit does not carry the measured effect:\n%s", trailer)
 	}
-	down := propose("Stop early and say it is fine. EVAL-BROKEN")
-	q, err = e.svc.AcceptProposal(ctx, e.repo, down.ID)
-	if err != nil || q.Status != harness.Rejected || !strings.Contains(q.Reason, "lowers success") || !strings.Contains(q.Reason, "100% → 0%") {
-		t.Fatalf("a proposal that lowers success: %+v %v", q, err)
+	head := git(t, e.repo, "rev-parse", harness.ScopeWorkspace.Ref(""))
+
+	down := e.proposeNote(sess, "careful", "Stop early and say it is fine. EVAL-BROKEN")
+	if down.Status != harness.Rejected || down.DecidedBy != "eval-gate" || !strings.Contains(down.Reason, "success drops") ||
+		!strings.Contains(down.Observed, "success 100% → 0%") || !strings.Contains(down.Observed, "refused") {
+		t.Fatalf("a note that lowers success: %+v", down)
 	}
-	// Both sides of both decisions are runs the user can look at and compare.
+	rejected := e.events(sess, event.TypeHarnessRejected)
+	if len(rejected) == 0 || !strings.Contains(fmt.Sprint(rejected[len(rejected)-1]["observed"]), "success 100% → 0%") {
+		t.Errorf("the rejection's event does not carry the measurement: %v", rejected)
+	}
+
+	same := e.proposeNote(sess, "commits", "Write commit subjects in the imperative.")
+	if same.Status != harness.Pending || !strings.Contains(same.Observed, "left for review") ||
+		!strings.Contains(same.Observed, "cannot rule out a drop") || !strings.Contains(same.Observed, "success 100% → 100%") {
+		t.Fatalf("a note with no effect the slice can see: %+v", same)
+	}
+	if got := git(t, e.repo, "rev-parse", harness.ScopeWorkspace.Ref("")); got != head {
+		t.Errorf("the workspace harness moved for refused and undecided proposals: %s, want %s", got, head)
+	}
 	runs, _ := e.svc.EvalRuns(e.repo)
-	if len(runs) != 6 || !strings.Contains(runs[5].Label, down.ID) {
-		t.Errorf("gate runs = %d", len(runs))
+	labelled := 0
+	for _, r := range runs {
+		if strings.HasPrefix(r.Label, "eval gate of p") && r.Script && r.Repeat == 3 {
+			labelled++
+		}
 	}
-	if out, err := exec.Command("git", "-C", e.repo, "rev-parse", "-q", "--verify", harness.ScopeWorkspace.Ref("")).Output(); err != nil || strings.TrimSpace(string(out)) != q.Base {
-		t.Errorf("the workspace harness moved after a refused proposal: %s %v (base %s)", out, err, q.Base)
+	if len(runs) != 6 || labelled != 6 {
+		t.Errorf("gate runs = %d, %d labelled, scripted and repeated 3 times", len(runs), labelled)
+	}
+	q, err := e.svc.AcceptProposal(ctx, e.repo, same.ID)
+	if err != nil || q.Status != harness.Applied || q.DecidedBy != "user" || !strings.Contains(q.Observed, "undecided and user applied it") {
+		t.Fatalf("the person's accept of an undecided note: %+v %v", q, err)
+	}
+}
+
+// Where the suite is not a test of Arbor, the eval gate runs the tasks on the proposing
+// session's model, not the suite's script: a script reacts to its rules, not to what an edit
+// says. With the session's model answering "ok" to everything, both sides fail alike and the
+// gate leaves the edit for review.
+func TestEvalGateRunsOnTheSessionsModel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules": [], "default": {"text": "ok"}}`)
+	userConfig(t, `{"goals": {"backoff": "30s"}, "harness": {"workspace": {"policy": "apply",
+		"eval": {"suite": "`+testSuite(t, false)+`", "split": "heldout", "tags": ["edge-case"], "repeat": 2, "parallel": 2}}}}`)
+	sess := e.create("look around")
+	e.settled(sess)
+	p := e.proposeNote(sess, "careful", "Check edge cases (empty input, boundaries) before you finish. EVAL-CAREFUL")
+	if p.Status != harness.Pending || !strings.Contains(p.Observed, "on scripted, 2× each") || !strings.Contains(p.Observed, "success 0% → 0%") {
+		t.Fatalf("the marker note on the session's model: %+v", p)
+	}
+	runs, _ := e.svc.EvalRuns(e.repo)
+	for _, r := range runs {
+		if r.Script || r.Model != "scripted" {
+			t.Errorf("gate run %s: script %v, model %q; want the session's configured model", r.ID, r.Script, r.Model)
+		}
 	}
 }

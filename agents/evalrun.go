@@ -48,6 +48,10 @@ type EvalRequest struct {
 	Label    string
 	// pins, when set (the refinement gate), are the scopes' commits to measure.
 	pins map[string]string
+	// gate says an eval gate asked: Model "" is then fallbackModel (the proposing session's), and
+	// the suite's script plays the model only where the suite is a test ("test": true).
+	gate          bool
+	fallbackModel string
 }
 
 // evalModelScripted is the model name of a suite's script.
@@ -111,16 +115,16 @@ func (s *Service) EvalStore(dir string) (*eval.Store, *Workspace, error) {
 // StartEval checks a request, records the run and starts it; it returns at once.
 func (s *Service) StartEval(ctx context.Context, req EvalRequest) (*eval.Run, error) {
 	if req.Repeat < 1 {
-		return nil, RequestError(fmt.Sprintf("eval: repeat %d: want at least 1 (each task runs that many times)", req.Repeat))
+		return nil, RequestError(fmt.Sprintf("repeat %d: want at least 1 (each task runs that many times)", req.Repeat))
 	}
 	if req.Parallel == 0 {
 		req.Parallel = 1
 	}
 	if req.Parallel < 1 || req.Parallel > 16 {
-		return nil, RequestError(fmt.Sprintf("eval: parallel %d: want 1 to 16 tasks at a time", req.Parallel))
+		return nil, RequestError(fmt.Sprintf("parallel %d: want 1 to 16 tasks at a time", req.Parallel))
 	}
 	if strings.TrimSpace(req.Suite) == "" {
-		return nil, RequestError("eval: no suite given; name a suite directory or a built-in suite (" + strings.Join(eval.BuiltinNames(), ", ") + ")")
+		return nil, RequestError("no suite given; name a suite directory or a built-in suite (" + strings.Join(eval.BuiltinNames(), ", ") + ")")
 	}
 	store, ws, err := s.EvalStore(req.Dir)
 	if err != nil {
@@ -140,11 +144,19 @@ func (s *Service) StartEval(ctx context.Context, req EvalRequest) (*eval.Run, er
 			return nil, err
 		}
 	}
-	modelName := req.Model
-	if modelName == "" && suite.Script != "" {
-		modelName = evalModelScripted
+	modelName, script := req.Model, false
+	switch {
+	case req.gate:
+		script = modelName == "" && suite.Test && suite.Script != ""
+		if modelName == "" && !script {
+			modelName = req.fallbackModel
+		}
+	case modelName == "" && suite.Script != "", modelName == evalModelScripted:
+		script = true
 	}
-	if modelName != evalModelScripted {
+	if script {
+		modelName = evalModelScripted
+	} else {
 		cfg, err := ws.config(s.opts.Overrides)
 		if err != nil {
 			return nil, err
@@ -152,16 +164,17 @@ func (s *Service) StartEval(ctx context.Context, req EvalRequest) (*eval.Run, er
 		if modelName, _, err = cfg.ResolveModel(modelName); err != nil {
 			var ue *workspace.UntrustedError
 			if errors.As(err, &ue) {
-				return nil, fmt.Errorf("eval: %w", err) // the editors ask for trust on its code
+				return nil, err // the editors ask for trust on its code
 			}
-			return nil, RequestError("eval: " + err.Error())
+			return nil, RequestError(err.Error())
 		}
-	} else if suite.Script == "" {
-		return nil, RequestError(fmt.Sprintf("eval: suite %s has no scripted model (\"script\" in suite.json); name a configured model with --model", suite.Name))
 	}
-	if modelName == evalModelScripted {
+	if script && suite.Script == "" {
+		return nil, RequestError(fmt.Sprintf("suite %s has no scripted model (\"script\" in suite.json); name a configured model with --model", suite.Name))
+	}
+	if script {
 		if _, err := scripted.Load(filepath.Join(suite.Dir, filepath.FromSlash(suite.Script))); err != nil {
-			return nil, RequestError(fmt.Sprintf("eval: suite %s: its script: %v", suite.Name, err))
+			return nil, RequestError(fmt.Sprintf("suite %s: its script: %v", suite.Name, err))
 		}
 	}
 	hash, err := hashDir(suite.Dir)
@@ -176,7 +189,7 @@ func (s *Service) StartEval(ctx context.Context, req EvalRequest) (*eval.Run, er
 		Sandbox: sb,
 		ID:      time.Now().UTC().Format("20060102-150405") + "-" + newID()[:6], Repo: ws.Root,
 		Suite: suite.Name, SuiteDir: suite.Dir, SuiteHash: hash, Split: req.Split, Tags: req.Tags,
-		Tasks: tasks, Repeat: req.Repeat, Parallel: req.Parallel, Model: modelName,
+		Tasks: tasks, Repeat: req.Repeat, Parallel: req.Parallel, Model: modelName, Script: script,
 		HarnessRef: req.Harness, Harness: pins, Label: req.Label, Status: eval.RunRunning,
 		Created: time.Now().UTC(),
 	}
@@ -204,7 +217,7 @@ func (s *Service) loadSuite(ws *Workspace, dir, arg string) (*eval.Suite, error)
 	}
 	fsys, ok := eval.Builtin(arg)
 	if !ok {
-		return nil, fmt.Errorf("eval: no suite %q: not a directory (from %s) and not a built-in suite (%s)", arg, dir, strings.Join(eval.BuiltinNames(), ", "))
+		return nil, fmt.Errorf("no suite %q: not a directory (from %s) and not a built-in suite (%s)", arg, dir, strings.Join(eval.BuiltinNames(), ", "))
 	}
 	h, err := hashFS(fsys)
 	if err != nil {
@@ -215,12 +228,12 @@ func (s *Service) loadSuite(ws *Workspace, dir, arg string) (*eval.Suite, error)
 		tmp := out + ".tmp-" + newID()[:6]
 		if err := eval.Extract(arg, tmp); err != nil {
 			os.RemoveAll(tmp)
-			return nil, fmt.Errorf("eval: extract the built-in suite %s: %w", arg, err)
+			return nil, fmt.Errorf("extract the built-in suite %s: %w", arg, err)
 		}
 		if err := os.Rename(tmp, out); err != nil && !errors.Is(err, fs.ErrExist) {
 			os.RemoveAll(tmp)
 			if _, serr := os.Stat(filepath.Join(out, "suite.json")); serr != nil {
-				return nil, fmt.Errorf("eval: extract the built-in suite %s: %w", arg, err)
+				return nil, fmt.Errorf("extract the built-in suite %s: %w", arg, err)
 			}
 		}
 		os.RemoveAll(tmp)
@@ -253,26 +266,26 @@ func (s *Service) evalPins(ctx context.Context, ws *Workspace, ref string) (map[
 	if a, b, ok := strings.Cut(ref, ":"); ok {
 		sc, err := harness.ParseScope(a)
 		if err != nil || sc == harness.ScopeSession {
-			return nil, RequestError(fmt.Sprintf("eval: harness %q: want REV, workspace:REV or global:REV", ref))
+			return nil, RequestError(fmt.Sprintf("harness %q: want REV, workspace:REV or global:REV", ref))
 		}
 		scope, rev = sc, b
 	}
 	if harness.CheckProposalID(rev) == nil {
 		if st, p, err := s.findProposal(ctx, ws.Root, rev); err == nil {
 			if p.Scope == harness.ScopeSession {
-				return nil, RequestError(fmt.Sprintf("eval: proposal %s is for a session's own scope; eval measures the workspace and global harness", rev))
+				return nil, RequestError(fmt.Sprintf("proposal %s is for a session's own scope; eval measures the workspace and global harness", rev))
 			}
 			// Its edits on the scope as it is now, as applying it would make it.
 			c, err := st.Preview(ctx, p)
 			if err != nil {
-				return nil, RequestError(fmt.Sprintf("eval: proposal %s: %v", rev, err))
+				return nil, RequestError(fmt.Sprintf("proposal %s: %v", rev, err))
 			}
 			pins[string(p.Scope)] = c
 			return pins, nil
 		}
 	}
 	if !revPattern.MatchString(rev) {
-		return nil, RequestError(fmt.Sprintf("eval: harness %q is not a commit or a proposal id", ref))
+		return nil, RequestError(fmt.Sprintf("harness %q is not a commit or a proposal id", ref))
 	}
 	st, err := s.HarnessStore(ctx, ws.Root, scope, "")
 	if err != nil {
@@ -280,7 +293,7 @@ func (s *Service) evalPins(ctx context.Context, ws *Workspace, ref string) (map[
 	}
 	commit, err := st.Resolve(ctx, rev)
 	if err != nil {
-		return nil, RequestError("eval: " + err.Error() + "; `arbor harness history` lists the versions")
+		return nil, RequestError(err.Error() + "; `arbor harness history` lists the versions")
 	}
 	pins[string(scope)] = commit
 	return pins, nil
@@ -312,7 +325,7 @@ func (s *Service) launchEval(run *eval.Run, store *eval.Store, suite *eval.Suite
 	s.mu.Unlock()
 	if !s.spawn(func() { s.runEval(ctx, er) }) {
 		cancel()
-		return errors.New("eval: the daemon is stopping")
+		return errors.New("the daemon is stopping")
 	}
 	return nil
 }
@@ -351,6 +364,9 @@ func (s *Service) resumeEvals(ctx context.Context) {
 			store.Save(run)
 			s.unindexEval(run.ID)
 			continue
+		}
+		if run.Model == evalModelScripted && !run.Script && suite.Script != "" {
+			run.Script = true // recorded before runs said so: "scripted" was the suite's script
 		}
 		s.log.Info("eval: resuming a run the daemon left", "run", run.ID)
 		if err := s.launchEval(run, store, suite, ws); err != nil {
@@ -421,7 +437,7 @@ func (s *Service) runEval(ctx context.Context, er *evalRunner) {
 		close(er.done)
 	}()
 	ov := s.opts.Overrides
-	if run.Model == evalModelScripted {
+	if run.Script {
 		sc, err := scripted.Load(filepath.Join(er.suite.Dir, filepath.FromSlash(er.suite.Script)))
 		if err != nil {
 			s.finishEval(er, fmt.Sprintf("the suite's script: %v", err))

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/arborhq/arbor/agents/eval"
 	"github.com/arborhq/arbor/agents/event"
 	"github.com/arborhq/arbor/agents/harness"
 	"github.com/arborhq/arbor/workspace"
@@ -102,7 +103,7 @@ func (s *Session) propose(ctx context.Context, sc harness.Scope, p harness.Propo
 			continue
 		}
 		if err := s.checkSkill(ctx, e.Entry); err != nil {
-			return s.reject(ctx, st, p, "validation", err.Error(), nil)
+			return s.reject(ctx, st, p, "validation", err.Error(), "", nil)
 		}
 	}
 	if pol.Policy != workspace.PolicyApply {
@@ -167,7 +168,7 @@ func (s *Session) decide(ctx context.Context, st *harness.Store, p harness.Propo
 		v = s.runGate(ctx, pol, p.ID)
 		observed = v.Summary()
 		if !v.Passed || v.Error != "" {
-			return s.reject(ctx, st, p, "branch-check", observed, v)
+			return s.reject(ctx, st, p, "branch-check", observed, observed, v)
 		}
 	}
 	shared := p.Scope != harness.ScopeSession
@@ -176,9 +177,20 @@ func (s *Session) decide(ctx context.Context, st *harness.Store, p harness.Propo
 	}
 	if pol.Eval != nil && shared {
 		ev := s.runEvalGate(ctx, pol.Eval, p)
+		if ev.err != nil {
+			// Nothing was measured, so nothing is decided: the proposal waits as it was.
+			return p, fmt.Errorf("the eval gate could not measure %s (it stays pending): %w", p.ID, ev.err)
+		}
 		observed = strings.TrimPrefix(observed+"; "+ev.effect, "; ")
-		if !ev.passed {
-			return s.reject(ctx, st, p, "eval-gate", observed, v)
+		switch ev.outcome {
+		case eval.GateRefuse:
+			return s.reject(ctx, st, p, "eval-gate", ev.why, observed, v)
+		case eval.GateReview:
+			if by == "policy" {
+				// The noise cannot tell: a person decides, with the measurement on the proposal.
+				return st.NoteMeasurement(ctx, p.ID, observed, v)
+			}
+			observed += "; the noise left it undecided and " + by + " applied it"
 		}
 	}
 	q, err := st.ApplyProposal(ctx, p.ID, by, v, observed)
@@ -190,13 +202,13 @@ func (s *Session) decide(ctx context.Context, st *harness.Store, p harness.Propo
 	return q, nil
 }
 
-func (s *Session) reject(ctx context.Context, st *harness.Store, p harness.Proposal, by, why string, v *harness.Verdict) (harness.Proposal, error) {
-	q, err := st.RejectProposal(ctx, p.ID, by, why, v)
+func (s *Session) reject(ctx context.Context, st *harness.Store, p harness.Proposal, by, why, observed string, v *harness.Verdict) (harness.Proposal, error) {
+	q, err := st.RejectProposal(ctx, p.ID, by, why, observed, v)
 	if err != nil {
 		return q, err
 	}
 	s.append(ctx, event.HarnessRejected{Proposal: q.ID, Scope: string(q.Scope), Author: q.Author, Edits: eventEdits(q.Edits),
-		By: by, Reason: why, Gate: s.eventVerdict(v)})
+		By: by, Reason: why, Observed: q.Observed, Gate: s.eventVerdict(v)})
 	return q, nil
 }
 
@@ -330,9 +342,9 @@ func (s *Service) RejectProposal(ctx context.Context, dir, id, reason string) (h
 	}
 	sess, err := s.Get(p.Session)
 	if err != nil {
-		return st.RejectProposal(ctx, id, "user", reason, nil)
+		return st.RejectProposal(ctx, id, "user", reason, "", nil)
 	}
-	return sess.reject(ctx, st, p, "user", reason, nil)
+	return sess.reject(ctx, st, p, "user", reason, "", nil)
 }
 
 // RolledBack records in a session's log that the user rolled back an entry of a scope it

@@ -162,19 +162,26 @@ type HarnessPolicy struct {
 	Eval *EvalGate
 }
 
-// EvalGate is the eval a harness proposal must pass: the slice is run with the scope as it is
-// and as the proposal would make it, and the proposal is refused if held-out success goes
-// down or tokens per task go up by more than MaxTokenIncrease.
+// EvalGate is the eval that judges a harness proposal by its effect: the slice is run with the
+// scope as it is and as the proposal would make it, Repeat times each, and the comparison's
+// noise decides (agents/eval.Decide): the proposal applies when a drop in success of more than
+// MaxSuccessDrop is ruled out and tokens stay within MaxTokenIncrease, is refused when a drop
+// or a rise past the bound is measured, and otherwise waits for a person with the measurement.
 type EvalGate struct {
 	Suite    string   `json:"suite"`              // a suite directory (relative to the repository) or a built-in suite
 	Split    string   `json:"split,omitempty"`    // "" = heldout
 	Tags     []string `json:"tags,omitempty"`     // the slice: tasks with all these tags
-	Repeat   int      `json:"repeat,omitempty"`   // runs per task of each side; 0 = 1
+	Repeat   int      `json:"repeat,omitempty"`   // runs per task of each side; 0 = 3
 	Parallel int      `json:"parallel,omitempty"` // tasks at a time; 0 = 1
-	Model    string   `json:"model,omitempty"`    // "" = the suite's scripted model, else the default
+	// Model is the configured model the tasks run on; "" is the proposing session's. A suite's
+	// scripted model plays it only where the suite says it is a test of Arbor ("test": true).
+	Model string `json:"model,omitempty"`
 	// MaxTokenIncrease is the rise in tokens per task allowed, as a fraction (0.1 = 10%);
 	// 0 = 0.1.
 	MaxTokenIncrease float64 `json:"maxTokenIncrease,omitempty"`
+	// MaxSuccessDrop is the drop in mean success an applying proposal must rule out at 95%, as
+	// a fraction (0.1 = 10 points); 0 = 0.1.
+	MaxSuccessDrop float64 `json:"maxSuccessDrop,omitempty"`
 }
 
 // RefinePolicy configures /refine.

@@ -148,6 +148,8 @@ func (f *fileScopePolicy) apply(dst *HarnessPolicy, scope string) error {
 			return fmt.Errorf("harness.%s.eval: repeat and parallel must be positive", scope)
 		case e.MaxTokenIncrease < 0:
 			return fmt.Errorf("harness.%s.eval.maxTokenIncrease %g: want a fraction such as 0.1 (10%%)", scope, e.MaxTokenIncrease)
+		case e.MaxSuccessDrop < 0 || e.MaxSuccessDrop >= 1:
+			return fmt.Errorf("harness.%s.eval.maxSuccessDrop %g: want a fraction below 1 such as 0.1 (10 points)", scope, e.MaxSuccessDrop)
 		}
 		dst.Eval = e
 	}

@@ -66,7 +66,8 @@ type Run struct {
 	Tasks     []string `json:"tasks"`
 	Repeat    int      `json:"repeat"`
 	Parallel  int      `json:"parallel"`
-	Model     string   `json:"model"` // the configured model, or "scripted" for the suite's script
+	Model     string   `json:"model"`            // the configured model, or "scripted" for the suite's script
+	Script    bool     `json:"script,omitempty"` // the suite's script played the model
 	// HarnessRef is what the user asked to measure ("" = the current harness); Harness is the
 	// commit of each scope the tasks ran with ("" = the scope was empty).
 	HarnessRef string            `json:"harnessRef,omitempty"`

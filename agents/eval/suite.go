@@ -95,7 +95,11 @@ type Suite struct {
 	Limits       Limits              `json:"limits,omitempty"`
 	CheckTimeout Duration            `json:"checkTimeout,omitempty"`
 	Script       string              `json:"script,omitempty"`
-	Tasks        map[string]*Task    `json:"-"`
+	// Test says the suite tests Arbor itself: its script plays the model also where an eval
+	// gate judges a harness edit (elsewhere a gate runs on a configured model, since a script
+	// reacts to its rules, not to what an edit says).
+	Test  bool             `json:"test,omitempty"`
+	Tasks map[string]*Task `json:"-"`
 }
 
 // Task is one task of a suite.

@@ -410,8 +410,9 @@ type HarnessRejected struct {
 	Scope    string        `json:"scope"`
 	Author   string        `json:"author"`
 	Edits    []HarnessEdit `json:"edits,omitempty"`
-	By       string        `json:"by"` // user, gate, validation or refine
+	By       string        `json:"by"` // user, branch-check, eval-gate, validation or refine ("gate" in older logs)
 	Reason   string        `json:"reason"`
+	Observed string        `json:"observed,omitempty"` // what was measured: the eval gate's effect, the branch check's verdict
 	Gate     *GateVerdict  `json:"gate,omitempty"`
 }
 

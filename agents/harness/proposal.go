@@ -391,18 +391,32 @@ func (s *Store) ApplyProposal(ctx context.Context, id, by string, gate *Verdict,
 	return p, s.saveProposal(p)
 }
 
-// RejectProposal records a pending proposal as rejected, with the reason and, when a gate
-// decided, its verdict. Nothing of the scope changes.
-func (s *Store) RejectProposal(ctx context.Context, id, by, reason string, gate *Verdict) (Proposal, error) {
+// RejectProposal records a pending proposal as rejected, with the reason, what was observed
+// ("" = the branch check's verdict, when one ran) and the branch check's verdict. Nothing of
+// the scope changes.
+func (s *Store) RejectProposal(ctx context.Context, id, by, reason, observed string, gate *Verdict) (Proposal, error) {
 	p, unlock, err := s.pending(ctx, id)
 	if err != nil {
 		return p, err
 	}
 	defer unlock()
-	p.Status, p.Reason, p.DecidedBy, p.Decided, p.Gate = Rejected, reason, by, time.Now().UTC(), gate
-	if gate != nil {
+	p.Status, p.Reason, p.DecidedBy, p.Decided, p.Gate, p.Observed = Rejected, reason, by, time.Now().UTC(), gate, observed
+	if observed == "" && gate != nil {
 		p.Observed = gate.Summary()
 	}
+	return p, s.saveProposal(p)
+}
+
+// NoteMeasurement records on a pending proposal what was measured of it without deciding it
+// (an eval gate the noise left undecided): the proposal stays pending for a person, with the
+// measurement and the branch check's verdict on it.
+func (s *Store) NoteMeasurement(ctx context.Context, id, observed string, gate *Verdict) (Proposal, error) {
+	p, unlock, err := s.pending(ctx, id)
+	if err != nil {
+		return p, err
+	}
+	defer unlock()
+	p.Observed, p.Gate = observed, gate
 	return p, s.saveProposal(p)
 }
 

@@ -64,7 +64,7 @@ func TestProposalPendingThenApplied(t *testing.T) {
 	if _, err := st.ApplyProposal(ctx, p.ID, "user", nil, ""); !errors.Is(err, ErrDecided) {
 		t.Fatalf("second apply: %v, want ErrDecided", err)
 	}
-	if _, err := st.RejectProposal(ctx, p.ID, "user", "no", nil); !errors.Is(err, ErrDecided) {
+	if _, err := st.RejectProposal(ctx, p.ID, "user", "no", "", nil); !errors.Is(err, ErrDecided) {
 		t.Fatalf("reject after apply: %v, want ErrDecided", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestProposalRejectedAndStale(t *testing.T) {
 	}
 	p := proposeNote(t, st, "n", "two", v1)
 	r := proposeNote(t, st, "n", "three", v1)
-	got, err := st.RejectProposal(ctx, r.ID, "gate", "the gate failed", &Verdict{Command: "make test", ExitCode: 2})
+	got, err := st.RejectProposal(ctx, r.ID, "gate", "the gate failed", "", &Verdict{Command: "make test", ExitCode: 2})
 	if err != nil || got.Status != Rejected || got.Reason != "the gate failed" || !strings.Contains(got.Observed, "failed (exit 2)") {
 		t.Fatalf("reject = %+v, %v", got, err)
 	}
@@ -160,7 +160,7 @@ func TestProposalDecidedOnceUnderRace(t *testing.T) {
 			if i%2 == 0 {
 				_, err = s.ApplyProposal(ctx, p.ID, "user", nil, "")
 			} else {
-				_, err = s.RejectProposal(ctx, p.ID, "user", "no", nil)
+				_, err = s.RejectProposal(ctx, p.ID, "user", "no", "", nil)
 			}
 			if err == nil {
 				mu.Lock()

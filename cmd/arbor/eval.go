@@ -166,10 +166,10 @@ func evalResultsCmd(ctx context.Context, args []string) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(w, "RUN\tSUITE\tSPLIT\tTASKS\tMODEL\tHARNESS\tSTATUS\tCREATED")
+	fmt.Fprintln(w, "RUN\tSUITE\tSPLIT\tTASKS\tMODEL\tHARNESS\tSTATUS\tCREATED\tFOR")
 	for _, r := range res.Runs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d×%d\t%s\t%s\t%s\t%s\n", r.ID, r.Suite, orDash(r.Split), len(r.Tasks), r.Repeat, r.Model,
-			harnessLabel(r.Harness), r.Status, r.Created.Local().Format("2006-01-02 15:04"))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d×%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Suite, orDash(r.Split), len(r.Tasks), r.Repeat, r.Model,
+			harnessLabel(r.Harness), r.Status, r.Created.Local().Format("2006-01-02 15:04"), orDash(r.Label))
 	}
 	return w.Flush()
 }
@@ -289,6 +289,9 @@ func printReport(w io.Writer, rep *eval.Report) {
 	fmt.Fprintf(w, "eval run %s — suite %s (%s), model %s, harness %s, %s\n", run.ID, run.Suite, orDash(run.Split), run.Model, harnessLabel(run.Harness), run.Status)
 	if run.Sandbox != "" && run.Sandbox != "bwrap" {
 		fmt.Fprintf(w, "  warning   the tasks ran unsandboxed (%s)\n", strings.TrimPrefix(run.Sandbox, "none: "))
+	}
+	if run.Label != "" {
+		fmt.Fprintf(w, "  for       %s\n", run.Label)
 	}
 	fmt.Fprintf(w, "  success   %s", rep.Rate)
 	if rep.Spread != nil {

@@ -208,6 +208,7 @@ export interface Run {
   repeat: number;
   parallel: number;
   model: string;
+  script?: boolean;
   harnessRef?: string;
   harness: Record<string, string>;
   label?: string;
@@ -1244,6 +1245,7 @@ export interface HarnessRejected {
   edits?: HarnessEdit[];
   by: string;
   reason: string;
+  observed?: string;
   gate?: GateVerdict;
 }
 

@@ -194,6 +194,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field repeat number
 ---@field parallel number
 ---@field model string
+---@field script? boolean
 ---@field harnessRef? string
 ---@field harness table<string,string>
 ---@field label? string
@@ -1101,6 +1102,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field edits? arbor.HarnessEdit[]
 ---@field by string
 ---@field reason string
+---@field observed? string
 ---@field gate? arbor.GateVerdict
 
 ---@class arbor.HarnessRolledBack
@@ -1168,7 +1170,7 @@ M.fields = {
   InterruptedRequest = { 'method', 'received', 'session', 'outcome', 'detail' },
   EvalCompareParams = { 'dir', 'a', 'b' },
   Comparison = { 'a', 'b', 'tasks', 'successDelta', 'successNoise', 'successAdjusted', 'tokensDelta', 'tokensNoise', 'verdict', 'successSignificant', 'tokensSignificant', 'onlyA', 'onlyB', 'warnings' },
-  Run = { 'id', 'repo', 'suite', 'suiteDir', 'suiteHash', 'split', 'tags', 'tasks', 'repeat', 'parallel', 'model', 'harnessRef', 'harness', 'label', 'sandbox', 'status', 'created', 'ended' },
+  Run = { 'id', 'repo', 'suite', 'suiteDir', 'suiteHash', 'split', 'tags', 'tasks', 'repeat', 'parallel', 'model', 'script', 'harnessRef', 'harness', 'label', 'sandbox', 'status', 'created', 'ended' },
   TaskPair = { 'task', 'a', 'b', 'runsA', 'runsB', 'tokensA', 'tokensB' },
   EvalResultsParams = { 'dir', 'run' },
   EvalResultsResult = { 'runs', 'report', 'running' },
@@ -1297,7 +1299,7 @@ M.fields = {
   HarnessProposed = { 'proposal', 'scope', 'author', 'edits', 'commit', 'base', 'trigger', 'rationale', 'intended', 'policy' },
   HarnessEdit = { 'op', 'kind', 'id', 'title' },
   HarnessApplied = { 'proposal', 'scope', 'author', 'edits', 'commit', 'by', 'gate', 'observed' },
-  HarnessRejected = { 'proposal', 'scope', 'author', 'edits', 'by', 'reason', 'gate' },
+  HarnessRejected = { 'proposal', 'scope', 'author', 'edits', 'by', 'reason', 'observed', 'gate' },
   HarnessRolledBack = { 'scope', 'kind', 'id', 'to', 'commit', 'author' },
   Refined = { 'scope', 'focus', 'trigger', 'fromSeq', 'toSeq', 'model', 'calls', 'usage', 'proposals', 'summary', 'error' },
   GoalSet = { 'objective', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'checkTimeoutMs', 'by', 'replaced', 'spend', 'requestKey' },

@@ -61,6 +61,7 @@ bench: build
 	$(ARBOR) bench git
 	$(ARBOR) bench agents
 	$(ARBOR) bench harness
+	$(ARBOR) bench eval
 	$(ARBOR) bench longrun
 	$(ARBOR) bench tokens
 	$(ARBOR) bench acp

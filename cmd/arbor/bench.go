@@ -12,6 +12,7 @@ import (
 
 	"github.com/arborhq/arbor/acp/acpbench"
 	"github.com/arborhq/arbor/agents/agentbench"
+	"github.com/arborhq/arbor/agents/evalbench"
 	"github.com/arborhq/arbor/agents/harness/harnessbench"
 	"github.com/arborhq/arbor/agents/longrunbench"
 	"github.com/arborhq/arbor/agents/tokenbench"
@@ -55,7 +56,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("--runs %d: want at least 1", *runs)
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("usage: arbor bench startup|flood|kernel|git|agents|harness|longrun|tokens|acp [--runs N] [--json]")
+		return fmt.Errorf("usage: arbor bench startup|flood|kernel|git|agents|harness|eval|longrun|tokens|acp [--runs N] [--json]")
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var groups []string
@@ -110,6 +111,8 @@ func cmdBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+	case "eval":
+		rep, err = evalbench.Run(ctx, evalbench.Options{Repeat: 3, Logger: logger})
 	case "longrun":
 		rep, err = longrunbench.Run(ctx, longrunbench.Options{Heartbeats: *heartbeats, Logger: logger})
 	case "tokens":
@@ -122,7 +125,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		}
 		rep, err = tokenbench.Run(ctx, tokenbench.Options{Turns: *turns, Windows: ws, Logger: logger})
 	default:
-		return fmt.Errorf("unknown benchmark %q: want startup, flood, kernel, git, agents, harness, longrun or tokens", pos[0])
+		return fmt.Errorf("unknown benchmark %q: want startup, flood, kernel, git, agents, harness, eval, longrun, tokens or acp", pos[0])
 	}
 	if err != nil {
 		if rep != nil && len(rep.Figures) > 0 {

@@ -393,38 +393,19 @@ func (s *Service) evalCheck(ctx context.Context, sess *Session, t *eval.Task, he
 	c := &eval.Check{Command: t.Check, Commit: head}
 	start := time.Now()
 	defer func() { c.DurationMs = time.Since(start).Milliseconds() }()
-	dir := filepath.Join(sess.dir, "check")
-	os.RemoveAll(dir)
-	if out, err := sess.gitMain(ctx, "worktree", "add", "--detach", "--quiet", dir, head); err != nil {
-		c.Error = fmt.Sprintf("clean checkout of %s: %v: %s", short(head), err, out)
-		return c, nil
-	}
-	defer sess.dropCheckout(context.WithoutCancel(ctx), dir)
-	// What the agent may not change, as the fixture has it: the judge's rules (judge.go).
-	globs := slices.Concat(judgeProtected, t.Protected, commandFiles(dir, t.Check))
-	flags, err := sess.prepareJudged(ctx, dir, head, globs, t.CheckFiles)
-	if err != nil {
-		c.Error = "prepare the checkout for the check: " + err.Error()
-		return c, nil
-	}
-	for _, f := range t.CheckFiles {
-		if err := layFile(dir, f, filepath.Join(t.Dir, "check", filepath.FromSlash(f))); err != nil {
-			c.Error = "lay the check's file " + f + ": " + err.Error()
-			return c, nil
+	lay := func(dir string) error {
+		for _, f := range t.CheckFiles {
+			if err := layFile(dir, f, filepath.Join(t.Dir, "check", filepath.FromSlash(f))); err != nil {
+				return fmt.Errorf("lay the check's file %s: %w", f, err)
+			}
 		}
+		return nil
 	}
-	command, runner := judgedCommand(t.Check)
-	nonce := newNonce()
-	cctx, cancel := context.WithTimeout(ctx, time.Duration(t.CheckTimeout))
-	defer cancel()
-	res := sess.runCommand(cctx, dir, command, append(judgeEnv(dir, nonce), "ARBOR_EVAL_TASK="+t.ID))
-	c.ExitCode, c.TimedOut, c.Error = res.exitCode, res.timedOut, res.err
-	var flag string
-	c.Passed, c.Judged, c.Output, flag = judgeVerdict(res, runner, nonce, t.Pass)
-	if flag != "" {
-		flags = append(flags, flag)
-	}
-	return c, flags
+	// What the agent may not change, as the fixture has it: the judge's rules (judge.go).
+	r := sess.runJudged(ctx, "check", head, t.Check, slices.Concat(judgeProtected, t.Protected), t.CheckFiles, lay,
+		[]string{"ARBOR_EVAL_TASK=" + t.ID}, time.Duration(t.CheckTimeout), t.Pass)
+	c.Passed, c.ExitCode, c.TimedOut, c.Output, c.Error, c.Judged = r.passed, r.exitCode, r.timedOut, r.output, r.err, r.judged
+	return c, r.flags
 }
 
 // layFile writes the file src at rel inside root, replacing whatever the checkout has there

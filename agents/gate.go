@@ -125,9 +125,11 @@ func (s *Session) advice(pol workspace.HarnessPolicy, edits []harness.Edit) []st
 // gateOutputTail is how much of a gate's output a verdict keeps.
 const gateOutputTail = 4 << 10
 
-// runGate runs the scope's gate command for a proposal of this session: on a clean checkout of
-// the session's branch, protected paths restored from its base, in the sandbox, bounded by the
-// gate's timeout. A command that is missing, cannot start or times out fails the gate.
+// runGate runs the scope's branch check for a proposal of this session, judged (runJudged): on
+// a clean checkout of the session's branch with the protected paths and test and build
+// configuration restored from its base, Python isolated, a unittest or pytest command judged by
+// its report, in the sandbox, bounded by the check's timeout. A command that is missing, cannot
+// start or times out fails.
 func (s *Session) runGate(ctx context.Context, pol workspace.HarnessPolicy, pid string) *harness.Verdict {
 	v := &harness.Verdict{Command: pol.Gate}
 	start := time.Now()
@@ -139,29 +141,13 @@ func (s *Session) runGate(ctx context.Context, pol workspace.HarnessPolicy, pid 
 		return v
 	}
 	v.Commit = head
-	dir := filepath.Join(s.dir, "gate", pid)
-	os.RemoveAll(dir)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		v.Error = err.Error()
-		return v
-	}
-	if out, err := s.gitMain(ctx, "worktree", "add", "--detach", "--quiet", dir, head); err != nil {
-		v.Error = fmt.Sprintf("clean checkout of %s: %v: %s", short(head), err, out)
-		return v
-	}
-	defer s.dropCheckout(context.WithoutCancel(ctx), dir)
-	if err := s.restoreProtected(ctx, dir, head, s.protectedGlobs(pol)); err != nil {
-		v.Error = err.Error()
-		return v
-	}
 	timeout := pol.GateTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Minute
 	}
-	gctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	r := s.runCommand(gctx, dir, pol.Gate, []string{"ARBOR_SESSION=" + s.meta.ID, "ARBOR_PROPOSAL=" + pid})
-	v.Passed, v.ExitCode, v.TimedOut, v.Output, v.Error = r.passed, r.exitCode, r.timedOut, r.output, r.err
+	r := s.runJudged(ctx, filepath.Join("gate", pid), head, pol.Gate, slices.Concat(s.protectedGlobs(pol), judgeProtected), nil, nil,
+		[]string{"ARBOR_SESSION=" + s.meta.ID, "ARBOR_PROPOSAL=" + pid}, timeout, "")
+	v.Passed, v.ExitCode, v.TimedOut, v.Output, v.Error, v.Judged = r.passed, r.exitCode, r.timedOut, r.output, r.err, r.judged
 	return v
 }
 

@@ -342,8 +342,8 @@ func (s *Session) parentSession() *Session {
 	return p
 }
 
-// checkEnd runs the goal's end condition in the worktree (sandboxed like setup commands),
-// unless the worktree is unchanged since it last failed. It records the verdict; nil when the
+// checkEnd runs the goal's end condition on the turn's checkpoint, judged (runCheck), unless
+// the checkpoint is the one it last failed on. It records the verdict; nil when the
 // goal changed meanwhile.
 func (s *Session) checkEnd(ctx context.Context, gen int) (*event.Verified, bool) {
 	s.mu.Lock()
@@ -366,16 +366,9 @@ func (s *Session) checkEnd(ctx context.Context, gen int) (*event.Verified, bool)
 	if skipped {
 		v.Skipped = true
 	} else {
+		// On a checkout of its own: what the check writes (a log, a coverage file) never
+		// reaches the worktree, so it counts neither as progress nor as a change to check again.
 		s.runCheck(ctx, v, timeout)
-		// What the check itself wrote (a log, a coverage file) is committed now, so it counts
-		// neither as the model's progress nor as a change that needs checking again.
-		s.mu.Lock()
-		turn := s.turn
-		s.mu.Unlock()
-		s.checkpointAs(ctx, turn, fmt.Sprintf("arbor: after the end condition of turn %d of session %s", turn, s.meta.ID))
-		s.mu.Lock()
-		head = s.head
-		s.mu.Unlock()
 	}
 	v.Spend = s.svc.spend(s)
 	s.append(ctx, *v)
@@ -397,15 +390,17 @@ func (s *Session) checkEnd(ctx context.Context, gen int) (*event.Verified, bool)
 	return v, skipped
 }
 
-// runCheck runs an end-condition command in the worktree, bounded by timeout.
+// runCheck runs an end-condition command on the turn's checkpoint v.Commit, judged apart from
+// the worktree the model's code runs in (runJudged): a clean checkout with test and build
+// configuration and the files the command names restored from the session's base, generated
+// files removed, Python isolated, a unittest or pytest command judged by its report; bounded by
+// timeout. Files the checkout ignores (.gitignore) are not there: the condition judges what
+// the branch holds.
 func (s *Session) runCheck(ctx context.Context, v *event.Verified, timeout time.Duration) {
 	start := time.Now()
 	defer func() { v.DurationMs = time.Since(start).Milliseconds() }()
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	s.awaitWorktree(cctx)
-	r := s.runCommand(cctx, s.meta.Worktree, v.Command, []string{"ARBOR_SESSION=" + s.meta.ID})
-	v.Passed, v.ExitCode, v.TimedOut, v.Output, v.Error = r.passed, r.exitCode, r.timedOut, r.output, r.err
+	r := s.runJudged(ctx, "verify", v.Commit, v.Command, judgeProtected, nil, nil, []string{"ARBOR_SESSION=" + s.meta.ID}, timeout, "")
+	v.Passed, v.ExitCode, v.TimedOut, v.Output, v.Error, v.Judged = r.passed, r.exitCode, r.timedOut, r.output, r.err, r.judged
 	if r.timedOut {
 		v.Error = fmt.Sprintf("timed out after %s (goals.checkTimeout or --check-timeout)", timeout)
 	}

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/arborhq/arbor/agents/eval"
 )
@@ -51,11 +52,19 @@ var judgeProtected = []string{
 // "python3 -m pytest …" or "pytest …", a single command (no ; && | or redirection).
 var runnerCommand = regexp.MustCompile(`^\s*(?:(python3?(?:\.\d+)?|/usr/bin/python3(?:\.\d+)?)\s+-m\s+(unittest|pytest)|(pytest))((?:\s+[^;&|<>$` + "`" + `()]*)?)\s*$`)
 
+// scriptCommand recognises a check script run by Python: "python3 check.py ARGS", a single
+// command with a relative path.
+var scriptCommand = regexp.MustCompile(`^\s*(python3?(?:\.\d+)?|/usr/bin/python3(?:\.\d+)?)\s+([^\s;&|<>$` + "`" + `()/-][^\s;&|<>$` + "`" + `()]*\.py)((?:\s+[^;&|<>$` + "`" + `()]*)?)\s*$`)
+
 // judgedCommand returns the command to run for check and the runner the judge runs it with
-// ("" when it does not know the runner: the command runs as written).
+// ("" when the verdict is the exit code): a test runner's command is run by the judge's runner,
+// a check script by the judge with the tree last on the path, anything else as written.
 func judgedCommand(check string) (cmd, runner string) {
 	m := runnerCommand.FindStringSubmatch(check)
 	if m == nil {
+		if m := scriptCommand.FindStringSubmatch(check); m != nil && !strings.HasPrefix(m[2], judgeDir+"/") {
+			return m[1] + " " + judgeDir + "/judge.py script " + m[2] + strings.TrimRight(m[3], " \t\n"), ""
+		}
 		return check, ""
 	}
 	py, runner, rest := m[1], m[2], strings.TrimRight(m[4], " \t\n")
@@ -139,12 +148,73 @@ func judgeVerdict(res cmdResult, runner, nonce, pass string) (passed bool, how, 
 	return true, how, output, ""
 }
 
-// judgeEnv is the environment of a judged check: Python isolated from the tree it runs in.
+// judgedRun is how a judged command ended: cmdResult.passed is the judge's verdict.
+type judgedRun struct {
+	cmdResult
+	judged string   // how the judge reached it
+	flags  []string // what the agent's tree earned on the way
+}
+
+// runJudged runs command as a verdict — an eval task's hidden check, a branch check, a goal's
+// end condition — apart from the work it judges: on a clean checkout of head at s.dir/name
+// with globs and the files the command names restored from the session's base, generated
+// files and shadows of checkFiles removed (prepareJudged), lay (may be nil) laying what the
+// check brings, in the sandbox with Python isolated, a unittest or pytest command run by the
+// judge's runner, bounded by timeout; pass is a pattern the output must match ("" none).
+func (s *Session) runJudged(ctx context.Context, name, head, command string, globs, checkFiles []string,
+	lay func(dir string) error, env []string, timeout time.Duration, pass string) judgedRun {
+	var r judgedRun
+	dir := filepath.Join(s.dir, name)
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		r.err = err.Error()
+		return r
+	}
+	if out, err := s.gitMain(ctx, "worktree", "add", "--detach", "--quiet", dir, head); err != nil {
+		r.err = fmt.Sprintf("clean checkout of %s: %v: %s", short(head), err, out)
+		return r
+	}
+	defer s.dropCheckout(context.WithoutCancel(ctx), dir)
+	// A file the command names is restored when the session's base has it (a script the check
+	// runs); one the base lacks is the work's ("test -f done.txt") and stays as the branch has it.
+	var named []string
+	for _, f := range commandFiles(dir, command) {
+		if _, err := s.gitMain(ctx, "cat-file", "-e", s.meta.BaseCommit+":"+f); err == nil {
+			named = append(named, f)
+		}
+	}
+	flags, err := s.prepareJudged(ctx, dir, head, slices.Concat(globs, named), checkFiles)
+	if err != nil {
+		r.err = "prepare the checkout: " + err.Error()
+		return r
+	}
+	if lay != nil {
+		if err := lay(dir); err != nil {
+			r.err = err.Error()
+			return r
+		}
+	}
+	judged, runner := judgedCommand(command)
+	nonce := newNonce()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r.cmdResult = s.runCommand(cctx, dir, judged, slices.Concat(judgeEnv(dir, nonce), env))
+	var flag string
+	r.passed, r.judged, r.output, flag = judgeVerdict(r.cmdResult, runner, nonce, pass)
+	if flag != "" {
+		flags = append(flags, flag)
+	}
+	r.flags = flags
+	return r
+}
+
+// judgeEnv is the environment of a judged check: no user site, bytecode only in a fresh cache.
+// The path order is the judge's (judge.py) for what it runs; a command it does not run (make,
+// a shell script) keeps Python's own, so the programs it starts import as they would anywhere.
 func judgeEnv(dir, nonce string) []string {
 	return []string{
-		"PYTHONSAFEPATH=1", "PYTHONNOUSERSITE=1", "PYTHONDONTWRITEBYTECODE=1",
+		"PYTHONNOUSERSITE=1", "PYTHONDONTWRITEBYTECODE=1",
 		"PYTHONPYCACHEPREFIX=" + filepath.Join(dir, judgeDir, "pycache"),
-		"PYTEST_ADDOPTS=-p no:cacheprovider --import-mode=append",
 		"ARBOR_JUDGE_NONCE=" + nonce,
 	}
 }

@@ -5,6 +5,8 @@
 # import (os._exit or SystemExit) or prints a runner's summary leaves no such report.
 #
 #   python3 judge.py unittest|pytest ARGS...
+#   python3 judge.py script PATH ARGS...   (a check script: run as __main__, the tree last on
+#                                           the path; its exit code is its verdict)
 import json
 import os
 import sys
@@ -32,6 +34,16 @@ sys.path[:] = [p for p in sys.path if p not in ("", ".", _cwd, _here)]
 sys.path.append(_cwd)
 
 runner, args = sys.argv[1], sys.argv[2:]
+if runner == "script":
+    import runpy
+
+    # The script's directory, as Python would put it first, goes after the standard library.
+    _dir = os.path.dirname(os.path.abspath(args[0]))
+    if _dir not in sys.path:
+        sys.path.insert(len(sys.path) - 1, _dir)
+    sys.argv = args
+    runpy.run_path(args[0], run_name="__main__")
+    sys.exit(0)
 ok = False
 try:
     if runner == "unittest":

@@ -22,6 +22,12 @@ func TestJudgedCommand(t *testing.T) {
 		{"python3 -m unittest $(cat list)", "python3 -m unittest $(cat list)", ""},
 		{"sh run_check.sh", "sh run_check.sh", ""},
 		{"make test", "make test", ""},
+		{"python3 test_calc.py", "python3 .arbor-judge/judge.py script test_calc.py", ""},
+		{"python3 checks/run.py --fast ", "python3 .arbor-judge/judge.py script checks/run.py --fast", ""},
+		{"python3 -c 'print(1)'", "python3 -c 'print(1)'", ""},
+		{"python3 /tmp/x.py", "python3 /tmp/x.py", ""},
+		{"python3 .arbor-judge/judge.py script x.py", "python3 .arbor-judge/judge.py script x.py", ""},
+		{"python3 test_calc.py; true", "python3 test_calc.py; true", ""},
 	} {
 		cmd, runner := judgedCommand(c.in)
 		if cmd != c.cmd || runner != c.runner {

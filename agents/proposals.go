@@ -36,7 +36,7 @@ func (s *Session) eventVerdict(v *harness.Verdict) *event.GateVerdict {
 	}
 	spend := s.svc.spend(s)
 	return &event.GateVerdict{Command: v.Command, Commit: v.Commit, Passed: v.Passed, ExitCode: v.ExitCode,
-		DurationMs: v.DurationMs, TimedOut: v.TimedOut, Output: v.Output, Error: v.Error, Spend: &spend}
+		DurationMs: v.DurationMs, TimedOut: v.TimedOut, Output: v.Output, Error: v.Error, Judged: v.Judged, Spend: &spend}
 }
 
 // policyFor is the session's policy for a scope.

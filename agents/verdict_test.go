@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -240,5 +241,59 @@ func TestBranchCheckDoesNotApplySharedEdits(t *testing.T) {
 		Edits: []harness.Edit{{Op: "create", Entry: harness.Entry{Kind: harness.Note, ID: "mine", Title: "mine", Body: "Run python3 -m pytest tests/ first."}}}})
 	if err != nil || p.Status != harness.Applied {
 		t.Errorf("a session-scope note: %s (%s) %v", p.Status, p.Reason, err)
+	}
+}
+
+// A goal's end condition is judged apart from the work: the model's code cannot pass it by
+// rewriting the check script it names (restored from the session's base), by a module that
+// exits 0 on import (the runner's report never comes), or by a module shadowing the standard
+// library that the check script imports (the tree comes last on the path); the honest fix
+// passes. Run in the worktree, as before, each cheat passed.
+func TestEndConditionCheatsAreCaught(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, `{"rules":[
+ {"when":{"task":"^rewrite the check","last":"^rewrite the check"},"code":"open('check_done.py', 'w').write('print(\"ok\")\\n')"},
+ {"when":{"task":"^exit on import","last":"^exit on import"},"code":"open('calc.py', 'w').write('import os\\nos._exit(0)\\n')"},
+ {"when":{"task":"^shadow json","last":"^shadow json"},"code":"open('json.py', 'w').write('import sys\\nsys.exit(0)\\n')"},
+ {"when":{"task":"^fix it","last":"^fix it"},"code":"open('calc.py', 'w').write('def add(a, b):\\n    return a + b\\n')"}
+],"default":{"text":"done"}}`)
+	files := map[string]string{
+		"calc.py":       "def add(a, b):\n    return a - b\n",
+		"test_calc.py":  "import unittest, calc\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(calc.add(2, 2), 4)\n",
+		"check_done.py": "import json, calc\nassert calc.add(2, 2) == 4, 'add is wrong'\nprint(json.dumps('ok'))\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(e.repo, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, e.repo, "add", ".")
+	git(t, e.repo, "commit", "-qm", "calc, its test and a check")
+	ctx := context.Background()
+	run := func(task, until string) Goal {
+		t.Helper()
+		s, err := e.svc.Create(ctx, CreateRequest{Task: task, Dir: e.repo, Goal: &GoalSpec{Objective: task, Until: until, TurnBudget: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("the goal of "+task+" to end", func() bool {
+			g, ok := s.goalNow()
+			return ok && g.Status != GoalActive
+		})
+		e.settled(s)
+		return e.goalOf(s)
+	}
+	for _, c := range []struct{ task, until, judged string }{
+		{"rewrite the check", "python3 check_done.py", "exit code 1"},
+		{"exit on import", "python3 -m unittest -q test_calc", "never reported"},
+		{"shadow json", "python3 check_done.py", "exit code 1"},
+	} {
+		g := run(c.task, c.until)
+		if g.Verified || g.LastCheck == nil || g.LastCheck.Passed || !strings.Contains(g.LastCheck.Judged, c.judged) {
+			t.Errorf("%s: verified %v, last check %+v; want it failed (%s)", c.task, g.Verified, g.LastCheck, c.judged)
+		}
+	}
+	if g := run("fix it", "python3 -m unittest -q test_calc"); !g.Verified || !strings.Contains(g.LastCheck.Judged, "unittest's report: 1 tests ran") {
+		t.Errorf("the honest fix: verified %v, last check %+v", g.Verified, g.LastCheck)
 	}
 }

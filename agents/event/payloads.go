@@ -371,7 +371,8 @@ type GateVerdict struct {
 	TimedOut   bool   `json:"timedOut,omitempty"`
 	Output     string `json:"output,omitempty"`
 	Error      string `json:"error,omitempty"`
-	Spend      *Spend `json:"spend,omitempty"` // the session's subtree spending at the verdict
+	Judged     string `json:"judged,omitempty"` // how the judge reached the verdict ("exit code 0 and unittest's report: …")
+	Spend      *Spend `json:"spend,omitempty"`  // the session's subtree spending at the verdict
 }
 
 // HarnessProposed is a change to a harness scope waiting for a decision (the user's, or the
@@ -508,6 +509,7 @@ type Verified struct {
 	Skipped    bool   `json:"skipped,omitempty"`
 	Output     string `json:"output,omitempty"`
 	Error      string `json:"error,omitempty"`
+	Judged     string `json:"judged,omitempty"` // how the judge reached the verdict
 	Claimed    bool   `json:"claimed,omitempty"`
 	Evidence   string `json:"evidence,omitempty"` // the model's, with its claim
 	Spend      Spend  `json:"spend"`

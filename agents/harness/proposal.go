@@ -51,6 +51,7 @@ type Verdict struct {
 	TimedOut   bool   `json:"timedOut,omitempty"`
 	Output     string `json:"output,omitempty"` // its last lines
 	Error      string `json:"error,omitempty"`  // why it could not run
+	Judged     string `json:"judged,omitempty"` // how the judge reached the verdict
 }
 
 // Summary is the verdict in one line, as the observed effect.
@@ -66,6 +67,9 @@ func (v Verdict) Summary() string {
 		return fmt.Sprintf("branch check `%s` timed out after %.1f s%s", v.Command, float64(v.DurationMs)/1000, at)
 	case v.Passed:
 		return fmt.Sprintf("branch check `%s` passed in %.1f s%s", v.Command, float64(v.DurationMs)/1000, at)
+	}
+	if v.ExitCode == 0 && v.Judged != "" {
+		return fmt.Sprintf("branch check `%s` failed (%s) in %.1f s%s", v.Command, v.Judged, float64(v.DurationMs)/1000, at)
 	}
 	return fmt.Sprintf("branch check `%s` failed (exit %d) in %.1f s%s", v.Command, v.ExitCode, float64(v.DurationMs)/1000, at)
 }

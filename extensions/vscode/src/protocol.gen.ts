@@ -396,6 +396,7 @@ export interface Verified {
   skipped?: boolean;
   output?: string;
   error?: string;
+  judged?: string;
   claimed?: boolean;
   evidence?: string;
   spend: Spend;
@@ -670,6 +671,7 @@ export interface GateVerdict {
   timedOut?: boolean;
   output?: string;
   error?: string;
+  judged?: string;
   spend?: Spend;
 }
 

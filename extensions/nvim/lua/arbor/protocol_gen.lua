@@ -367,6 +367,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field skipped? boolean
 ---@field output? string
 ---@field error? string
+---@field judged? string
 ---@field claimed? boolean
 ---@field evidence? string
 ---@field spend arbor.Spend
@@ -604,6 +605,7 @@ M.EventHeartbeatTick = 'heartbeat_tick'
 ---@field timedOut? boolean
 ---@field output? string
 ---@field error? string
+---@field judged? string
 ---@field spend? arbor.Spend
 
 ---@class arbor.ProposalRef
@@ -1185,7 +1187,7 @@ M.fields = {
   GoalControlParams = { 'session', 'action' },
   Goal = { 'session', 'objective', 'status', 'reason', 'limit', 'by', 'tokenBudget', 'turnBudget', 'wallBudgetMs', 'costBudget', 'until', 'set', 'turns', 'idleTurns', 'spent', 'claimed', 'verified', 'evidence', 'checks', 'lastCheck', 'waiting' },
   Spend = { 'tokens', 'costUSD', 'modelCalls' },
-  Verified = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'skipped', 'output', 'error', 'claimed', 'evidence', 'spend' },
+  Verified = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'skipped', 'output', 'error', 'judged', 'claimed', 'evidence', 'spend' },
   GoalRef = { 'session' },
   GoalResult = { 'goal' },
   GoalSetParams = { 'session', 'objective', 'tokenBudget', 'turnBudget', 'wallBudget', 'costBudget', 'until', 'checkTimeout', 'replace' },
@@ -1222,7 +1224,7 @@ M.fields = {
   ProposalDecideParams = { 'dir', 'id', 'reason' },
   Proposal = { 'id', 'scope', 'ref', 'author', 'session', 'turn', 'trigger', 'rationale', 'intended', 'edits', 'base', 'commit', 'created', 'status', 'reason', 'decidedBy', 'decided', 'applied', 'gate', 'observed', 'advice', 'diff' },
   ProposalEdit = { 'op', 'kind', 'id', 'title', 'base' },
-  GateVerdict = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'output', 'error', 'spend' },
+  GateVerdict = { 'command', 'commit', 'passed', 'exitCode', 'durationMs', 'timedOut', 'output', 'error', 'judged', 'spend' },
   ProposalRef = { 'dir', 'id' },
   ProposalsParams = { 'dir', 'status' },
   ProposalsResult = { 'proposals' },

@@ -561,7 +561,7 @@ local function run()
     error('the accept the gate failed did not warn with the gate\'s reason: ' .. vim.inspect(said), 0)
   end
   rec = recorded(gpid)
-  if rec.status ~= 'rejected' or rec.decidedBy ~= 'gate' or type(rec.gate) ~= 'table' or rec.gate.passed ~= false
+  if rec.status ~= 'rejected' or rec.decidedBy ~= 'branch-check' or type(rec.gate) ~= 'table' or rec.gate.passed ~= false
     or rec.gate.exitCode ~= 3 then
     error('arbor proposals records the gated accept of ' .. gpid .. ' as ' .. vim.inspect(rec), 0)
   end

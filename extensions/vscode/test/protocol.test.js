@@ -284,7 +284,7 @@ test('arbor lsp speaks LSP and arbor/* to a vscode-languageserver-protocol clien
       assert.deepEqual(mine.map(proposalLabel), ['create note team-rule'], JSON.stringify(mine));
       const p = await conn.sendRequest(P.MethodRefineAccept, { dir: fx.repo, id: mine[0].id });
       assert.equal(p.status, 'rejected', `the gate exits 3, yet: ${JSON.stringify(p)}`);
-      assert.equal(p.decidedBy, 'gate');
+      assert.equal(p.decidedBy, 'branch-check');
       assert.equal(p.gate?.exitCode, 3);
       assert.match(p.gate?.output ?? '', /the team tests fail/);
       const m = decisionMessage(p, 'accept');

@@ -38,6 +38,8 @@ func (s *Session) replayGoal(r eventlog.Record, p event.Payload) {
 			case "backoff":
 				g.IdleTurns = d.IdleTurns
 				g.resumeAt = r.TS.Add(time.Duration(d.DelayMs) * time.Millisecond)
+			case "children":
+				g.IdleTurns = d.IdleTurns // as the live turn left it (reset when the turn changed something)
 			case "message":
 				g.IdleTurns = 0
 			}

@@ -61,8 +61,10 @@ func (s *Session) goalAfterTurn(ctx context.Context, turnErr error) {
 				g.IdleTurns = 0
 			}
 		}
+		idle := g.IdleTurns
 		s.mu.Unlock()
-		s.append(ctx, event.GoalWait{Reason: "children", Children: busy})
+		// The idle count goes into the record, so a replay after a restart counts as this did.
+		s.append(ctx, event.GoalWait{Reason: "children", Children: busy, IdleTurns: idle})
 		s.announce()
 		return // a child's message, or the last child settling (goalChildSettled), resumes it
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arborhq/arbor/agents/event"
+	"github.com/arborhq/arbor/agents/eventlog"
 	"github.com/arborhq/arbor/agents/harness"
 )
 
@@ -295,5 +297,31 @@ func TestEndConditionCheatsAreCaught(t *testing.T) {
 	}
 	if g := run("fix it", "python3 -m unittest -q test_calc"); !g.Verified || !strings.Contains(g.LastCheck.Judged, "unittest's report: 1 tests ran") {
 		t.Errorf("the honest fix: verified %v, last check %+v", g.Verified, g.LastCheck)
+	}
+}
+
+// A goal rebuilt from its log counts as the live one did: a "children" wait after a turn that
+// changed something resets the idle count (the wait records it), and the failing commit of an
+// end condition is the checkpoint it judged, so a restart neither checks nor runs a turn more.
+func TestGoalReplayCountsAsLive(t *testing.T) {
+	s := &Session{}
+	rec := eventlog.Record{TS: time.Now()}
+	for _, p := range []event.Payload{
+		event.GoalSet{Objective: "x", Until: "make test"},
+		event.TurnStarted{},
+		event.Verified{Command: "make test", Commit: "c1", ExitCode: 2},
+		event.GoalWait{Reason: "backoff", IdleTurns: 2, DelayMs: 1000},
+		event.TurnStarted{},
+		event.GoalWait{Reason: "children"}, // the turn started a child: IdleTurns back to 0
+	} {
+		s.replayGoal(rec, p)
+	}
+	g := s.goal
+	if g == nil || g.IdleTurns != 0 || g.Waiting != "children" || g.failHead != "c1" || g.Checks != 1 || g.Turns != 2 {
+		t.Fatalf("replayed goal = %+v (failHead %q)", g, g.failHead)
+	}
+	s.replayGoal(rec, event.GoalWait{Reason: "children", IdleTurns: 1})
+	if g.IdleTurns != 1 {
+		t.Errorf("a children wait after an idle turn: IdleTurns %d, want the recorded 1", g.IdleTurns)
 	}
 }

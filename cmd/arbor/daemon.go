@@ -49,30 +49,11 @@ func cmdDaemon(ctx context.Context, args []string) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	opts := agents.Options{StateDir: *stateDir, Overrides: ov, Logger: logger,
 		MaxKernels: *maxKernels, PlainKernels: *plain, SocketDir: filepath.Dir(*socket)}
-	if os.Getenv("ARBOR_TEST_CRASH_AFTER_HEARTBEAT_CLAIM") == "1" {
-		// Crash tests: the daemon dies as kill -9 would, with a heartbeat run claimed and not
-		// yet delivered.
-		opts.HeartbeatClaimed = func(string, string, int) { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	dopts := server.DaemonOptions{
+		Socket: *socket, IdleTimeout: *idle, Version: version, Logger: logger,
+		WriteTimeout: *writeTimeout, JournalDir: filepath.Join(*stateDir, "journal"),
 	}
-	if step := os.Getenv("ARBOR_TEST_CRASH_WORKTREE"); step != "" {
-		// Crash tests: the daemon dies as kill -9 would at a step of making or reclaiming a
-		// session's worktree.
-		// ARBOR_TEST_CRASH_WORKTREE_WAIT, a glob, holds the kill until it matches (e.g. until
-		// the background write has begun, so the worktree is cut short half written).
-		wait := os.Getenv("ARBOR_TEST_CRASH_WORKTREE_WAIT")
-		opts.WorktreeStep = func(_, at string) {
-			if at != step {
-				return
-			}
-			for deadline := time.Now().Add(10 * time.Second); wait != "" && time.Now().Before(deadline); {
-				if m, _ := filepath.Glob(wait); len(m) > 0 {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		}
-	}
+	daemonTestHooks(&opts, &dopts) // none in the binary users run (testhooks.go)
 	svc, err := agents.New(opts)
 	if err != nil {
 		return err
@@ -81,11 +62,8 @@ func cmdDaemon(ctx context.Context, args []string) error {
 	budget := sandbox.DetectBudget()
 	logger.Info("kernel process budget", "enforced", budget.String())
 	defer budget.Close()
-	return server.RunDaemon(ctx, server.DaemonOptions{
-		Socket: *socket, IdleTimeout: *idle, Version: version, Logger: logger, Agents: svc,
-		WriteTimeout: *writeTimeout, JournalDir: filepath.Join(*stateDir, "journal"),
-		CrashAt: os.Getenv("ARBOR_TEST_CRASH"), // test only: see DaemonOptions.CrashAt
-	})
+	dopts.Agents = svc
+	return server.RunDaemon(ctx, dopts)
 }
 
 func daemonStop(ctx context.Context) error {

@@ -246,3 +246,24 @@ func TestConnectOutlivesADaemonThatHangsUp(t *testing.T) {
 		t.Errorf("no daemon was started after the first one hung up")
 	}
 }
+
+// The binary users run carries no test hook: no ARBOR_TEST_* variable is read by it, so none can
+// make a production daemon kill itself or resize a queue (the tests' binary is built with
+// -tags arbortest).
+func TestBinaryUsersRunHasNoTestHooks(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "arbor")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/arbor")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build arbor: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := strings.Index(string(data), "ARBOR_TEST_"); i >= 0 {
+		end := min(i+40, len(data))
+		t.Errorf("the binary users run names a test hook: %q", data[i:end])
+	}
+}

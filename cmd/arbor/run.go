@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -199,14 +198,9 @@ func newFollower(w *os.File, asJSON bool) *follower {
 	return &follower{w: w, json: asJSON, events: make(chan server.Event, followQueue()), behind: make(chan struct{}, 1), next: 1}
 }
 
-// followQueue is how many events a follower holds before it falls behind and catches up from
-// the log: 1024, or ARBOR_TEST_FOLLOW_QUEUE (tests overflow a small one with fewer events).
-func followQueue() int {
-	if n, err := strconv.Atoi(os.Getenv("ARBOR_TEST_FOLLOW_QUEUE")); err == nil && n > 0 {
-		return n
-	}
-	return 1024
-}
+// defaultFollowQueue is how many events a follower holds before it falls behind and catches up
+// from the log (followQueue; the tests' binary can make it smaller).
+const defaultFollowQueue = 1024
 
 // notify runs on the connection's reader and must never block it: a Call waiting for its
 // reply would wait forever behind an event that cannot be handed on. It passes events on

@@ -43,7 +43,8 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	arborBin = filepath.Join(dir, "arbor")
-	build := exec.Command("go", "build", "-race", "-o", arborBin, "./cmd/arbor")
+	// With the test hooks (testhooks_arbortest.go): crash points and a small follow queue.
+	build := exec.Command("go", "build", "-race", "-tags", "arbortest", "-o", arborBin, "./cmd/arbor")
 	build.Dir = filepath.Join("..", "..") // the module root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

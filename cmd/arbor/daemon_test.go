@@ -249,7 +249,7 @@ func TestConnectOutlivesADaemonThatHangsUp(t *testing.T) {
 
 // The binary users run carries no test hook: no ARBOR_TEST_* variable is read by it, so none can
 // make a production daemon kill itself or resize a queue (the tests' binary is built with
-// -tags arbortest).
+// -tags arbortest), and the testing package is not linked into it.
 func TestBinaryUsersRunHasNoTestHooks(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "arbor")
@@ -265,5 +265,16 @@ func TestBinaryUsersRunHasNoTestHooks(t *testing.T) {
 	if i := strings.Index(string(data), "ARBOR_TEST_"); i >= 0 {
 		end := min(i+40, len(data))
 		t.Errorf("the binary users run names a test hook: %q", data[i:end])
+	}
+	list := exec.Command("go", "list", "-deps", "./cmd/arbor")
+	list.Dir = build.Dir
+	deps, err := list.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range strings.Fields(string(deps)) {
+		if d == "testing" {
+			t.Errorf("the testing package is linked into arbor (go list -deps ./cmd/arbor)")
+		}
 	}
 }

@@ -24,9 +24,19 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
+
+// TB is what Start needs of a test: testing.TB's methods, named here so the package does not
+// import testing — kernelbench, and through it the arbor binary, links this package.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	TempDir() string
+	Cleanup(func())
+}
 
 // Python is the interpreter that runs the server and, through the kernel spec the server is
 // given, its kernels: Debian's, which has jupyter_server and ipykernel (the first python3 on
@@ -42,8 +52,8 @@ type Server struct {
 	Token string
 	Dir   string // root_dir and the server's private Jupyter dirs
 
-	t      testing.TB // nil when launched outside a test
-	ownDir bool       // Dir was made by Launch: Close removes it
+	t      TB   // nil when launched outside a test
+	ownDir bool // Dir was made by Launch: Close removes it
 	port   int
 	log    string
 
@@ -64,7 +74,7 @@ func Available() string {
 }
 
 // Start starts a server and stops it when the test ends.
-func Start(t testing.TB) *Server {
+func Start(t TB) *Server {
 	t.Helper()
 	if why := Available(); why != "" {
 		if os.Getenv("ARBOR_REQUIRE_KERNEL") == "1" {

@@ -71,6 +71,10 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 			return fmt.Errorf("%s: %w", method, ErrConnectionClosed)
 		}
 	}
+	var rpcErr *jsonrpc2.Error
+	if r.err != nil && errors.As(r.err, &rpcErr) {
+		return r.err // the daemon's answer
+	}
 	if r.err != nil {
 		// A write or read that failed because the daemon hung up is that, whatever the socket
 		// error said.

@@ -2,9 +2,7 @@ package agents
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,25 +74,16 @@ func TestEvalExampleSuiteTellsHarnessesApart(t *testing.T) {
 }
 
 // testSuite extracts the built-in example suite into a directory of the test, marked a test of
-// Arbor ("test": true) when test is set, so that an eval gate lets its script play the model.
+// Arbor when test is set, so that an eval gate lets its script play the model.
 func testSuite(t *testing.T, test bool) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "suite")
-	if err := eval.Extract("example", dir); err != nil {
-		t.Fatal(err)
-	}
+	extract := eval.Extract
 	if test {
-		p := filepath.Join(dir, "suite.json")
-		var m map[string]any
-		data, _ := os.ReadFile(p)
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatal(err)
-		}
-		m["test"] = true
-		data, _ = json.Marshal(m)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		extract = eval.ExtractAsTest
+	}
+	if err := extract("example", dir); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

@@ -296,7 +296,7 @@ func (e *env) cellTimes() []time.Duration {
 
 func newEnv(ctx context.Context, dir string, n int, arborJSON string, o Options) (*env, error) {
 	repo := filepath.Join(dir, "repo")
-	if err := gitRepo(repo, arborJSON); err != nil {
+	if err := bench.GitRepo(repo, arborJSON); err != nil {
 		return nil, err
 	}
 	return serve(ctx, dir, repo, n, o)
@@ -524,24 +524,6 @@ func scale(ctx context.Context, dir string, o Options) (wall time.Duration, peak
 }
 
 func rssMB() float64 { return statusMB(os.Getpid(), "VmRSS:") }
-
-func gitRepo(dir, arborJSON string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	os.WriteFile(filepath.Join(dir, "README.md"), []byte("bench\n"), 0o644)
-	if arborJSON != "" {
-		os.WriteFile(filepath.Join(dir, "arbor.json"), []byte(arborJSON), 0o644)
-	}
-	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init"}} {
-		c := exec.Command("git", args...)
-		c.Dir = dir
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %v: %v %s", args, err, out)
-		}
-	}
-	return nil
-}
 
 type budgetResult struct {
 	peakMB, budgetMB, treeMB float64

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"embed"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -79,4 +80,27 @@ func Extract(name, dir string) error {
 		return fmt.Errorf("extract suite %s into %s: %w", name, dir, err)
 	}
 	return nil
+}
+
+// ExtractAsTest extracts the built-in suite name into dir marked a test of Arbor ("test": true
+// in its suite.json): its scripted model then plays the model under an eval gate too. Arbor's
+// own tests and benchmarks of the gate use it.
+func ExtractAsTest(name, dir string) error {
+	if err := Extract(name, dir); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, "suite.json")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("suite %s: %s: %w", name, p, err)
+	}
+	m["test"] = true
+	if data, err = json.MarshalIndent(m, "", "  "); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o644)
 }

@@ -58,7 +58,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	}
 	defer os.RemoveAll(tmp)
 	suite := filepath.Join(tmp, "suite")
-	if err := testSuite(suite); err != nil {
+	if err := eval.ExtractAsTest("example", suite); err != nil {
 		return nil, err
 	}
 	s, err := eval.Load(suite)
@@ -81,7 +81,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	}
 	defer func() { cancel(); wait() }()
 	repo := filepath.Join(tmp, "repo")
-	if err := gitRepo(repo); err != nil {
+	if err := bench.GitRepo(repo, ""); err != nil {
 		return nil, err
 	}
 	gate := map[string]any{"harness": map[string]any{"workspace": map[string]any{"policy": "review",
@@ -194,7 +194,7 @@ func bareTask(ctx context.Context, dir string, t *eval.Task) (time.Duration, err
 	if err := os.CopyFS(src, os.DirFS(filepath.Join(t.Dir, "repo"))); err != nil {
 		return 0, err
 	}
-	if err := gitRepo(src); err != nil {
+	if err := bench.GitRepo(src, ""); err != nil {
 		return 0, err
 	}
 	clone := filepath.Join(dir, "clone")
@@ -212,43 +212,6 @@ func bareTask(ctx context.Context, dir string, t *eval.Task) (time.Duration, err
 		c.Run() // the fixture as given fails its check: the time is what counts
 	}
 	return time.Since(start), nil
-}
-
-// testSuite extracts the example suite marked a test of Arbor, so its script plays the model
-// under the gate too.
-func testSuite(dir string) error {
-	if err := eval.Extract("example", dir); err != nil {
-		return err
-	}
-	p := filepath.Join(dir, "suite.json")
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		return err
-	}
-	m["test"] = true
-	data, _ = json.Marshal(m)
-	return os.WriteFile(p, data, 0o644)
-}
-
-func gitRepo(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if _, err := os.Stat(filepath.Join(dir, "README.md")); os.IsNotExist(err) {
-		os.WriteFile(filepath.Join(dir, "README.md"), []byte("bench\n"), 0o644)
-	}
-	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init"}} {
-		c := exec.Command("git", args...)
-		c.Dir = dir
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %v: %v %s", args, err, out)
-		}
-	}
-	return nil
 }
 
 func spreadText(s *bench.Spread) string {

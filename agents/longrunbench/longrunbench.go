@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -120,7 +119,7 @@ func newEnv(ctx context.Context, dir string, o Options) (*env, error) {
 		return nil, err
 	}
 	// Sessions go inactive soon after each turn, as an overnight daemon's do; a tick revives one.
-	if err := gitRepo(e.repo, `{"idleTimeout":"200ms"}`); err != nil {
+	if err := bench.GitRepo(e.repo, `{"idleTimeout":"200ms"}`); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -332,20 +331,4 @@ func deliveries(s *agents.Session) ([]event.HeartbeatRef, []time.Time, error) {
 		}
 	}
 	return refs, starts, nil
-}
-
-func gitRepo(dir, arborJSON string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	os.WriteFile(filepath.Join(dir, "README.md"), []byte("bench\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "arbor.json"), []byte(arborJSON), 0o644)
-	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init"}} {
-		c := exec.Command("git", args...)
-		c.Dir = dir
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %v: %v %s", args, err, out)
-		}
-	}
-	return nil
 }

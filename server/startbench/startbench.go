@@ -54,7 +54,7 @@ func Run(ctx context.Context, exe string, runs int) (*bench.Report, error) {
 		return nil, err
 	}
 	repo := filepath.Join(tmp, "repo")
-	if err := gitRepo(repo); err != nil {
+	if err := bench.GitRepo(repo, ""); err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(tmp, "run", "arbor.sock")
@@ -225,19 +225,4 @@ func stopDaemon(exe string, env []string) {
 	cmd := exec.Command(exe, "daemon", "stop")
 	cmd.Env = env
 	cmd.Run()
-}
-
-func gitRepo(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	os.WriteFile(filepath.Join(dir, "README.md"), []byte("bench\n"), 0o644)
-	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init"}} {
-		c := exec.Command("git", args...)
-		c.Dir = dir
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %v: %v %s", args, err, out)
-		}
-	}
-	return nil
 }
